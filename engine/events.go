@@ -1,0 +1,46 @@
+package engine
+
+import "encoding/json"
+
+// Event types the engine emits while a turn runs. They are the AI SDK UI
+// message stream chunk types (protocols.md A.5), so the UI encoder writes
+// them as they are and other encoders (OpenAI) translate them.
+const (
+	EventStart               = "start"
+	EventStartStep           = "start-step"
+	EventFinishStep          = "finish-step"
+	EventTextStart           = "text-start"
+	EventTextDelta           = "text-delta"
+	EventTextEnd             = "text-end"
+	EventReasoningStart      = "reasoning-start"
+	EventReasoningDelta      = "reasoning-delta"
+	EventReasoningEnd        = "reasoning-end"
+	EventToolInputStart      = "tool-input-start"
+	EventToolInputDelta      = "tool-input-delta"
+	EventToolInputAvailable  = "tool-input-available"
+	EventToolInputError      = "tool-input-error"
+	EventToolOutputAvailable = "tool-output-available"
+	EventToolOutputError     = "tool-output-error"
+	EventFinish              = "finish"
+	EventError               = "error"
+	EventAbort               = "abort"
+)
+
+// Event is one UI message stream chunk. Only the fields of its Type are set;
+// MarshalJSON writes exactly the fields the AI SDK's chunk schema expects.
+type Event struct {
+	Type           string          `json:"type"`
+	MessageID      string          `json:"messageId,omitempty"`
+	ID             string          `json:"id,omitempty"`
+	Delta          string          `json:"delta,omitempty"`
+	ToolCallID     string          `json:"toolCallId,omitempty"`
+	ToolName       string          `json:"toolName,omitempty"`
+	InputTextDelta string          `json:"inputTextDelta,omitempty"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	Output         json.RawMessage `json:"output,omitempty"`
+	ErrorText      string          `json:"errorText,omitempty"`
+	FinishReason   string          `json:"finishReason,omitempty"`
+	Dynamic        bool            `json:"dynamic,omitempty"`
+	// MessageMetadata rides on start and finish chunks.
+	MessageMetadata json.RawMessage `json:"messageMetadata,omitempty"`
+}

@@ -1,0 +1,59 @@
+package engine
+
+import "encoding/json"
+
+// DefaultMaxSteps is the step budget when neither the agent nor a rule sets
+// one (Think's default, think-implementation.md §2.12).
+const DefaultMaxSteps = 10
+
+// TurnRequest is everything one turn needs. The gateway builds it from the
+// stored transcript (never from client-supplied history) and the agent's
+// configuration.
+type TurnRequest struct {
+	Identity
+	// Model is the agent's model name, resolved through the ModelResolver.
+	Model  string
+	System string
+	// Messages is the stored transcript, ending with the new user message,
+	// or with the assistant message being continued (Continuation).
+	Messages []UIMessage
+	// Tools is the agent's merged tool set.
+	Tools []Tool
+	// Defaults are the agent's configured TurnConfig defaults (maxSteps,
+	// sampling…); beforeTurn overrides apply on top.
+	Defaults TurnConfig
+	// Continuation marks a turn that continues the last assistant message
+	// (after client tool results, or continueLastTurn).
+	Continuation bool
+	// MessageID is the assistant message id: the continued message's id on
+	// continuations, a fresh id otherwise (the engine makes one if empty).
+	MessageID string
+	// Body is the request's custom body fields (TurnContext.body).
+	Body map[string]any
+	// Hooks receives the lifecycle hooks; nil means NopHooks.
+	Hooks Hooks
+	// Emit receives the UI message stream events in order; nil discards them.
+	// It is called from the turn's goroutine and must not block for long.
+	Emit func(Event)
+}
+
+// TurnResult is how a turn ended.
+type TurnResult struct {
+	// Message is the assistant message to persist: the whole continued
+	// message on continuations, the partial one on error or abort.
+	Message UIMessage `json:"message"`
+	// Status is StatusCompleted, StatusError or StatusAborted.
+	Status string `json:"status"`
+	// Error is the client-visible error text (masked unless onChatError
+	// replaced it) when Status is StatusError.
+	Error        string       `json:"error,omitempty"`
+	FinishReason string       `json:"finishReason"`
+	Steps        []StepResult `json:"steps"`
+	Usage        Usage        `json:"usage"`
+	// Output is the parsed structured output when TurnConfig.Output was set.
+	Output json.RawMessage `json:"output,omitempty"`
+	// PendingToolCalls are client tool calls awaiting the client's result.
+	PendingToolCalls []ToolCall `json:"pendingToolCalls,omitempty"`
+	// Continuation echoes the request.
+	Continuation bool `json:"continuation"`
+}
