@@ -110,3 +110,10 @@ func Snippet(line string, column int) string {
 	}
 	return line + "\n" + string(pad) + "^"
 }
+
+// File is one rule, data or test file: its path (as shown in diagnostics)
+// and its contents.
+type File struct {
+	Path string
+	Data []byte
+}

@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Options configures an Engine. Zero values mean the documented defaults.
+type Options struct {
+	// Models resolves model names to providers. Required.
+	Models ModelResolver
+	// Logger receives engine logs (observation-hook panics, retries).
+	Logger *slog.Logger
+	// ToolTimeout bounds a tool execution when the tool sets none (default 60s).
+	ToolTimeout time.Duration
+	// MaxOutputBytes bounds a tool output when the tool sets none (default 64 KiB).
+	MaxOutputBytes int
+	// MaxConcurrentTools caps concurrent tool executions per turn (default 8).
+	MaxConcurrentTools int
+	// RetryBaseDelay is the first retry backoff for upstream failures (default 500ms).
+	RetryBaseDelay time.Duration
+	// DefaultMaxRetries applies when no TurnConfig sets maxRetries (default 2).
+	DefaultMaxRetries int
+}
+
+// Engine runs turns. It is safe for concurrent use; each Run is one turn.
+type Engine struct {
+	opts Options
+}
+
+// New returns an Engine with opts, defaults applied.
+func New(opts Options) *Engine {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ToolTimeout == 0 {
+		opts.ToolTimeout = 60 * time.Second
+	}
+	if opts.MaxOutputBytes == 0 {
+		opts.MaxOutputBytes = 64 << 10
+	}
+	if opts.MaxConcurrentTools == 0 {
+		opts.MaxConcurrentTools = 8
+	}
+	if opts.RetryBaseDelay == 0 {
+		opts.RetryBaseDelay = 500 * time.Millisecond
+	}
+	if opts.DefaultMaxRetries == 0 {
+		opts.DefaultMaxRetries = 2
+	}
+	return &Engine{opts: opts}
+}
+
+// Run runs one turn to its end and returns how it ended. It never returns
+// an error: failures are a TurnResult with StatusError, after onChatError.
+// Cancelling ctx aborts the turn (StatusAborted) with the partial message.
+func (e *Engine) Run(ctx context.Context, req *TurnRequest) *TurnResult {
+	panic("engine.Run: not yet implemented") // replaced by the loop implementation
+}
