@@ -1,0 +1,57 @@
+// Package schema checks tool input schemas when tools are built, so that a
+// broken schema is a startup error (configured tools) or a skipped tool (MCP
+// discovery) rather than a failure in the middle of a turn.
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// resourceURL is the name the schema is compiled under; it only appears in
+// the validator's own error messages.
+const resourceURL = "turngate:///tool-input.json"
+
+// errNoRemoteRefs refuses every $ref outside the schema itself: a schema
+// (possibly from a remote MCP server) must not make the gateway read local
+// files or fetch URLs.
+var errNoRemoteRefs = errors.New("external $ref is not allowed in tool schemas")
+
+type refusingLoader struct{}
+
+// Load refuses to load anything.
+func (refusingLoader) Load(string) (any, error) { return nil, errNoRemoteRefs }
+
+// Check reports whether raw is a valid JSON Schema (draft 2020-12 unless
+// the schema names another draft with $schema) for a tool's input: a schema
+// object whose type, if given, is "object", since models call tools with
+// JSON objects. References to other documents are refused.
+func Check(raw json.RawMessage) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return errors.New("schema is empty")
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("parsing schema: %w", err)
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return errors.New("schema must be a JSON object")
+	}
+	if t, ok := obj["type"]; ok && t != "object" {
+		return fmt.Errorf(`schema type must be "object", got %v`, t)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refusingLoader{})
+	if err := c.AddResource(resourceURL, doc); err != nil {
+		return fmt.Errorf("adding schema: %w", err)
+	}
+	if _, err := c.Compile(resourceURL); err != nil {
+		return fmt.Errorf("compiling schema: %w", err)
+	}
+	return nil
+}
