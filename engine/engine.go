@@ -25,8 +25,11 @@ type Options struct {
 }
 
 // Engine runs turns. It is safe for concurrent use; each Run is one turn.
+// It compiles each distinct JSON Schema (tool inputs, structured output)
+// once and keeps it for later turns.
 type Engine struct {
-	opts Options
+	opts    Options
+	schemas schemaCache
 }
 
 // New returns an Engine with opts, defaults applied.
@@ -55,6 +58,31 @@ func New(opts Options) *Engine {
 // Run runs one turn to its end and returns how it ended. It never returns
 // an error: failures are a TurnResult with StatusError, after onChatError.
 // Cancelling ctx aborts the turn (StatusAborted) with the partial message.
+//
+// Events: `start` first (with the message id), then per model step
+// `start-step` … `finish-step`, and `finish` last. A failure at any stage
+// emits `error` (then `finish-step` if a step was open) and `finish` with
+// finishReason "error", as the AI SDK server does. An abort emits `abort`
+// and nothing after it, as the AI SDK server does (protocols.md A.11).
+//
+// Hooks.OnChatResponse fires exactly once at the end of every Run, after the
+// last event, whatever the status — including setup failures (unknown model,
+// beforeTurn error), where Message is the empty (or continued) message and
+// Steps is 0. Hooks.OnChatError fires once for a failure that ends the turn
+// and once for every tool or policy failure that becomes a tool error.
 func (e *Engine) Run(ctx context.Context, req *TurnRequest) *TurnResult {
-	panic("engine.Run: not yet implemented") // replaced by the loop implementation
+	t := newTurn(e, req)
+	t.emitStart()
+	if err := t.setup(ctx); err != nil {
+		t.fail(ctx, StageSetup, err)
+		return t.end(ctx)
+	}
+	runCtx := ctx
+	if t.timeout.TotalMs > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeoutCause(ctx, time.Duration(t.timeout.TotalMs)*time.Millisecond, errTotalTimeout)
+		defer cancel()
+	}
+	t.loop(ctx, runCtx)
+	return t.end(ctx)
 }

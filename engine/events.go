@@ -41,6 +41,10 @@ type Event struct {
 	ErrorText      string          `json:"errorText,omitempty"`
 	FinishReason   string          `json:"finishReason,omitempty"`
 	Dynamic        bool            `json:"dynamic,omitempty"`
+	// ProviderExecuted marks a tool call the client must not execute: the
+	// engine sets it on client tool calls that beforeToolCall blocked or
+	// substituted, so the AI SDK client skips onToolCall for them.
+	ProviderExecuted bool `json:"providerExecuted,omitempty"`
 	// MessageMetadata rides on start and finish chunks.
 	MessageMetadata json.RawMessage `json:"messageMetadata,omitempty"`
 }

@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+)
+
+// Compose returns Hooks that dispatch to hooks in order, like the
+// reference's extensions: the primary first, then the others in load order.
+// Nil entries are skipped.
+//
+//   - BeforeTurn and BeforeStep: every hook runs; results merge in order (a
+//     later scalar wins; tools and stopWhen are additive; headers and
+//     providerOptions are shallow-merged). Later hooks see the model, system
+//     and messages chosen by earlier ones. The first error stops dispatch.
+//   - BeforeToolCall: hooks run in order; the first block or substitute wins
+//     and ends dispatch; an allow with input rewrites the input later hooks
+//     see, and the last rewrite is the result. The first error stops dispatch.
+//   - ToolResult: chained; each hook sees the output as replaced by earlier
+//     ones. The first error stops dispatch.
+//   - Observation hooks: every hook is called; a panic in one is recovered
+//     and logged with slog.Default and never stops the others.
+//   - OnChatError: chained; each hook sees the error as replaced by earlier
+//     ones; the last replacement wins.
+//
+// A panic in a decision hook becomes that hook's error (fail closed).
+func Compose(hooks ...Hooks) Hooks {
+	var c composed
+	for _, h := range hooks {
+		if h != nil {
+			c = append(c, h)
+		}
+	}
+	switch len(c) {
+	case 0:
+		return NopHooks{}
+	case 1:
+		return c[0]
+	}
+	return c
+}
+
+type composed []Hooks
+
+func (c composed) BeforeTurn(ctx context.Context, tc *TurnContext) (*TurnConfig, error) {
+	var acc *TurnConfig
+	view := *tc
+	for _, h := range c {
+		cfg, err := callBeforeTurn(ctx, h, &view)
+		if err != nil {
+			return nil, err
+		}
+		if cfg == nil {
+			continue
+		}
+		if acc == nil {
+			acc = &TurnConfig{}
+		}
+		mergeTurnConfig(acc, cfg)
+		if cfg.Model != nil {
+			view.Model = *cfg.Model
+		}
+		if cfg.System != nil {
+			view.System = *cfg.System
+		}
+		if cfg.Messages != nil {
+			view.Messages = *cfg.Messages
+		}
+	}
+	return acc, nil
+}
+
+func (c composed) BeforeStep(ctx context.Context, sc *PrepareStepContext) (*StepConfig, error) {
+	var acc *StepConfig
+	view := *sc
+	for _, h := range c {
+		cfg, err := callBeforeStep(ctx, h, &view)
+		if err != nil {
+			return nil, err
+		}
+		if cfg == nil {
+			continue
+		}
+		if acc == nil {
+			acc = &StepConfig{}
+		}
+		mergeStepConfig(acc, cfg)
+		if cfg.Model != nil {
+			view.Model = *cfg.Model
+		}
+		if cfg.System != nil {
+			view.System = *cfg.System
+		}
+		if cfg.Messages != nil {
+			view.Messages = *cfg.Messages
+		}
+		if cfg.ActiveTools != nil {
+			view.ActiveTools = *cfg.ActiveTools
+		}
+	}
+	return acc, nil
+}
+
+func (c composed) BeforeToolCall(ctx context.Context, tc *ToolCallContext) (*ToolCallDecision, error) {
+	var rewrite *ToolCallDecision
+	view := *tc
+	for _, h := range c {
+		d, err := callBeforeToolCall(ctx, h, &view)
+		if err != nil {
+			return nil, err
+		}
+		if d == nil {
+			continue
+		}
+		switch d.Action {
+		case ActionBlock, ActionSubstitute:
+			return d, nil
+		case ActionAllow:
+			if len(d.Input) > 0 {
+				rewrite = d
+				view.Input = d.Input
+			}
+		default:
+			return d, nil // the engine rejects unknown actions
+		}
+	}
+	return rewrite, nil
+}
+
+func (c composed) ToolResult(ctx context.Context, rc *ToolCallResultContext) (*ToolResultDecision, error) {
+	var last *ToolResultDecision
+	view := *rc
+	for _, h := range c {
+		d, err := callToolResult(ctx, h, &view)
+		if err != nil {
+			return nil, err
+		}
+		if d != nil {
+			last = d
+			view.Output = d.Output
+		}
+	}
+	return last, nil
+}
+
+func (c composed) AfterToolCall(ctx context.Context, rc *ToolCallResultContext) {
+	for _, h := range c {
+		func() {
+			defer recoverObservation(slog.Default(), "afterToolCall")
+			h.AfterToolCall(ctx, rc)
+		}()
+	}
+}
+
+func (c composed) OnStepFinish(ctx context.Context, s *StepResult) {
+	for _, h := range c {
+		func() {
+			defer recoverObservation(slog.Default(), "onStepFinish")
+			h.OnStepFinish(ctx, s)
+		}()
+	}
+}
+
+func (c composed) OnChunk(ctx context.Context, ch *ChunkContext) {
+	for _, h := range c {
+		func() {
+			defer recoverObservation(slog.Default(), "onChunk")
+			h.OnChunk(ctx, ch)
+		}()
+	}
+}
+
+func (c composed) OnChatResponse(ctx context.Context, r *ChatResponseResult) {
+	for _, h := range c {
+		func() {
+			defer recoverObservation(slog.Default(), "onChatResponse")
+			h.OnChatResponse(ctx, r)
+		}()
+	}
+}
+
+func (c composed) OnChatError(ctx context.Context, e *ChatErrorContext) error {
+	var replaced error
+	view := *e
+	for _, h := range c {
+		func() {
+			defer recoverObservation(slog.Default(), "onChatError")
+			if r := h.OnChatError(ctx, &view); r != nil {
+				replaced = r
+				view.Err = r
+				view.Message = r.Error()
+			}
+		}()
+	}
+	return replaced
+}
+
+// recoverObservation recovers a panic in an observation hook and logs it.
+// It must be deferred directly.
+func recoverObservation(log *slog.Logger, hook string) {
+	if r := recover(); r != nil {
+		log.Error("engine: observation hook panicked", "hook", hook, "panic", fmt.Sprint(r))
+	}
+}
+
+func panicError(hook string, r any) error {
+	return fmt.Errorf("%s hook panicked: %v", hook, r)
+}
+
+func callBeforeTurn(ctx context.Context, h Hooks, tc *TurnContext) (cfg *TurnConfig, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			cfg, err = nil, panicError("beforeTurn", r)
+		}
+	}()
+	return h.BeforeTurn(ctx, tc)
+}
+
+func callBeforeStep(ctx context.Context, h Hooks, sc *PrepareStepContext) (cfg *StepConfig, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			cfg, err = nil, panicError("beforeStep", r)
+		}
+	}()
+	return h.BeforeStep(ctx, sc)
+}
+
+func callBeforeToolCall(ctx context.Context, h Hooks, tc *ToolCallContext) (d *ToolCallDecision, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d, err = nil, panicError("beforeToolCall", r)
+		}
+	}()
+	return h.BeforeToolCall(ctx, tc)
+}
+
+func callToolResult(ctx context.Context, h Hooks, rc *ToolCallResultContext) (d *ToolResultDecision, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d, err = nil, panicError("toolResult", r)
+		}
+	}()
+	return h.ToolResult(ctx, rc)
+}
+
+// mergeTurnConfig applies src on top of dst: set scalars replace, tools and
+// stopWhen are appended (a later tool of the same name replaces an earlier
+// one when the engine builds the tool set), headers and providerOptions are
+// shallow-merged.
+func mergeTurnConfig(dst, src *TurnConfig) {
+	setIf(&dst.Model, src.Model)
+	setIf(&dst.System, src.System)
+	setIf(&dst.Messages, src.Messages)
+	dst.Tools = append(dst.Tools, src.Tools...)
+	setIf(&dst.ActiveTools, src.ActiveTools)
+	setIf(&dst.ToolChoice, src.ToolChoice)
+	setIf(&dst.MaxSteps, src.MaxSteps)
+	dst.StopWhen = append(dst.StopWhen, src.StopWhen...)
+	setIf(&dst.SendReasoning, src.SendReasoning)
+	setIf(&dst.MaxOutputTokens, src.MaxOutputTokens)
+	setIf(&dst.Temperature, src.Temperature)
+	setIf(&dst.TopP, src.TopP)
+	setIf(&dst.TopK, src.TopK)
+	setIf(&dst.PresencePenalty, src.PresencePenalty)
+	setIf(&dst.FrequencyPenalty, src.FrequencyPenalty)
+	setIf(&dst.StopSequences, src.StopSequences)
+	setIf(&dst.Seed, src.Seed)
+	setIf(&dst.MaxRetries, src.MaxRetries)
+	setIf(&dst.Timeout, src.Timeout)
+	dst.Headers = mergeMap(dst.Headers, src.Headers)
+	dst.ProviderOptions = mergeMap(dst.ProviderOptions, src.ProviderOptions)
+	setIf(&dst.Output, src.Output)
+}
+
+// mergeStepConfig applies src on top of dst like mergeTurnConfig.
+func mergeStepConfig(dst, src *StepConfig) {
+	setIf(&dst.Model, src.Model)
+	setIf(&dst.ToolChoice, src.ToolChoice)
+	setIf(&dst.ActiveTools, src.ActiveTools)
+	setIf(&dst.System, src.System)
+	setIf(&dst.Messages, src.Messages)
+	dst.ProviderOptions = mergeMap(dst.ProviderOptions, src.ProviderOptions)
+}
+
+func setIf[T any](dst **T, src *T) {
+	if src != nil {
+		*dst = src
+	}
+}
+
+// mergeMap returns a new map holding dst's entries overwritten by src's;
+// it never mutates its arguments, which may belong to a hook.
+func mergeMap[V any](dst, src map[string]V) map[string]V {
+	if len(src) == 0 {
+		return dst
+	}
+	out := make(map[string]V, len(dst)+len(src))
+	maps.Copy(out, dst)
+	maps.Copy(out, src)
+	return out
+}

@@ -1,0 +1,833 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// continuePrompt is Think's ephemeral user message for a request that would
+// otherwise end with an assistant message (think-implementation.md §2.2).
+// It reaches the model but is never persisted.
+const continuePrompt = "Continue your previous response from exactly where it left off. Do not repeat any of it."
+
+// maskedErrorText is the client-visible error text unless onChatError
+// replaces it: the AI SDK's default (protocols.md A.6).
+const maskedErrorText = "An error occurred."
+
+// maxRetryAfter is the longest Retry-After the engine waits for; a server
+// asking for more is treated as a final failure rather than stalling a turn.
+const maxRetryAfter = time.Minute
+
+var (
+	errChunkTimeout = errors.New("chunk timeout")
+	errTotalTimeout = errors.New("total timeout")
+)
+
+// publicError is an engine error whose text is safe to show clients
+// (timeouts, structured-output failures); other errors are masked.
+type publicError struct{ msg string }
+
+func (e *publicError) Error() string { return e.msg }
+
+func publicErrorf(format string, args ...any) error {
+	return &publicError{msg: fmt.Sprintf(format, args...)}
+}
+
+// turn is the state of one Run.
+type turn struct {
+	e     *Engine
+	req   *TurnRequest
+	hooks Hooks
+	log   *slog.Logger
+	emitF func(Event)
+	begin time.Time
+
+	// Configuration after beforeTurn.
+	cfg           TurnConfig
+	model         string
+	system        string
+	messages      []ModelMessage
+	tools         []Tool
+	toolIndex     map[string]int
+	active        []string
+	activeInfos   []ToolInfo
+	maxSteps      int
+	maxRetries    int
+	timeout       TimeoutConfig
+	sendReasoning bool
+	turnCtx       *TurnContext
+	provider      Provider
+	upstream      string
+
+	// Progress.
+	msg      UIMessage
+	steps    []StepResult
+	records  []ToolCallRecord
+	pending  []ToolCall
+	stepOpen bool
+	blocks   []*textBlock
+	free     []*textBlock
+	chunk    ChunkContext
+
+	// Outcome.
+	status       string
+	errText      string
+	finishReason string
+	output       json.RawMessage
+}
+
+// textBlock is an open text or reasoning part of the current step.
+type textBlock struct {
+	id        string
+	reasoning bool
+	part      int // index in msg.Parts, -1 when reasoning is not sent
+	buf       []byte
+}
+
+func newTurn(e *Engine, req *TurnRequest) *turn {
+	t := &turn{e: e, req: req, hooks: req.Hooks, log: e.opts.Logger, emitF: req.Emit, begin: time.Now()}
+	if t.hooks == nil {
+		t.hooks = NopHooks{}
+	}
+	t.chunk.Identity = req.Identity
+	if n := len(req.Messages); req.Continuation && n > 0 && req.Messages[n-1].Role == RoleAssistant {
+		last := req.Messages[n-1]
+		t.msg = UIMessage{ID: last.ID, Role: RoleAssistant, Metadata: last.Metadata, Parts: slices.Clone(last.Parts)}
+	} else {
+		id := req.MessageID
+		if id == "" {
+			id = "msg_" + uuid.NewString()
+		}
+		t.msg = UIMessage{ID: id, Role: RoleAssistant}
+	}
+	return t
+}
+
+func (t *turn) emit(ev Event) {
+	if t.emitF != nil {
+		t.emitF(ev)
+	}
+}
+
+func (t *turn) emitStart() {
+	t.emit(Event{Type: EventStart, MessageID: t.msg.ID})
+}
+
+// setup assembles the turn context, runs beforeTurn and applies its config
+// on top of the agent's defaults.
+func (t *turn) setup(ctx context.Context) error {
+	req := t.req
+	t.addTools(req.Tools)
+	t.addTools(req.Defaults.Tools)
+	maxSteps := DefaultMaxSteps
+	if req.Defaults.MaxSteps != nil {
+		maxSteps = *req.Defaults.MaxSteps
+	}
+	tc := &TurnContext{
+		Identity:     req.Identity,
+		System:       req.System,
+		Messages:     ConvertToModelMessages(req.Messages),
+		Tools:        t.toolInfos(nil),
+		Model:        req.Model,
+		Continuation: req.Continuation,
+		Body:         req.Body,
+		MaxSteps:     maxSteps,
+	}
+	override, err := callBeforeTurn(ctx, t.hooks, tc)
+	if err != nil {
+		return fmt.Errorf("beforeTurn: %w", err)
+	}
+	t.cfg = req.Defaults
+	t.cfg.Tools = nil
+	t.cfg.StopWhen = slices.Clip(t.cfg.StopWhen)
+	if override != nil {
+		mergeTurnConfig(&t.cfg, override)
+		t.addTools(override.Tools)
+	}
+	cfg := &t.cfg
+	t.model, t.system, t.messages = req.Model, req.System, tc.Messages
+	if cfg.Model != nil {
+		t.model = *cfg.Model
+	}
+	if cfg.System != nil {
+		t.system = *cfg.System
+	}
+	if cfg.Messages != nil {
+		t.messages = *cfg.Messages
+	}
+	t.messages = slices.Clip(t.messages)
+	if n := len(t.messages); n > 0 && t.messages[n-1].Role == RoleAssistant {
+		t.messages = append(t.messages, ModelMessage{Role: RoleUser, Content: []ContentPart{{Type: ContentText, Text: continuePrompt}}})
+	}
+	t.maxSteps = maxSteps
+	if cfg.MaxSteps != nil {
+		t.maxSteps = *cfg.MaxSteps
+	}
+	if t.maxSteps < 1 {
+		return fmt.Errorf("maxSteps must be at least 1, got %d", t.maxSteps)
+	}
+	t.maxRetries = t.e.opts.DefaultMaxRetries
+	if cfg.MaxRetries != nil {
+		t.maxRetries = max(*cfg.MaxRetries, 0)
+	}
+	if cfg.Timeout != nil {
+		t.timeout = *cfg.Timeout
+		if t.timeout.TotalMs < 0 || t.timeout.ChunkMs < 0 {
+			return fmt.Errorf("timeout must not be negative (totalMs %d, chunkMs %d)", t.timeout.TotalMs, t.timeout.ChunkMs)
+		}
+	}
+	t.sendReasoning = cfg.SendReasoning == nil || *cfg.SendReasoning
+	if cfg.Output != nil {
+		if _, err := t.e.schemas.compile(cfg.Output.Schema); err != nil {
+			return fmt.Errorf("output schema: %w", err)
+		}
+	}
+	if cfg.ActiveTools != nil {
+		t.active = *cfg.ActiveTools
+	} else {
+		t.active = make([]string, len(t.tools))
+		for i := range t.tools {
+			t.active[i] = t.tools[i].Name
+		}
+	}
+	t.activeInfos = t.toolInfos(t.active)
+	t.provider, t.upstream, err = t.e.opts.Models.Resolve(t.model)
+	if err != nil {
+		return fmt.Errorf("resolving model %q: %w", t.model, err)
+	}
+	final := *tc
+	final.System, final.Messages, final.Model, final.MaxSteps = t.system, t.messages, t.model, t.maxSteps
+	final.Tools = t.toolInfos(nil)
+	t.turnCtx = &final
+	return nil
+}
+
+// addTools adds tools to the turn's set; a tool replaces an earlier one of
+// the same name in place.
+func (t *turn) addTools(tools []Tool) {
+	if t.toolIndex == nil {
+		t.toolIndex = make(map[string]int, len(tools))
+	}
+	for _, tool := range tools {
+		if i, ok := t.toolIndex[tool.Name]; ok {
+			t.tools[i] = tool
+			continue
+		}
+		t.toolIndex[tool.Name] = len(t.tools)
+		t.tools = append(t.tools, tool)
+	}
+}
+
+// toolInfos describes the named tools (all tools when names is nil), in
+// the turn's tool order, skipping names the turn does not have.
+func (t *turn) toolInfos(names []string) []ToolInfo {
+	infos := make([]ToolInfo, 0, len(t.tools))
+	for i := range t.tools {
+		if names == nil || slices.Contains(names, t.tools[i].Name) {
+			infos = append(infos, t.tools[i].ToolInfo)
+		}
+	}
+	return infos
+}
+
+// loop runs model steps until the turn ends. parent is Run's context (its
+// cancellation is an abort); ctx adds the total timeout.
+func (t *turn) loop(parent, ctx context.Context) {
+	for n := 0; ; n++ {
+		if t.interrupted(parent, ctx, nil) {
+			return
+		}
+		req, prov, active, err := t.prepareStep(ctx, n)
+		if err != nil {
+			t.fail(ctx, StagePolicy, err)
+			return
+		}
+		step, ok := t.runStep(parent, ctx, n, prov, req, active)
+		if !ok {
+			return
+		}
+		t.callOnStepFinish(ctx, step)
+		t.steps = append(t.steps, *step)
+		t.finishReason = step.FinishReason
+		if len(t.pending) > 0 {
+			t.finishReason = FinishToolCalls
+			return
+		}
+		if len(step.ToolResults) == 0 {
+			return
+		}
+		if why := t.stopReason(step); why != "" {
+			t.stopGuard(why)
+			return
+		}
+	}
+}
+
+// stopReason says why the loop must stop after step although it produced
+// tool results ("" to go on): maxSteps or a stopWhen condition.
+func (t *turn) stopReason(step *StepResult) string {
+	done := len(t.steps)
+	if done >= t.maxSteps {
+		return "maxSteps"
+	}
+	for _, c := range t.cfg.StopWhen {
+		switch c.Type {
+		case StopStepCount:
+			if done >= c.Count {
+				return "stopWhen stepCount " + strconv.Itoa(c.Count)
+			}
+		case StopHasToolCall:
+			for _, call := range step.ToolCalls {
+				if call.ToolName == c.ToolName {
+					return "stopWhen hasToolCall " + strconv.Quote(c.ToolName)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// stopGuard ends a turn that stopped right after tool results with a short
+// text step. Without it the AI SDK client, whose
+// lastAssistantMessageIsCompleteWithToolCalls cannot tell server-run tools
+// from its own, would resubmit the conversation at once and loop
+// (protocols.md A.8). The guard is not a model step: no hooks fire for it
+// and it is not in TurnResult.Steps.
+func (t *turn) stopGuard(why string) {
+	n := len(t.steps)
+	unit := "steps"
+	if n == 1 {
+		unit = "step"
+	}
+	text := fmt.Sprintf("Stopped after %d %s (%s).", n, unit, why)
+	id := "stop-" + strconv.Itoa(n)
+	t.emit(Event{Type: EventStartStep})
+	t.msg.Parts = append(t.msg.Parts, UIPart{Type: PartStepStart}, UIPart{Type: PartText, Text: text, State: StateDone})
+	t.emit(Event{Type: EventTextStart, ID: id})
+	t.emit(Event{Type: EventTextDelta, ID: id, Delta: text})
+	t.emit(Event{Type: EventTextEnd, ID: id})
+	t.emit(Event{Type: EventFinishStep})
+}
+
+// prepareStep runs beforeStep and builds the step's model request.
+func (t *turn) prepareStep(ctx context.Context, n int) (*ModelRequest, Provider, []string, error) {
+	sc, err := callBeforeStep(ctx, t.hooks, &PrepareStepContext{
+		Identity:    t.req.Identity,
+		StepNumber:  n,
+		Steps:       slices.Clip(t.steps),
+		Model:       t.model,
+		System:      t.system,
+		Messages:    slices.Clip(t.messages),
+		ActiveTools: t.active,
+		Turn:        t.turnCtx,
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("beforeStep %d: %w", n, err)
+	}
+	cfg := &t.cfg
+	req := &ModelRequest{
+		Model:            t.upstream,
+		System:           t.system,
+		Messages:         t.messages,
+		Tools:            t.activeInfos,
+		ToolChoice:       cfg.ToolChoice,
+		MaxOutputTokens:  cfg.MaxOutputTokens,
+		Temperature:      cfg.Temperature,
+		TopP:             cfg.TopP,
+		TopK:             cfg.TopK,
+		PresencePenalty:  cfg.PresencePenalty,
+		FrequencyPenalty: cfg.FrequencyPenalty,
+		Seed:             cfg.Seed,
+		Headers:          cfg.Headers,
+		ProviderOptions:  cfg.ProviderOptions,
+		Output:           cfg.Output,
+		SendReasoning:    t.sendReasoning,
+	}
+	if cfg.StopSequences != nil {
+		req.StopSequences = *cfg.StopSequences
+	}
+	prov, active := t.provider, t.active
+	if sc == nil {
+		return req, prov, active, nil
+	}
+	if sc.Model != nil && *sc.Model != t.model {
+		p, upstream, err := t.e.opts.Models.Resolve(*sc.Model)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("beforeStep %d: resolving model %q: %w", n, *sc.Model, err)
+		}
+		prov, req.Model = p, upstream
+	}
+	if sc.System != nil {
+		req.System = *sc.System
+	}
+	if sc.Messages != nil {
+		req.Messages = *sc.Messages
+	}
+	if sc.ToolChoice != nil {
+		req.ToolChoice = sc.ToolChoice
+	}
+	if sc.ActiveTools != nil {
+		active = *sc.ActiveTools
+		req.Tools = t.toolInfos(active)
+	}
+	req.ProviderOptions = mergeMap(req.ProviderOptions, sc.ProviderOptions)
+	return req, prov, active, nil
+}
+
+// stepState collects one model step as its parts arrive.
+type stepState struct {
+	text      []byte
+	reasoning []string
+	calls     []ToolCall
+	validJSON []bool // per call: whether the model's input was JSON
+	finish    StreamPart
+	finished  bool
+	toolParts map[string]int // toolCallId → index in msg.Parts
+}
+
+// runStep streams one model step, then resolves its tool calls. It returns
+// false when the turn ended (error or abort) during the step.
+func (t *turn) runStep(parent, ctx context.Context, n int, prov Provider, req *ModelRequest, active []string) (*StepResult, bool) {
+	stepCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var timer *time.Timer
+	chunkTimeout := time.Duration(t.timeout.ChunkMs) * time.Millisecond
+	if chunkTimeout > 0 {
+		timer = time.AfterFunc(chunkTimeout, func() { cancel(errChunkTimeout) })
+		defer timer.Stop()
+	}
+	stream, ok, err := t.open(stepCtx, prov, req, timer, chunkTimeout)
+	if err != nil {
+		if !t.interrupted(parent, ctx, stepCtx) {
+			t.fail(ctx, StageStream, fmt.Errorf("step %d: %w", n, err))
+		}
+		return nil, false
+	}
+	defer stream.Close()
+	t.stepOpen = true
+	t.emit(Event{Type: EventStartStep})
+	t.msg.Parts = append(t.msg.Parts, UIPart{Type: PartStepStart})
+	var st stepState
+	t.chunk.StepNumber = n
+	for ok {
+		if timer != nil {
+			timer.Reset(chunkTimeout)
+		}
+		p := stream.Current()
+		t.callOnChunk(ctx, p)
+		t.handlePart(&st, p)
+		ok = stream.Next()
+	}
+	if err := stream.Err(); err != nil || stepCtx.Err() != nil {
+		t.closeBlocks(false)
+		if !t.interrupted(parent, ctx, stepCtx) {
+			t.fail(ctx, StageStream, fmt.Errorf("step %d: model stream: %w", n, err))
+		}
+		return nil, false
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	t.closeBlocks(true)
+	step := &StepResult{
+		Identity:         t.req.Identity,
+		StepNumber:       n,
+		Model:            t.model,
+		Text:             string(st.text),
+		Reasoning:        st.reasoning,
+		ToolCalls:        st.calls,
+		FinishReason:     finishReason(st.finish.FinishReason, len(st.calls) > 0),
+		RawFinishReason:  st.finish.RawFinishReason,
+		Warnings:         st.finish.Warnings,
+		ProviderMetadata: st.finish.ProviderMetadata,
+	}
+	if len(st.reasoning) > 0 {
+		for _, r := range st.reasoning {
+			step.ReasoningText += r
+		}
+	}
+	if st.finish.Usage != nil {
+		step.Usage = *st.finish.Usage
+	}
+	if len(st.calls) > 0 {
+		if !t.resolveTools(parent, ctx, step, req.Messages, active, &st) {
+			return nil, false
+		}
+	}
+	t.appendStepMessages(step)
+	t.stepOpen = false
+	t.emit(Event{Type: EventFinishStep})
+	return step, true
+}
+
+// open starts the model stream and reads its first part, retrying
+// retryable upstream failures that happen before that first part with
+// exponential backoff (honouring Retry-After). ok is false for a stream that
+// ended without parts.
+func (t *turn) open(ctx context.Context, prov Provider, req *ModelRequest, timer *time.Timer, chunkTimeout time.Duration) (Stream, bool, error) {
+	for attempt := 0; ; attempt++ {
+		if timer != nil {
+			timer.Reset(chunkTimeout)
+		}
+		stream, err := prov.Stream(ctx, req)
+		if err == nil {
+			if stream.Next() {
+				return stream, true, nil
+			}
+			if err = stream.Err(); err == nil {
+				return stream, false, nil
+			}
+			stream.Close()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		var ue *UpstreamError
+		if ctx.Err() != nil || !errors.As(err, &ue) || !ue.Retryable || attempt >= t.maxRetries || ue.RetryAfter > maxRetryAfter {
+			return nil, false, err
+		}
+		delay := t.e.opts.RetryBaseDelay << attempt
+		if ue.RetryAfter > 0 {
+			delay = ue.RetryAfter
+		}
+		t.log.Warn("engine: retrying model request", "requestId", t.req.RequestID, "attempt", attempt+1, "delay", delay, "err", err)
+		wait := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return nil, false, err
+		case <-wait.C:
+		}
+	}
+}
+
+// handlePart applies one model stream part to the message, the events and
+// the step state.
+func (t *turn) handlePart(st *stepState, p StreamPart) {
+	switch p.Type {
+	case StreamTextStart:
+		t.openBlock(p.ID, false)
+	case StreamTextDelta:
+		b := t.block(p.ID, false)
+		b.buf = append(b.buf, p.Text...)
+		st.text = append(st.text, p.Text...)
+		t.emit(Event{Type: EventTextDelta, ID: p.ID, Delta: p.Text})
+	case StreamTextEnd:
+		t.endBlock(p.ID, false, st)
+	case StreamReasoningStart:
+		t.openBlock(p.ID, true)
+	case StreamReasoningDelta:
+		b := t.block(p.ID, true)
+		b.buf = append(b.buf, p.Text...)
+		if t.sendReasoning {
+			t.emit(Event{Type: EventReasoningDelta, ID: p.ID, Delta: p.Text})
+		}
+	case StreamReasoningEnd:
+		t.endBlock(p.ID, true, st)
+	case StreamToolInputStart:
+		t.toolPart(st, p.ToolCallID, p.ToolName)
+		t.emit(Event{Type: EventToolInputStart, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Dynamic: t.isDynamic(p.ToolName)})
+	case StreamToolInputDelta:
+		if _, ok := st.toolParts[p.ToolCallID]; ok {
+			t.emit(Event{Type: EventToolInputDelta, ToolCallID: p.ToolCallID, InputTextDelta: p.Text})
+		}
+	case StreamToolCall:
+		i := t.toolPart(st, p.ToolCallID, p.ToolName)
+		input, valid := p.Input, true
+		switch {
+		case len(input) == 0:
+			input = emptyObject // providers send no arguments for parameterless tools
+		case !json.Valid(input):
+			input, valid = jsonString(string(input)), false
+		}
+		t.msg.Parts[i].Input = input
+		st.calls = append(st.calls, ToolCall{ToolCallID: p.ToolCallID, ToolName: p.ToolName, Input: input, Dynamic: t.isDynamic(p.ToolName)})
+		st.validJSON = append(st.validJSON, valid)
+	case StreamFinish:
+		st.finish, st.finished = p, true
+	}
+}
+
+func (t *turn) isDynamic(name string) bool {
+	i, ok := t.toolIndex[name]
+	return ok && t.tools[i].Dynamic
+}
+
+// toolPart returns the index of the message part of a tool call, creating
+// it in state input-streaming.
+func (t *turn) toolPart(st *stepState, id, name string) int {
+	if i, ok := st.toolParts[id]; ok {
+		return i
+	}
+	if st.toolParts == nil {
+		st.toolParts = make(map[string]int, 2)
+	}
+	part := UIPart{Type: PartToolPrefix + name, ToolCallID: id, State: ToolStateInputStreaming}
+	if t.isDynamic(name) {
+		part.Type, part.ToolName = PartDynamicTool, name
+	}
+	t.msg.Parts = append(t.msg.Parts, part)
+	st.toolParts[id] = len(t.msg.Parts) - 1
+	return len(t.msg.Parts) - 1
+}
+
+// openBlock starts a text or reasoning part. Reasoning parts are kept out
+// of the message and the events when sendReasoning is off.
+func (t *turn) openBlock(id string, reasoning bool) *textBlock {
+	var b *textBlock
+	if n := len(t.free); n > 0 {
+		b, t.free = t.free[n-1], t.free[:n-1]
+		b.buf = b.buf[:0]
+	} else {
+		b = &textBlock{}
+	}
+	b.id, b.reasoning, b.part = id, reasoning, -1
+	t.blocks = append(t.blocks, b)
+	switch {
+	case !reasoning:
+		t.msg.Parts = append(t.msg.Parts, UIPart{Type: PartText, State: StateStreaming})
+		b.part = len(t.msg.Parts) - 1
+		t.emit(Event{Type: EventTextStart, ID: id})
+	case t.sendReasoning:
+		t.msg.Parts = append(t.msg.Parts, UIPart{Type: PartReasoning, State: StateStreaming})
+		b.part = len(t.msg.Parts) - 1
+		t.emit(Event{Type: EventReasoningStart, ID: id})
+	}
+	return b
+}
+
+// block returns the open block with id, opening one if the provider sent a
+// delta without a start.
+func (t *turn) block(id string, reasoning bool) *textBlock {
+	for _, b := range t.blocks {
+		if b.id == id && b.reasoning == reasoning {
+			return b
+		}
+	}
+	return t.openBlock(id, reasoning)
+}
+
+// endBlock closes the block with id, writing its text into its part.
+func (t *turn) endBlock(id string, reasoning bool, st *stepState) {
+	for i, b := range t.blocks {
+		if b.id == id && b.reasoning == reasoning {
+			t.finishBlock(b, true, st)
+			t.blocks = append(t.blocks[:i], t.blocks[i+1:]...)
+			t.free = append(t.free, b)
+			return
+		}
+	}
+}
+
+// closeBlocks closes every open block. With events false (a failed or
+// aborted stream) no end events are sent, as the AI SDK server does; the
+// parts are still marked done because nothing more will arrive.
+func (t *turn) closeBlocks(events bool) {
+	for _, b := range t.blocks {
+		t.finishBlock(b, events, nil)
+		t.free = append(t.free, b)
+	}
+	t.blocks = t.blocks[:0]
+}
+
+func (t *turn) finishBlock(b *textBlock, events bool, st *stepState) {
+	if b.reasoning && st != nil {
+		st.reasoning = append(st.reasoning, string(b.buf))
+	}
+	if b.part < 0 {
+		return
+	}
+	p := &t.msg.Parts[b.part]
+	p.Text, p.State = string(b.buf), StateDone
+	if !events {
+		return
+	}
+	if b.reasoning {
+		t.emit(Event{Type: EventReasoningEnd, ID: b.id})
+	} else {
+		t.emit(Event{Type: EventTextEnd, ID: b.id})
+	}
+}
+
+// finishReason normalises a provider's finish reason to the AI SDK's set.
+func finishReason(r string, calls bool) string {
+	switch r {
+	case FinishStop, FinishLength, FinishContentFilter, FinishToolCalls, FinishError, FinishOther:
+		return r
+	case "":
+		if calls {
+			return FinishToolCalls
+		}
+		return FinishStop
+	}
+	return FinishOther
+}
+
+// appendStepMessages adds the step's assistant message and tool results to
+// the model messages of the next step.
+func (t *turn) appendStepMessages(step *StepResult) {
+	var content []ContentPart
+	for _, r := range step.Reasoning {
+		content = append(content, ContentPart{Type: ContentReasoning, Text: r})
+	}
+	if step.Text != "" {
+		content = append(content, ContentPart{Type: ContentText, Text: step.Text})
+	}
+	var results []ContentPart
+	for _, r := range step.ToolResults {
+		content = append(content, ContentPart{Type: ContentToolCall, ToolCallID: r.ToolCallID, ToolName: r.ToolName, Input: r.Input})
+		out := r.Output
+		if r.IsError {
+			out = jsonString(r.ErrorText)
+		}
+		results = append(results, ContentPart{Type: ContentToolResult, ToolCallID: r.ToolCallID, ToolName: r.ToolName, Output: out, IsError: r.IsError})
+	}
+	if len(content) > 0 {
+		t.messages = append(t.messages, ModelMessage{Role: RoleAssistant, Content: content})
+	}
+	if len(results) > 0 {
+		t.messages = append(t.messages, ModelMessage{Role: RoleTool, Content: results})
+	}
+}
+
+// interrupted reports whether the turn was aborted or timed out, and ends
+// it accordingly. stepCtx, if not nil, carries the chunk timeout.
+func (t *turn) interrupted(parent, ctx, stepCtx context.Context) bool {
+	switch {
+	case parent.Err() != nil:
+		t.abort()
+	case context.Cause(ctx) == errTotalTimeout:
+		t.fail(ctx, StageStream, publicErrorf("turn timed out after %dms (timeout.totalMs)", t.timeout.TotalMs))
+	case stepCtx != nil && context.Cause(stepCtx) == errChunkTimeout:
+		t.fail(ctx, StageStream, publicErrorf("model stream stalled: no chunk for %dms (timeout.chunkMs)", t.timeout.ChunkMs))
+	default:
+		return false
+	}
+	return true
+}
+
+// abort ends the turn as aborted: the partial message is kept and one
+// `abort` event is sent.
+func (t *turn) abort() {
+	if t.status != "" {
+		return
+	}
+	t.closeBlocks(false)
+	t.status, t.finishReason = StatusAborted, FinishInterrupted
+	t.emit(Event{Type: EventAbort})
+}
+
+// fail is the one error path for every stage: onChatError may replace the
+// client-visible text (masked by default unless the engine made the error),
+// then `error`, `finish-step` (if a step is open) are sent; `finish` follows
+// in end.
+func (t *turn) fail(ctx context.Context, stage string, err error) {
+	if t.status != "" {
+		return
+	}
+	t.closeBlocks(false)
+	t.status, t.finishReason = StatusError, FinishError
+	t.errText = t.chatError(ctx, stage, err, maskedErrorText)
+	t.log.Warn("engine: turn failed", "requestId", t.req.RequestID, "stage", stage, "err", err)
+	t.emit(Event{Type: EventError, ErrorText: t.errText})
+	if t.stepOpen {
+		t.stepOpen = false
+		t.emit(Event{Type: EventFinishStep})
+	}
+}
+
+// chatError consults onChatError and returns the text clients (and, for
+// tool errors, the model) see: the hook's replacement, or def — except that
+// an engine-made publicError shows its own text.
+func (t *turn) chatError(ctx context.Context, stage string, err error, def string) string {
+	var pe *publicError
+	if errors.As(err, &pe) {
+		def = pe.msg
+	}
+	ec := &ChatErrorContext{
+		Identity:       t.req.Identity,
+		Stage:          stage,
+		Err:            err,
+		Message:        err.Error(),
+		PartialMessage: len(t.msg.Parts) > 0,
+		At:             time.Now(),
+	}
+	if r := t.callOnChatError(context.WithoutCancel(ctx), ec); r != nil {
+		return r.Error()
+	}
+	return def
+}
+
+// end settles the status (validating structured output), sends the final
+// event, fires onChatResponse and builds the result.
+func (t *turn) end(ctx context.Context) *TurnResult {
+	obs := context.WithoutCancel(ctx)
+	if t.status == "" && t.cfg.Output != nil {
+		t.structuredOutput(ctx)
+	}
+	if t.status == "" {
+		t.status = StatusCompleted
+	}
+	if t.status != StatusAborted {
+		t.emit(Event{Type: EventFinish, FinishReason: t.finishReason})
+	}
+	res := &TurnResult{
+		Message:          t.msg,
+		Status:           t.status,
+		Error:            t.errText,
+		FinishReason:     t.finishReason,
+		Steps:            t.steps,
+		Output:           t.output,
+		PendingToolCalls: t.pending,
+		Continuation:     t.req.Continuation,
+	}
+	for i := range t.steps {
+		res.Usage = res.Usage.Add(t.steps[i].Usage)
+	}
+	t.callOnChatResponse(obs, &ChatResponseResult{
+		Identity:     t.req.Identity,
+		Message:      t.msg,
+		Continuation: t.req.Continuation,
+		Status:       t.status,
+		Error:        t.errText,
+		FinishReason: t.finishReason,
+		Steps:        len(t.steps),
+		Usage:        res.Usage,
+		DurationMs:   float64(time.Since(t.begin).Microseconds()) / 1000,
+	})
+	return res
+}
+
+// structuredOutput validates the final step's text against the output
+// schema and keeps its parsed value.
+func (t *turn) structuredOutput(ctx context.Context) {
+	if len(t.pending) > 0 {
+		return // the answer comes in a later turn
+	}
+	var text string
+	if n := len(t.steps); n > 0 {
+		text = t.steps[n-1].Text
+	}
+	if err := t.e.schemas.validate(t.cfg.Output.Schema, json.RawMessage(text)); err != nil {
+		t.fail(ctx, StageStream, publicErrorf("structured output: the final answer does not match the output schema: %v", err))
+		return
+	}
+	t.output = compactJSON([]byte(text))
+}
+
+func compactJSON(b []byte) json.RawMessage {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return b
+	}
+	return buf.Bytes()
+}

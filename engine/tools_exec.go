@@ -1,0 +1,321 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// callState is one tool call of a step on its way from the model to a
+// result.
+type callState struct {
+	call      ToolCall
+	tool      *Tool
+	part      int
+	decision  string
+	effective json.RawMessage // input the tool runs with (or substitute attribution)
+	output    json.RawMessage
+	errText   string
+	err       error // a tool or policy failure, for onChatError
+	errStage  string
+	success   bool
+	invalid   bool // the model's call was invalid: tool-input-error
+	run       bool
+	executed  bool
+	pending   bool
+	duration  time.Duration
+	record    int // index in turn.records
+}
+
+// resolveTools runs the step's tool calls: policy in call order, then the
+// allowed server calls concurrently, then results in call order. It
+// returns false when the turn ended (abort or timeout) meanwhile.
+func (t *turn) resolveTools(parent, ctx context.Context, step *StepResult, msgs []ModelMessage, active []string, st *stepState) bool {
+	states := make([]callState, len(step.ToolCalls))
+	runs := 0
+	for i := range states {
+		cs := &states[i]
+		cs.call, cs.part = step.ToolCalls[i], st.toolParts[step.ToolCalls[i].ToolCallID]
+		t.decide(ctx, cs, st.validJSON[i], step.StepNumber, msgs, active)
+		t.announce(cs)
+		if cs.run {
+			runs++
+		}
+	}
+	if runs > 0 && !t.execute(ctx, states, runs, step.StepNumber, msgs) {
+		t.interrupted(parent, ctx, nil)
+		return false
+	}
+	for i := range states {
+		cs := &states[i]
+		if cs.pending {
+			t.pending = append(t.pending, ToolCall{ToolCallID: cs.call.ToolCallID, ToolName: cs.call.ToolName, Input: cs.effective, Dynamic: cs.call.Dynamic})
+			continue
+		}
+		t.settle(ctx, cs, step, msgs)
+	}
+	return true
+}
+
+// decide validates one call and consults beforeToolCall.
+func (t *turn) decide(ctx context.Context, cs *callState, validJSON bool, step int, msgs []ModelMessage, active []string) {
+	name := cs.call.ToolName
+	cs.decision = DecisionError
+	if i, ok := t.toolIndex[name]; ok && slices.Contains(active, name) {
+		cs.tool = &t.tools[i]
+	}
+	defer func() {
+		t.records = append(t.records, ToolCallRecord{
+			ToolCallID: cs.call.ToolCallID,
+			ToolName:   name,
+			Input:      cs.call.Input,
+			StepNumber: step,
+			Decision:   cs.decision,
+			Success:    cs.decision != DecisionError,
+		})
+		cs.record = len(t.records) - 1
+	}()
+	if cs.tool == nil {
+		cs.invalid, cs.errText = true, fmt.Sprintf("Model tried to call unavailable tool %q.", name)
+		return
+	}
+	if !validJSON {
+		cs.invalid, cs.errText = true, fmt.Sprintf("Invalid input for tool %q: the input is not valid JSON.", name)
+		return
+	}
+	if err := t.e.schemas.validate(cs.tool.InputSchema, cs.call.Input); err != nil {
+		cs.invalid, cs.errText = true, fmt.Sprintf("Invalid input for tool %q: %v", name, err)
+		return
+	}
+	d, err := callBeforeToolCall(ctx, t.hooks, &ToolCallContext{
+		Identity:      t.req.Identity,
+		Type:          "tool-call",
+		ToolCallID:    cs.call.ToolCallID,
+		ToolName:      name,
+		Input:         cs.call.Input,
+		Dynamic:       cs.call.Dynamic,
+		Tool:          cs.tool.ToolInfo,
+		StepNumber:    step,
+		Messages:      msgs,
+		Body:          t.req.Body,
+		PreviousCalls: slices.Clone(t.records),
+	})
+	if err != nil {
+		cs.policyError(fmt.Errorf("beforeToolCall: %w", err))
+		return
+	}
+	switch {
+	case d == nil || (d.Action == ActionAllow && len(d.Input) == 0):
+		cs.decision, cs.effective = DecisionAllow, cs.call.Input
+	case d.Action == ActionAllow:
+		if err := t.e.schemas.validate(cs.tool.InputSchema, d.Input); err != nil {
+			cs.policyError(fmt.Errorf("beforeToolCall rewrote the input of tool %q into an invalid input: %w", name, err))
+			return
+		}
+		cs.decision, cs.effective = DecisionRewrite, d.Input
+	case d.Action == ActionBlock:
+		reason := d.Reason
+		if reason == "" {
+			reason = fmt.Sprintf("Tool %q was blocked by beforeToolCall.", name)
+		}
+		cs.decision, cs.success, cs.output = DecisionBlock, true, jsonString(reason)
+		return
+	case d.Action == ActionSubstitute:
+		out := orNull(d.Output)
+		if !json.Valid(out) || (len(d.Input) > 0 && !json.Valid(d.Input)) {
+			cs.policyError(fmt.Errorf("beforeToolCall substituted tool %q with invalid JSON", name))
+			return
+		}
+		cs.decision, cs.success, cs.output, cs.effective = DecisionSubstitute, true, out, d.Input
+		return
+	default:
+		cs.policyError(fmt.Errorf("beforeToolCall returned unknown action %q", d.Action))
+		return
+	}
+	if cs.tool.Executor == nil {
+		cs.decision, cs.pending = DecisionClient, true
+		return
+	}
+	cs.run = true
+}
+
+func (cs *callState) policyError(err error) {
+	cs.decision, cs.err, cs.errStage = DecisionError, err, StagePolicy
+}
+
+// announce sends the call's input event. A client call that the server
+// resolved (block, substitute, error) is marked providerExecuted so the AI
+// SDK client does not run it; a pending client call carries the effective
+// input the client must run with.
+func (t *turn) announce(cs *callState) {
+	part := &t.msg.Parts[cs.part]
+	ev := Event{ToolCallID: cs.call.ToolCallID, ToolName: cs.call.ToolName, Dynamic: cs.call.Dynamic, Input: cs.call.Input}
+	if cs.invalid {
+		ev.Type, ev.ErrorText = EventToolInputError, cs.errText
+		t.emit(ev)
+		return
+	}
+	ev.Type = EventToolInputAvailable
+	if cs.pending {
+		ev.Input = cs.effective
+	}
+	ev.ProviderExecuted = cs.tool.Executor == nil && !cs.pending
+	part.Input, part.State = ev.Input, ToolStateInputAvailable
+	t.emit(ev)
+}
+
+// execute runs the calls marked run concurrently, at most
+// MaxConcurrentTools at a time. It returns false if ctx ended first; the
+// running tools see their context cancelled.
+func (t *turn) execute(ctx context.Context, states []callState, runs, step int, msgs []ModelMessage) bool {
+	sem := make(chan struct{}, t.e.opts.MaxConcurrentTools)
+	done := make(chan struct{}, runs)
+	for i := range states {
+		if !states[i].run {
+			continue
+		}
+		go func(cs *callState) {
+			sem <- struct{}{}
+			defer func() {
+				<-sem
+				done <- struct{}{}
+			}()
+			t.runTool(ctx, cs, step, msgs)
+		}(&states[i])
+	}
+	for range runs {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// runTool executes one call with its timeout, turning panics, errors and
+// invalid outputs into tool errors and bounding the output size.
+func (t *turn) runTool(ctx context.Context, cs *callState, step int, msgs []ModelMessage) {
+	timeout := cs.tool.Timeout
+	if timeout <= 0 {
+		timeout = t.e.opts.ToolTimeout
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	out, err := safeExecute(tctx, cs.tool.Executor, ToolExecution{
+		Identity:   t.req.Identity,
+		ToolCallID: cs.call.ToolCallID,
+		ToolName:   cs.call.ToolName,
+		Input:      cs.effective,
+		StepNumber: step,
+		Messages:   msgs,
+	})
+	cs.duration, cs.executed = time.Since(start), true
+	switch {
+	case err != nil && errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		err = fmt.Errorf("tool %q timed out after %s", cs.call.ToolName, timeout)
+	case err == nil && len(out) == 0:
+		out = nullJSON
+	case err == nil && !json.Valid(out):
+		err = fmt.Errorf("tool %q returned invalid JSON", cs.call.ToolName)
+	}
+	if err != nil {
+		cs.err, cs.errStage = err, StageTool
+		return
+	}
+	limit := cs.tool.MaxOutputBytes
+	if limit <= 0 {
+		limit = t.e.opts.MaxOutputBytes
+	}
+	cs.output, cs.success = truncateOutput(out, limit), true
+}
+
+func safeExecute(ctx context.Context, ex Executor, call ToolExecution) (out json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("tool %q panicked: %v", call.ToolName, r)
+		}
+	}()
+	return ex.Execute(ctx, call)
+}
+
+// truncateOutput bounds out to limit bytes. A longer output becomes a JSON
+// string holding its first bytes (cut at a UTF-8 boundary) and a visible
+// marker, so the model knows it saw a part only.
+func truncateOutput(out json.RawMessage, limit int) json.RawMessage {
+	if len(out) <= limit {
+		return out
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(out[cut]) {
+		cut--
+	}
+	return jsonString(string(out[:cut]) + "…[truncated " + strconv.Itoa(len(out)-cut) + " bytes]")
+}
+
+// settle applies the tool-result hook, reports the outcome (event, message
+// part, afterToolCall) and records it in the step, in call order.
+func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs []ModelMessage) {
+	rc := &ToolCallResultContext{
+		Identity:       t.req.Identity,
+		Type:           "tool-call",
+		ToolCallID:     cs.call.ToolCallID,
+		ToolName:       cs.call.ToolName,
+		Input:          cs.call.Input,
+		EffectiveInput: cs.effective,
+		Dynamic:        cs.call.Dynamic,
+		StepNumber:     step.StepNumber,
+		Messages:       msgs,
+		Decision:       cs.decision,
+		Executed:       cs.executed,
+	}
+	if cs.tool != nil {
+		rc.Tool = cs.tool.ToolInfo
+	}
+	if cs.executed && cs.success {
+		rc.Success, rc.Output = true, cs.output
+		d, err := callToolResult(ctx, t.hooks, rc)
+		switch {
+		case err != nil:
+			cs.success, cs.output, cs.err, cs.errStage = false, nil, fmt.Errorf("toolResult: %w", err), StagePolicy
+		case d != nil && !json.Valid(orNull(d.Output)):
+			cs.success, cs.output, cs.err, cs.errStage = false, nil, fmt.Errorf("toolResult replaced the output of tool %q with invalid JSON", cs.call.ToolName), StagePolicy
+		case d != nil:
+			cs.output = orNull(d.Output)
+		}
+	}
+	if cs.err != nil {
+		cs.success = false
+		cs.errText = t.chatError(ctx, cs.errStage, cs.err, cs.err.Error())
+	}
+	rc.Success, rc.DurationMs = cs.success, float64(cs.duration.Microseconds())/1000
+	part := &t.msg.Parts[cs.part]
+	ev := Event{ToolCallID: cs.call.ToolCallID, Dynamic: cs.call.Dynamic, ProviderExecuted: cs.tool != nil && cs.tool.Executor == nil}
+	if cs.success {
+		rc.Output, rc.Error = cs.output, ""
+		ev.Type, ev.Output = EventToolOutputAvailable, cs.output
+		part.State, part.Output = ToolStateOutputAvailable, cs.output
+	} else {
+		rc.Output, rc.Error = nil, cs.errText
+		ev.Type, ev.ErrorText = EventToolOutputError, cs.errText
+		part.State, part.ErrorText = ToolStateOutputError, cs.errText
+	}
+	t.records[cs.record].Success = cs.success
+	t.emit(ev)
+	t.callAfterToolCall(ctx, rc)
+	step.ToolResults = append(step.ToolResults, ToolResult{
+		ToolCallID: cs.call.ToolCallID,
+		ToolName:   cs.call.ToolName,
+		Input:      cs.call.Input,
+		Output:     rc.Output,
+		IsError:    !cs.success,
+		ErrorText:  rc.Error,
+		Decision:   cs.decision,
+	})
+}
