@@ -1,0 +1,291 @@
+package opa
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+
+	"github.com/turngate/turngate/policy"
+)
+
+// DefaultTimeout is the evaluation deadline when Options.Timeout is zero. A
+// tool-call decision is on every call's path; 100ms is far above a healthy
+// decision (tens of microseconds) and low enough that a runaway rule cannot
+// stall a turn.
+const DefaultTimeout = 100 * time.Millisecond
+
+// DefaultTestTimeout is the per-test deadline of RunTests when
+// Options.TestTimeout is zero. Tests run in CI and under the race detector,
+// so they get more room than a live decision.
+const DefaultTestTimeout = 5 * time.Second
+
+// Options configures compilation and evaluation.
+type Options struct {
+	// Timeout is the per-evaluation deadline (default DefaultTimeout).
+	Timeout time.Duration
+	// AllowNetwork enables the builtins that reach the network (http.send,
+	// net.lookup_ip_addr). By default they are refused at compile time.
+	AllowNetwork bool
+	// TestTimeout is RunTests' per-test deadline (default DefaultTestTimeout).
+	TestTimeout time.Duration
+}
+
+func (o Options) timeout() time.Duration {
+	if o.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return o.Timeout
+}
+
+func (o Options) testTimeout() time.Duration {
+	if o.TestTimeout <= 0 {
+		return DefaultTestTimeout
+	}
+	return o.TestTimeout
+}
+
+// Decision document paths. Modules declare these packages; the gateway
+// queries them.
+const (
+	ToolCallPackage   = "turngate.tool_call"
+	ToolResultPackage = "turngate.tool_result"
+)
+
+var (
+	toolCallRef   = ast.MustParseRef("data." + ToolCallPackage)
+	toolResultRef = ast.MustParseRef("data." + ToolResultPackage)
+)
+
+// Policy is a compiled, prepared set of Rego modules and data documents for
+// one revision. It is immutable and safe for concurrent use.
+type Policy struct {
+	opts       Options
+	toolCall   *rego.PreparedEvalQuery // nil when no module declares the package
+	toolResult *rego.PreparedEvalQuery
+	src        sources
+}
+
+// HasToolCall reports whether some module defines package turngate.tool_call.
+func (p *Policy) HasToolCall() bool { return p.toolCall != nil }
+
+// HasToolResult reports whether some module defines package
+// turngate.tool_result.
+func (p *Policy) HasToolResult() bool { return p.toolResult != nil }
+
+// Compile parses every module as Rego v1 and every data file, compiles them
+// together with the sandbox's capabilities, and prepares the decision
+// queries. All problems are returned at once (capped at policy.MaxErrors),
+// each with a code, a file:line:col location and a snippet.
+//
+// Data files (*.json, *.yaml, *.yml) each hold one object that is merged at
+// the root of data, whatever directory the file is in: a file
+// {"tenants": {...}} is data.tenants. Two files setting the same key (other
+// than both to objects, which merge) is a CodeConflict error, as is a data
+// key that collides with a rule.
+func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors) {
+	b := newBuild(opts)
+	parsed := b.parseModules(modules)
+	doc := b.loadData(data)
+	if len(b.errs) > 0 {
+		return nil, b.result()
+	}
+	c := b.compiler(doc)
+	c.Compile(parsed)
+	if c.Failed() {
+		b.addCompileErrors(c.Errors)
+		return nil, b.result()
+	}
+	p := &Policy{opts: opts, src: b.src}
+	store := newStore(doc)
+	for _, q := range []struct {
+		ref ast.Ref
+		dst **rego.PreparedEvalQuery
+	}{{toolCallRef, &p.toolCall}, {toolResultRef, &p.toolResult}} {
+		if !declaresPackage(c, q.ref) {
+			continue
+		}
+		pq, err := prepare(c, store, q.ref)
+		if err != nil {
+			b.errs = append(b.errs, &policy.Error{Code: policy.CodeCompile, Message: fmt.Sprintf("preparing %v: %v", q.ref, err)})
+			return nil, b.result()
+		}
+		*q.dst = &pq
+	}
+	return p, nil
+}
+
+func declaresPackage(c *ast.Compiler, ref ast.Ref) bool {
+	for _, m := range c.Modules {
+		if m.Package.Path.Equal(ref) {
+			return true
+		}
+	}
+	return false
+}
+
+func newStore(doc map[string]any) storage.Store {
+	return inmem.NewFromObjectWithOpts(doc, inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true))
+}
+
+func prepare(c *ast.Compiler, store storage.Store, ref ast.Ref) (rego.PreparedEvalQuery, error) {
+	r := rego.New(
+		rego.ParsedQuery(ast.NewBody(ast.NewExpr(ast.NewTerm(ref)))),
+		rego.Compiler(c),
+		rego.Store(store),
+		rego.StoreReadAST(true),
+		rego.StrictBuiltinErrors(true),
+		rego.EnablePrintStatements(true),
+		// Results stay ast.Values: the decision mapper reads them directly,
+		// which skips a conversion to Go values on every evaluation.
+		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t.Value, nil }),
+	)
+	return r.PrepareForEval(context.Background())
+}
+
+// build accumulates the diagnostics and sources of one compilation.
+type build struct {
+	opts Options
+	caps *ast.Capabilities
+	src  sources
+	errs policy.Errors
+	// sandboxed holds the locations of calls already reported as sandbox
+	// errors, so the compiler's "undefined function" for them is dropped.
+	sandboxed map[location]bool
+}
+
+type location struct {
+	file     string
+	row, col int
+}
+
+func newBuild(opts Options) *build {
+	return &build{opts: opts, caps: capabilities(opts), src: sources{}, sandboxed: map[location]bool{}}
+}
+
+// compiler returns a compiler configured for the sandbox whose rules may not
+// overlap the data document doc.
+func (b *build) compiler(doc map[string]any) *ast.Compiler {
+	return ast.NewCompiler().
+		WithCapabilities(b.caps).
+		WithDefaultRegoVersion(ast.RegoV1).
+		WithEnablePrintStatements(true).
+		WithPathConflictsCheck(func(path []string) (bool, error) { return dataAt(doc, path), nil }).
+		SetErrorLimit(policy.MaxErrors)
+}
+
+// parseModules parses files as Rego v1 modules keyed by path and reports
+// parse errors and sandbox violations.
+func (b *build) parseModules(files []policy.File) map[string]*ast.Module {
+	parsed := make(map[string]*ast.Module, len(files))
+	popts := ast.ParserOptions{RegoVersion: ast.RegoV1, Capabilities: b.caps, ProcessAnnotation: true}
+	for _, f := range files {
+		b.src.add(f)
+		m, err := ast.ParseModuleWithOpts(f.Path, string(f.Data), popts)
+		if err != nil {
+			b.addCompileErrors(err)
+			continue
+		}
+		if m == nil {
+			b.errs = append(b.errs, &policy.Error{Code: policy.CodeParse, Location: policy.Location{File: f.Path}, Message: "empty module: a Rego file needs a package declaration"})
+			continue
+		}
+		b.checkSandbox(m)
+		parsed[f.Path] = m
+	}
+	return parsed
+}
+
+// checkSandbox reports every call of a builtin the sandbox forbids. The
+// compiler would also refuse them (they are missing from the capabilities)
+// but only as "undefined function"; this names the reason.
+func (b *build) checkSandbox(m *ast.Module) {
+	ast.WalkTerms(m, func(t *ast.Term) bool {
+		if call, ok := t.Value.(ast.Call); ok && len(call) > 0 {
+			if ref, ok := call[0].Value.(ast.Ref); ok {
+				b.sandboxCall(ref, t.Location)
+			}
+		}
+		return false
+	})
+	ast.WalkExprs(m, func(e *ast.Expr) bool {
+		if e.IsCall() {
+			b.sandboxCall(e.Operator(), e.Location)
+		}
+		return false
+	})
+}
+
+func (b *build) sandboxCall(ref ast.Ref, loc *ast.Location) {
+	why, forbidden := forbiddenBuiltins(b.opts)[ref.String()]
+	if !forbidden || loc == nil {
+		return
+	}
+	key := location{loc.File, loc.Row, loc.Col}
+	if b.sandboxed[key] {
+		return
+	}
+	b.sandboxed[key] = true
+	b.errs = append(b.errs, b.src.error(policy.CodeSandbox, loc, fmt.Sprintf("%v is not allowed: %s", ref, why)))
+}
+
+// addCompileErrors converts OPA's parse or compile errors.
+func (b *build) addCompileErrors(err error) {
+	errs, ok := err.(ast.Errors)
+	if !ok {
+		b.errs = append(b.errs, &policy.Error{Code: policy.CodeCompile, Message: err.Error()})
+		return
+	}
+	for _, e := range errs {
+		if e.Location != nil && e.Code == ast.TypeErr && b.sandboxed[location{e.Location.File, e.Location.Row, e.Location.Col}] {
+			continue
+		}
+		code := policy.CodeCompile
+		if e.Code == ast.ParseErr {
+			code = policy.CodeParse
+		}
+		b.errs = append(b.errs, b.src.error(code, e.Location, e.Message))
+	}
+}
+
+// result sorts the diagnostics by file and position and caps them.
+func (b *build) result() policy.Errors {
+	slices.SortStableFunc(b.errs, func(x, y *policy.Error) int {
+		return cmp.Or(
+			strings.Compare(x.Location.File, y.Location.File),
+			cmp.Compare(x.Location.Line, y.Location.Line),
+			cmp.Compare(x.Location.Column, y.Location.Column),
+		)
+	})
+	if len(b.errs) > policy.MaxErrors {
+		return b.errs[:policy.MaxErrors]
+	}
+	return b.errs
+}
+
+// sources keeps each file's lines for snippets.
+type sources map[string][]string
+
+func (s sources) add(f policy.File) {
+	s[f.Path] = strings.Split(string(f.Data), "\n")
+}
+
+// error builds a positioned diagnostic with the source line under it.
+func (s sources) error(code string, loc *ast.Location, msg string) *policy.Error {
+	e := &policy.Error{Code: code, Message: msg}
+	if loc == nil {
+		return e
+	}
+	e.Location = policy.Location{File: loc.File, Line: loc.Row, Column: loc.Col}
+	if lines := s[loc.File]; loc.Row >= 1 && loc.Row <= len(lines) {
+		e.Snippet = policy.Snippet(strings.TrimRight(lines[loc.Row-1], "\r"), loc.Col)
+	}
+	return e
+}

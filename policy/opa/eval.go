@@ -1,0 +1,126 @@
+package opa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
+	"github.com/open-policy-agent/opa/v1/topdown/print"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/policy"
+)
+
+// ToolCall evaluates data.turngate.tool_call for tc (input: ToolCallInput)
+// and maps the document to the engine's decision:
+//
+//   - block contains reason: any member → block; Reason is the reasons
+//     sorted and joined with "; ".
+//   - substitute := {"output": o, "input"?: i}: → substitute with Output o
+//     (and the attributed Input i).
+//   - patch contains op: RFC 6902 ops, applied to the model's input one by
+//     one in the order of their canonical JSON (keys sorted) → allow with
+//     the patched Input.
+//   - none of these → nil (allow unchanged).
+//
+// Precedence is block > substitute > patch > allow. Every failure returns a
+// *policy.Error for the caller to fail closed on: CodeEval (a runtime or
+// builtin error), CodeConflict (a complete rule with two values, e.g. two
+// different substitutes), CodeTimeout (the Options.Timeout deadline),
+// CodeUndefined (no decision document, e.g. the package is missing) and
+// CodeValidation (a malformed decision: a block member that is not a
+// string, a substitute without output, an invalid patch op or one that does
+// not apply, or a model input that is not JSON).
+func (p *Policy) ToolCall(ctx context.Context, tc *engine.ToolCallContext) (*engine.ToolCallDecision, Trace, error) {
+	in, err := toolCallInput(tc)
+	if err != nil {
+		return nil, Trace{}, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("building tool_call input: %v", err)}
+	}
+	doc, tr, err := p.eval(ctx, p.toolCall, ToolCallPackage, in)
+	if err != nil {
+		return nil, tr, err
+	}
+	d, fired, err := decideToolCall(doc, tc.Input)
+	tr.RulesFired = fired
+	return d, tr, err
+}
+
+// ToolResult evaluates data.turngate.tool_result for rc (input:
+// ToolResultInput) and returns the output the model sees, or nil when it is
+// unchanged. The document's rules are `patch contains op` (RFC 6902 ops over
+// the output, applied as in ToolCall) and `redact contains path` (JSON
+// pointers whose values become "[REDACTED]"; pointers that select nothing
+// are skipped). Patches apply first, then redactions. Failures are returned
+// as for ToolCall.
+func (p *Policy) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, Trace, error) {
+	in, err := toolResultInput(rc)
+	if err != nil {
+		return nil, Trace{}, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("building tool_result input: %v", err)}
+	}
+	doc, tr, err := p.eval(ctx, p.toolResult, ToolResultPackage, in)
+	if err != nil {
+		return nil, tr, err
+	}
+	d, fired, err := decideToolResult(doc, rc.Output)
+	tr.RulesFired = fired
+	return d, tr, err
+}
+
+// eval runs a prepared decision query under the policy's deadline and
+// returns the decision document.
+func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, pkg string, input map[string]any) (ast.Value, Trace, error) {
+	var tr Trace
+	if pq == nil {
+		return nil, tr, &policy.Error{Code: policy.CodeUndefined, Message: fmt.Sprintf("data.%s is undefined: no module declares package %s", pkg, pkg)}
+	}
+	v, err := ast.InterfaceToValue(input)
+	if err != nil {
+		return nil, tr, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("converting data.%s input: %v", pkg, err)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.timeout())
+	defer cancel()
+	prints := &printHook{}
+	rs, err := pq.Eval(ctx, rego.EvalParsedInput(v), rego.EvalPrintHook(prints))
+	tr.Prints = prints.lines
+	if err != nil {
+		return nil, tr, p.evalError(ctx, pkg, err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil, tr, &policy.Error{Code: policy.CodeUndefined, Message: fmt.Sprintf("data.%s is undefined", pkg)}
+	}
+	doc, ok := rs[0].Expressions[0].Value.(ast.Value)
+	if !ok {
+		return nil, tr, &policy.Error{Code: policy.CodeEval, Message: fmt.Sprintf("data.%s: unexpected result type %T", pkg, rs[0].Expressions[0].Value)}
+	}
+	return doc, tr, nil
+}
+
+// evalError converts an evaluation failure to a positioned diagnostic.
+func (p *Policy) evalError(ctx context.Context, pkg string, err error) *policy.Error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &policy.Error{Code: policy.CodeTimeout, Message: fmt.Sprintf("evaluating data.%s: exceeded the %v deadline", pkg, p.opts.timeout())}
+	}
+	var te *topdown.Error
+	if !errors.As(err, &te) {
+		return &policy.Error{Code: policy.CodeEval, Message: fmt.Sprintf("evaluating data.%s: %v", pkg, err)}
+	}
+	code := policy.CodeEval
+	if te.Code == topdown.ConflictErr {
+		code = policy.CodeConflict
+	}
+	return p.src.error(code, te.Location, fmt.Sprintf("evaluating data.%s: %s: %s", pkg, te.Code, te.Message))
+}
+
+// printHook collects print() output of one evaluation.
+type printHook struct {
+	lines []string
+}
+
+// Print records one print() line.
+func (h *printHook) Print(_ print.Context, s string) error {
+	h.lines = append(h.lines, s)
+	return nil
+}
