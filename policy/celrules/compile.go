@@ -1,0 +1,368 @@
+package celrules
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
+	"gopkg.in/yaml.v3"
+
+	"github.com/turngate/turngate/policy"
+)
+
+// Options bound compilation and evaluation.
+type Options struct {
+	// CostLimit is the runtime cost limit of one expression evaluation
+	// (cel-go cost units, roughly one per operation and per list element
+	// visited). Zero means DefaultCostLimit.
+	CostLimit uint64
+	// MaxEstimatedCost rejects, at load, an expression whose worst-case
+	// static cost estimate exceeds it. Zero means DefaultMaxEstimatedCost.
+	MaxEstimatedCost uint64
+}
+
+// Default limits. The runtime limit stops a runaway expression after about
+// a millisecond of work; the static limit is looser because worst-case
+// estimates assume every list and string is as large as the bounds below.
+const (
+	DefaultCostLimit        = 1_000_000
+	DefaultMaxEstimatedCost = 10_000_000
+)
+
+// interruptEvery is how many comprehension iterations pass between checks
+// of the context, so a cancelled turn stops a long loop promptly.
+const interruptEvery = 100
+
+func (o Options) withDefaults() Options {
+	if o.CostLimit == 0 {
+		o.CostLimit = DefaultCostLimit
+	}
+	if o.MaxEstimatedCost == 0 {
+		o.MaxEstimatedCost = DefaultMaxEstimatedCost
+	}
+	return o
+}
+
+// Set is the compiled CEL rules of a revision, in order (files by path,
+// rules in file order). It is immutable and safe for concurrent use.
+type Set struct {
+	turnRules []*rule
+	stepRules []*rule
+}
+
+// rule is one compiled rule.
+type rule struct {
+	id   string // "file.yaml#rule-name"
+	when *expr  // nil means always
+	sets []ruleSet
+}
+
+// ruleSet is one compiled entry of a rule's set map.
+type ruleSet struct {
+	field *fieldSpec
+	expr  *expr
+}
+
+// expr is one compiled expression and where it is written.
+type expr struct {
+	prg cel.Program
+	loc policy.Location
+}
+
+// HasBeforeTurn reports whether the set has beforeTurn rules.
+func (s *Set) HasBeforeTurn() bool { return len(s.turnRules) > 0 }
+
+// HasBeforeStep reports whether the set has beforeStep rules.
+func (s *Set) HasBeforeStep() bool { return len(s.stepRules) > 0 }
+
+// Rules returns the ids ("file.yaml#rule-name") of a hook's rules in
+// evaluation order.
+func (s *Set) Rules(hook string) []string {
+	rules := s.turnRules
+	if hook == policy.HookBeforeStep {
+		rules = s.stepRules
+	}
+	ids := make([]string, len(rules))
+	for i, r := range rules {
+		ids[i] = r.id
+	}
+	return ids
+}
+
+// IsTestFile reports whether a path names a CEL test file (*_test.yaml or
+// *_test.yml), which Compile does not take and RunTests does.
+func IsTestFile(path string) bool {
+	return strings.HasSuffix(path, "_test.yaml") || strings.HasSuffix(path, "_test.yml")
+}
+
+// Compile parses and type-checks every rule file. Files are taken in path
+// order. All errors of all files are returned at once, capped at
+// policy.MaxErrors, each positioned at the offending text; a set is
+// returned only when there are none.
+func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
+	opts = opts.withDefaults()
+	envs, err := hookEnvs()
+	if err != nil {
+		return nil, policy.Errors{{Code: policy.CodeCompile, Message: "building CEL environment: " + err.Error()}}
+	}
+	files = slices.Clone(files)
+	slices.SortStableFunc(files, func(a, b policy.File) int { return strings.Compare(a.Path, b.Path) })
+	c := &compiler{opts: opts, envs: envs}
+	s := &Set{}
+	for _, f := range files {
+		src := newSource(f)
+		specs, errs := parseRules(src)
+		c.errs = append(c.errs, errs...)
+		for _, spec := range specs {
+			r := c.compileRule(src, spec)
+			if r == nil {
+				continue
+			}
+			if spec.hook == policy.HookBeforeTurn {
+				s.turnRules = append(s.turnRules, r)
+			} else {
+				s.stepRules = append(s.stepRules, r)
+			}
+		}
+		if len(c.errs) >= policy.MaxErrors {
+			break
+		}
+	}
+	if len(c.errs) > 0 {
+		return nil, c.errs[:min(len(c.errs), policy.MaxErrors)]
+	}
+	return s, nil
+}
+
+// compiler carries one Compile call's state.
+type compiler struct {
+	opts Options
+	envs map[string]*cel.Env
+	errs policy.Errors
+}
+
+// compileRule compiles a rule's expressions; it returns nil when any of
+// them has an error (the errors are collected in c.errs).
+func (c *compiler) compileRule(src *source, spec *ruleSpec) *rule {
+	before := len(c.errs)
+	r := &rule{id: src.path + "#" + spec.name}
+	env := c.envs[spec.hook]
+	if spec.when != nil {
+		r.when = c.compileExpr(src, env, spec, "", spec.when, func(t *types.Type) string {
+			if t.Kind() == types.BoolKind || t.Kind() == types.DynKind {
+				return ""
+			}
+			return "when must be bool but expression is " + t.String()
+		})
+	}
+	for _, set := range spec.sets {
+		f := fields[set.field]
+		switch {
+		case f == nil || (spec.hook == policy.HookBeforeStep && f.step == nil):
+			c.add(src.nodeError(policy.CodeSchema, set.key,
+				fmt.Sprintf("unknown field %q for %s (want one of: %s)", set.field, spec.hook, fieldNames(spec.hook))), spec.name, set.field)
+			continue
+		case f.decode == nil:
+			c.add(src.nodeError(policy.CodeSchema, set.key, toolsFieldError), spec.name, set.field)
+			continue
+		}
+		e := c.compileExpr(src, env, spec, set.field, set.expr, func(t *types.Type) string {
+			if f.accepts(t) {
+				return ""
+			}
+			return fmt.Sprintf("field %s must be %s but expression is %s", f.name, f.wantString(), t.String())
+		})
+		if e != nil {
+			c.checkConstant(src, spec, f, set.expr, e)
+			r.sets = append(r.sets, ruleSet{field: f, expr: e})
+		}
+	}
+	if len(c.errs) > before {
+		return nil
+	}
+	return r
+}
+
+// compileExpr parses, type-checks, cost-checks and plans one expression.
+// typeErr returns a message when the result type does not fit.
+func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field string, n *yaml.Node, typeErr func(*types.Type) string) *expr {
+	ast, iss := env.Parse(n.Value)
+	if iss.Err() == nil {
+		ast, iss = env.Check(ast)
+		if iss.Err() != nil {
+			c.celErrors(src, spec, field, n, iss, policy.CodeType)
+			return nil
+		}
+	} else {
+		c.celErrors(src, spec, field, n, iss, policy.CodeCompile)
+		return nil
+	}
+	line, col := c.exprPosition(src, n, 0)
+	if msg := typeErr(ast.OutputType()); msg != "" {
+		c.add(src.errorAt(policy.CodeType, line, col, msg), spec.name, field)
+		return nil
+	}
+	est, err := env.EstimateCost(ast, estimator{})
+	if err != nil {
+		c.add(src.errorAt(policy.CodeCost, line, col, "estimating cost: "+err.Error()), spec.name, field)
+		return nil
+	}
+	if est.Max > c.opts.MaxEstimatedCost {
+		c.add(src.errorAt(policy.CodeCost, line, col, fmt.Sprintf(
+			"estimated worst-case cost %d exceeds the limit %d; bound the loops (e.g. lastMessages(turn.messages, 20)) or simplify",
+			est.Max, c.opts.MaxEstimatedCost)), spec.name, field)
+		return nil
+	}
+	prg, err := env.Program(ast,
+		cel.CostLimit(c.opts.CostLimit),
+		cel.InterruptCheckFrequency(interruptEvery),
+		cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		c.add(src.errorAt(policy.CodeCompile, line, col, "planning expression: "+err.Error()), spec.name, field)
+		return nil
+	}
+	return &expr{prg: prg, loc: policy.Location{File: src.path, Line: line, Column: col}}
+}
+
+// checkConstant validates, at load, a field value that does not depend on
+// the hook context (a literal toolChoice, timeout, maxSteps …), so a bad
+// constant is a load error rather than a failed turn.
+func (c *compiler) checkConstant(src *source, spec *ruleSpec, f *fieldSpec, n *yaml.Node, e *expr) {
+	v, _, err := e.prg.Eval(interpreter.EmptyActivation())
+	if err != nil || types.IsUnknownOrError(v) {
+		return // it reads the context (or fails only at run time)
+	}
+	if _, err := f.decode(v); err != nil {
+		c.add(src.errorAt(policy.CodeType, e.loc.Line, e.loc.Column,
+			fmt.Sprintf("field %s: %v", f.name, err)), spec.name, f.name)
+	}
+}
+
+// celErrors converts cel-go's issues into positioned diagnostics, mapping
+// each expression offset back into the YAML file.
+func (c *compiler) celErrors(src *source, spec *ruleSpec, field string, n *yaml.Node, iss *cel.Issues, code string) {
+	var offsets []int
+	for _, e := range iss.Errors() {
+		if offsets == nil {
+			offsets = src.scalarPositions(n)
+		}
+		off := runeOffset(n.Value, e.Location.Line(), e.Location.Column())
+		line, col := src.position(offsets[min(off, len(offsets)-1)])
+		msg := e.Message
+		if spec.hook == policy.HookBeforeTurn && strings.Contains(msg, "undeclared reference to 'step'") {
+			msg += " (step is only available in beforeStep rules)"
+		}
+		c.add(src.errorAt(code, line, col, msg), spec.name, field)
+	}
+}
+
+// exprPosition returns the file position of a rune offset in an
+// expression scalar.
+func (c *compiler) exprPosition(src *source, n *yaml.Node, off int) (int, int) {
+	offsets := src.scalarPositions(n)
+	return src.position(offsets[min(off, len(offsets)-1)])
+}
+
+func (c *compiler) add(e *policy.Error, ruleName, field string) {
+	e.Rule, e.Field = ruleName, field
+	c.errs = append(c.errs, e)
+}
+
+// runeOffset converts cel-go's 1-based line and 0-based rune column into a
+// rune offset of the expression text.
+func runeOffset(text string, line, col int) int {
+	off := 0
+	for l := 1; l < line; l++ {
+		i := strings.IndexByte(text, '\n')
+		if i < 0 {
+			break
+		}
+		off += utf8.RuneCountInString(text[:i+1])
+		text = text[i+1:]
+	}
+	return off + max(col, 0)
+}
+
+// hookEnvs builds the two CEL environments once: they are immutable and
+// safe for concurrent use.
+var hookEnvs = sync.OnceValues(func() (map[string]*cel.Env, error) {
+	turnEnv, err := newEnv(policy.HookBeforeTurn)
+	if err != nil {
+		return nil, err
+	}
+	stepEnv, err := newEnv(policy.HookBeforeStep)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]*cel.Env{policy.HookBeforeTurn: turnEnv, policy.HookBeforeStep: stepEnv}, nil
+})
+
+// newEnv declares the variables a hook's rules see: turn, principal and now
+// everywhere, step in beforeStep only.
+func newEnv(hook string) (*cel.Env, error) {
+	p := newProvider()
+	opts := []cel.EnvOption{
+		cel.CustomTypeProvider(p),
+		cel.CustomTypeAdapter(p),
+		cel.Variable("turn", turnType.typ),
+		cel.Variable("principal", principalType.typ),
+		cel.Variable("now", cel.TimestampType),
+		ext.Strings(), ext.Lists(), ext.Math(), ext.Sets(), ext.Encoders(),
+		library(),
+	}
+	if hook == policy.HookBeforeStep {
+		opts = append(opts, cel.Variable("step", stepType.typ))
+	}
+	return cel.NewEnv(opts...)
+}
+
+// Size bounds assumed by the static cost estimate for values whose size
+// only the hook context knows. They make estimates finite and comparable;
+// the runtime CostLimit measures the real values.
+const (
+	estStringSize = 10_000 // characters in a prompt, message text or field
+	estListSize   = 1_000  // messages, tools, body entries
+	estInnerSize  = 100    // parts of a message, calls of a step, roles
+)
+
+// estimator supplies size bounds and helper-function costs to cel-go's
+// static cost estimate.
+type estimator struct{}
+
+func (estimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	switch n.Type().Kind() {
+	case types.StringKind, types.BytesKind:
+		return &checker.SizeEstimate{Min: 0, Max: estStringSize}
+	case types.ListKind, types.MapKind:
+		if p := n.Path(); len(p) > 0 {
+			switch p[len(p)-1] {
+			case "content", "toolCalls", "toolResults", "roles", "steps":
+				return &checker.SizeEstimate{Min: 0, Max: estInnerSize}
+			}
+		}
+		return &checker.SizeEstimate{Min: 0, Max: estListSize}
+	}
+	return nil
+}
+
+func (estimator) EstimateCallCost(fn, _ string, _ *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	switch fn {
+	case "pruneMessages", "lastMessages":
+		size := checker.SizeEstimate{Min: 0, Max: estListSize}
+		if s := args[0].ComputedSize(); s != nil {
+			size = *s
+		}
+		return &checker.CallEstimate{
+			CostEstimate: checker.CostEstimate{Min: 1, Max: size.Max * estInnerSize},
+			ResultSize:   &size,
+		}
+	}
+	return nil
+}
