@@ -1,0 +1,604 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/google/uuid"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/turngate/turngate/engine"
+)
+
+// busyTimeoutMillis is how long a connection waits for another process's
+// lock before failing with SQLITE_BUSY. Writers of this process never wait on
+// each other inside SQLite: they share one connection.
+const busyTimeoutMillis = 10000
+
+// SQLite is the Store on a SQLite file (pure Go, modernc.org/sqlite) in WAL
+// mode. Writes go through a single connection, so concurrent writers queue in
+// the process instead of failing with "database is locked"; reads use a pool
+// of read-only connections and never wait for writers.
+type SQLite struct {
+	w *sql.DB // the single writer connection
+	r *sql.DB // read-only connections
+}
+
+var _ Store = (*SQLite)(nil)
+
+// OpenSQLite opens (creating it and its parent directories when absent) the
+// SQLite database at path and migrates it to the newest schema. A database
+// migrated by a newer binary fails with ErrSchemaTooNew.
+func OpenSQLite(path string) (*SQLite, error) {
+	if path == "" || path == ":memory:" {
+		return nil, fmt.Errorf("opening sqlite store: %w: path %q is not a file", ErrInvalid, path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening sqlite store: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+		return nil, fmt.Errorf("opening sqlite store: creating directory: %w", err)
+	}
+	ms, err := loadMigrations(sqliteMigrations, "migrations/sqlite")
+	if err != nil {
+		return nil, fmt.Errorf("opening sqlite store: %w", err)
+	}
+
+	// The file: URI form lets any path through: '?', '#' and '%' in it are
+	// escaped and SQLite decodes them.
+	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath()
+	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1", busyTimeoutMillis)
+	// _txlock=immediate takes the write lock at BEGIN, so a transaction that
+	// reads before it writes cannot fail halfway on a lock upgrade.
+	// synchronous=FULL makes an acknowledged write survive power loss.
+	w, err := sql.Open("sqlite", uri+"?"+common+"&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("opening sqlite store: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := migrate(context.Background(), w, ms); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+	}
+	// The readers open after the writer has switched the file to WAL.
+	r, err := sql.Open("sqlite", uri+"?"+common+"&_query_only=1")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("opening sqlite store: %w", err)
+	}
+	r.SetMaxOpenConns(max(4, runtime.GOMAXPROCS(0)))
+	return &SQLite{w: w, r: r}, nil
+}
+
+// Close closes the database.
+func (s *SQLite) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// GetOrCreateSession implements Store.
+func (s *SQLite) GetOrCreateSession(ctx context.Context, tenant, agent, id string) (*Session, bool, error) {
+	if err := nonEmpty("tenant", tenant, "session id", id, "agent", agent); err != nil {
+		return nil, false, fmt.Errorf("creating session: %w", err)
+	}
+	// Most calls find the session; only a miss takes the writer.
+	sess, err := s.GetSession(ctx, tenant, id)
+	if !errors.Is(err, ErrNotFound) {
+		return sess, false, err
+	}
+	var created bool
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		_, created, err = ensureSession(ctx, tx, tenant, agent, id, now())
+		if err != nil {
+			return err
+		}
+		sess, err = getSession(ctx, tx, tenant, id)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("creating session: %w", err)
+	}
+	return sess, created, nil
+}
+
+// GetSession implements Store.
+func (s *SQLite) GetSession(ctx context.Context, tenant, id string) (*Session, error) {
+	sess, err := getSession(ctx, s.r, tenant, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading session: %w", err)
+	}
+	return sess, nil
+}
+
+// SetLastBody implements Store.
+func (s *SQLite) SetLastBody(ctx context.Context, tenant, id string, body json.RawMessage) error {
+	v, err := jsonArg("last body", body)
+	if err != nil {
+		return fmt.Errorf("setting last body: %w", err)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET last_body = ?, updated_at = ? WHERE tenant = ? AND id = ?`,
+		v, nanos(now()), tenant, id)
+	if err == nil {
+		err = affectedOne(res)
+	}
+	if err != nil {
+		return fmt.Errorf("setting last body: %w", err)
+	}
+	return nil
+}
+
+// Messages implements Store.
+func (s *SQLite) Messages(ctx context.Context, tenant, sessionID string) ([]engine.UIMessage, error) {
+	// One statement, so the session check and the transcript are one
+	// snapshot: no session gives no rows, an empty transcript one NULL row.
+	rows, err := s.r.QueryContext(ctx, `SELECT m.body FROM sessions s
+		LEFT JOIN messages m ON m.session_pk = s.pk
+		WHERE s.tenant = ? AND s.id = ? ORDER BY m.position`, tenant, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("reading messages: %w", err)
+	}
+	defer rows.Close()
+	found := false
+	msgs := []engine.UIMessage{}
+	for rows.Next() {
+		found = true
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, fmt.Errorf("reading messages: %w", err)
+		}
+		if body == nil {
+			continue
+		}
+		var m engine.UIMessage
+		if err := json.Unmarshal(body, &m); err != nil {
+			return nil, fmt.Errorf("reading messages: decoding message: %w", err)
+		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading messages: %w", err)
+	}
+	if !found {
+		return nil, fmt.Errorf("reading messages: %w", ErrNotFound)
+	}
+	return msgs, nil
+}
+
+// AppendMessage implements Store.
+func (s *SQLite) AppendMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage) error {
+	if err := s.putMessage(ctx, tenant, sessionID, m, false); err != nil {
+		return fmt.Errorf("appending message: %w", err)
+	}
+	return nil
+}
+
+// UpsertMessage implements Store.
+func (s *SQLite) UpsertMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage) error {
+	if err := s.putMessage(ctx, tenant, sessionID, m, true); err != nil {
+		return fmt.Errorf("upserting message: %w", err)
+	}
+	return nil
+}
+
+// putMessage appends m to the session, or with replace first tries to
+// replace the message with m.ID in place.
+func (s *SQLite) putMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage, replace bool) error {
+	if err := nonEmpty("message id", m.ID, "message role", m.Role); err != nil {
+		return err
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encoding message: %w", err)
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		pk, err := sessionPK(ctx, tx, tenant, sessionID)
+		if err != nil {
+			return err
+		}
+		t := nanos(now())
+		if err := touchSession(ctx, tx, pk, t); err != nil {
+			return err
+		}
+		if replace {
+			res, err := tx.ExecContext(ctx, `UPDATE messages SET role = ?, body = ?, updated_at = ?
+				WHERE session_pk = ? AND message_id = ?`, m.Role, string(body), t, pk, m.ID)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n > 0 {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO messages (session_pk, position, message_id, role, body, created_at, updated_at)
+			SELECT ?, COALESCE(MAX(position), 0) + 1, ?, ?, ?, ?, ? FROM messages WHERE session_pk = ?`,
+			pk, m.ID, m.Role, string(body), t, t, pk)
+		if isConstraint(err) {
+			return fmt.Errorf("%w: message %q is already in the session", ErrConflict, m.ID)
+		}
+		return err
+	})
+}
+
+// TruncateAfter implements Store.
+func (s *SQLite) TruncateAfter(ctx context.Context, tenant, sessionID, messageID string, inclusive bool) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		pk, err := sessionPK(ctx, tx, tenant, sessionID)
+		if err != nil {
+			return err
+		}
+		var pos int64
+		err = tx.QueryRowContext(ctx, `SELECT position FROM messages WHERE session_pk = ? AND message_id = ?`,
+			pk, messageID).Scan(&pos)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("message %q: %w", messageID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if !inclusive {
+			pos++
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE session_pk = ? AND position >= ?`, pk, pos); err != nil {
+			return err
+		}
+		return touchSession(ctx, tx, pk, nanos(now()))
+	})
+	if err != nil {
+		return fmt.Errorf("truncating messages: %w", err)
+	}
+	return nil
+}
+
+// submissionColumns are the columns scanSubmission reads, in order.
+const submissionColumns = `id, tenant, session_id, agent, COALESCE(idempotency_key, ''), request, status, result,
+	attempts, created_at, updated_at`
+
+// CreateSubmission implements Store.
+func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission) (*Submission, bool, error) {
+	if err := nonEmpty("tenant", in.Tenant, "session id", in.SessionID, "agent", in.Agent); err != nil {
+		return nil, false, fmt.Errorf("creating submission: %w", err)
+	}
+	if len(in.Request) == 0 || !json.Valid(in.Request) {
+		return nil, false, fmt.Errorf("creating submission: %w: request is not JSON", ErrInvalid)
+	}
+	id := in.ID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	var key any // NULL when absent: NULLs never collide in the unique index.
+	if in.IdempotencyKey != "" {
+		key = in.IdempotencyKey
+	}
+	var (
+		out      *Submission
+		existing bool
+	)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		t := now()
+		pk, _, err := ensureSession(ctx, tx, in.Tenant, in.Agent, in.SessionID, t)
+		if err != nil {
+			return err
+		}
+		if key != nil {
+			out, err = scanSubmission(tx.QueryRowContext(ctx, `SELECT `+submissionColumns+` FROM submissions
+				WHERE session_pk = ? AND idempotency_key = ?`, pk, key))
+			if err == nil {
+				existing = true
+				return nil
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
+		out, err = scanSubmission(tx.QueryRowContext(ctx, `INSERT INTO submissions
+			(id, session_pk, tenant, session_id, agent, idempotency_key, request, status, attempts, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING `+submissionColumns,
+			id, pk, in.Tenant, in.SessionID, in.Agent, key, string(in.Request), StatusQueued, nanos(t), nanos(t)))
+		if isConstraint(err) {
+			return fmt.Errorf("%w: submission id %q is taken", ErrConflict, id)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("creating submission: %w", err)
+	}
+	return out, existing, nil
+}
+
+// GetSubmission implements Store.
+func (s *SQLite) GetSubmission(ctx context.Context, tenant, sessionID, id string) (*Submission, error) {
+	sub, err := scanSubmission(s.r.QueryRowContext(ctx, `SELECT `+submissionColumns+` FROM submissions
+		WHERE id = ? AND tenant = ? AND session_id = ?`, id, tenant, sessionID))
+	if err != nil {
+		return nil, fmt.Errorf("reading submission: %w", err)
+	}
+	return sub, nil
+}
+
+// ClaimSubmission implements Store. The single writer connection makes the
+// select-and-update one atomic step, so two claimers never get the same row.
+func (s *SQLite) ClaimSubmission(ctx context.Context) (*Submission, error) {
+	sub, err := scanSubmission(s.w.QueryRowContext(ctx, `UPDATE submissions
+		SET status = 'running', attempts = attempts + 1, updated_at = ?
+		WHERE seq = (
+			SELECT q.seq FROM submissions q
+			WHERE q.status = 'queued' AND NOT EXISTS (
+				SELECT 1 FROM submissions e
+				WHERE e.session_pk = q.session_pk AND e.seq < q.seq AND e.status IN ('queued', 'running'))
+			ORDER BY q.seq LIMIT 1)
+		RETURNING `+submissionColumns, nanos(now())))
+	if err != nil {
+		return nil, fmt.Errorf("claiming submission: %w", err)
+	}
+	return sub, nil
+}
+
+// FinishSubmission implements Store.
+func (s *SQLite) FinishSubmission(ctx context.Context, id, status string, result json.RawMessage) error {
+	if !finalStatus(status) {
+		return fmt.Errorf("finishing submission: %w: %q is not a final status", ErrInvalid, status)
+	}
+	v, err := jsonArg("result", result)
+	if err != nil {
+		return fmt.Errorf("finishing submission: %w", err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var cur string
+		err := tx.QueryRowContext(ctx, `SELECT status FROM submissions WHERE id = ?`, id).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if finalStatus(cur) {
+			return fmt.Errorf("%w: submission %q is already %s", ErrConflict, id, cur)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE submissions SET status = ?, result = ?, updated_at = ? WHERE id = ?`,
+			status, v, nanos(now()), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("finishing submission: %w", err)
+	}
+	return nil
+}
+
+// RequeueRunning implements Store.
+func (s *SQLite) RequeueRunning(ctx context.Context) (int, error) {
+	res, err := s.w.ExecContext(ctx, `UPDATE submissions SET status = 'queued', updated_at = ? WHERE status = 'running'`,
+		nanos(now()))
+	if err != nil {
+		return 0, fmt.Errorf("requeueing submissions: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("requeueing submissions: %w", err)
+	}
+	return int(n), nil
+}
+
+// RecordTurn implements Store.
+func (s *SQLite) RecordTurn(ctx context.Context, t *TurnRecord) error {
+	usage, err := json.Marshal(t.Usage)
+	if err != nil {
+		return fmt.Errorf("recording turn: encoding usage: %w", err)
+	}
+	_, err = s.w.ExecContext(ctx, `INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
+		error, usage, rule_revision, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.RequestID, t.Tenant, t.SessionID, t.Agent, t.Status, t.FinishReason, t.Error, string(usage), t.RuleRevision,
+		nanos(t.StartedAt), nanos(t.FinishedAt))
+	if err != nil {
+		return fmt.Errorf("recording turn: %w", err)
+	}
+	return nil
+}
+
+// Turns implements Store.
+func (s *SQLite) Turns(ctx context.Context, tenant, sessionID string) ([]TurnRecord, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT request_id, tenant, session_id, agent, status, finish_reason, error,
+		usage, rule_revision, started_at, finished_at FROM turns WHERE tenant = ? AND session_id = ? ORDER BY seq`,
+		tenant, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("reading turns: %w", err)
+	}
+	defer rows.Close()
+	turns := []TurnRecord{}
+	for rows.Next() {
+		var (
+			t                 TurnRecord
+			usage             []byte
+			started, finished int64
+		)
+		if err := rows.Scan(&t.RequestID, &t.Tenant, &t.SessionID, &t.Agent, &t.Status, &t.FinishReason, &t.Error,
+			&usage, &t.RuleRevision, &started, &finished); err != nil {
+			return nil, fmt.Errorf("reading turns: %w", err)
+		}
+		if err := json.Unmarshal(usage, &t.Usage); err != nil {
+			return nil, fmt.Errorf("reading turns: decoding usage: %w", err)
+		}
+		t.StartedAt, t.FinishedAt = fromNanos(started), fromNanos(finished)
+		turns = append(turns, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading turns: %w", err)
+	}
+	return turns, nil
+}
+
+// write runs f in a transaction on the writer connection and commits it.
+func (s *SQLite) write(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		return errors.Join(err, ignoreDone(tx.Rollback()))
+	}
+	return tx.Commit()
+}
+
+// querier is what *sql.DB and *sql.Tx have in common that the helpers use.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// getSession reads the tenant's session id through q.
+func getSession(ctx context.Context, q querier, tenant, id string) (*Session, error) {
+	var (
+		sess             = Session{ID: id, Tenant: tenant}
+		body             []byte
+		created, updated int64
+	)
+	err := q.QueryRowContext(ctx, `SELECT agent, last_body, created_at, updated_at FROM sessions
+		WHERE tenant = ? AND id = ?`, tenant, id).Scan(&sess.Agent, &body, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		sess.LastBody = json.RawMessage(body)
+	}
+	sess.CreatedAt, sess.UpdatedAt = fromNanos(created), fromNanos(updated)
+	return &sess, nil
+}
+
+// ensureSession creates the tenant's session id for agent unless it exists,
+// and returns its key and whether it was created.
+func ensureSession(ctx context.Context, tx *sql.Tx, tenant, agent, id string, t time.Time) (int64, bool, error) {
+	res, err := tx.ExecContext(ctx, `INSERT INTO sessions (tenant, id, agent, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, id) DO NOTHING`, tenant, id, agent, nanos(t), nanos(t))
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, false, err
+	}
+	pk, err := sessionPK(ctx, tx, tenant, id)
+	return pk, n > 0, err
+}
+
+// sessionPK returns the key of the tenant's session id, or ErrNotFound.
+func sessionPK(ctx context.Context, q querier, tenant, id string) (int64, error) {
+	var pk int64
+	err := q.QueryRowContext(ctx, `SELECT pk FROM sessions WHERE tenant = ? AND id = ?`, tenant, id).Scan(&pk)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	return pk, err
+}
+
+// touchSession sets the session's updated_at.
+func touchSession(ctx context.Context, tx *sql.Tx, pk, t int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = ? WHERE pk = ?`, t, pk)
+	return err
+}
+
+// scanSubmission reads one row of submissionColumns; ErrNotFound when there
+// is none.
+func scanSubmission(row *sql.Row) (*Submission, error) {
+	var (
+		sub              Submission
+		request, result  []byte
+		created, updated int64
+	)
+	err := row.Scan(&sub.ID, &sub.Tenant, &sub.SessionID, &sub.Agent, &sub.IdempotencyKey, &request, &sub.Status,
+		&result, &sub.Attempts, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	sub.Request = json.RawMessage(request)
+	if result != nil {
+		sub.Result = json.RawMessage(result)
+	}
+	sub.CreatedAt, sub.UpdatedAt = fromNanos(created), fromNanos(updated)
+	return &sub, nil
+}
+
+// affectedOne turns an update that matched no row into ErrNotFound.
+func affectedOne(res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// isConstraint reports whether err is a SQLite constraint violation.
+func isConstraint(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}
+
+// ignoreDone drops the error of rolling back a transaction that is already
+// over (its context ended, which rolls it back).
+func ignoreDone(err error) error {
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
+}
+
+// nonEmpty returns ErrInvalid naming the first empty value of the
+// name, value pairs.
+func nonEmpty(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			return fmt.Errorf("%w: empty %s", ErrInvalid, pairs[i])
+		}
+	}
+	return nil
+}
+
+// jsonArg returns raw as a column value: NULL when empty, else its text,
+// which must be valid JSON.
+func jsonArg(name string, raw json.RawMessage) (any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(raw) {
+		return nil, fmt.Errorf("%w: %s is not JSON", ErrInvalid, name)
+	}
+	return string(raw), nil
+}
+
+// now is the store's clock.
+func now() time.Time { return time.Now().UTC() }
+
+// nanos is t in Unix nanoseconds, 0 for the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// fromNanos is the inverse of nanos.
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}

@@ -1,0 +1,163 @@
+// Package store is the gateway's persistence: sessions and their transcripts
+// (the source of truth for chat history), durable submissions and the audit
+// of turn outcomes.
+//
+// Every read or write of session data takes the caller's tenant. Sessions are
+// named by (tenant, id), so a session of another tenant behaves exactly like a
+// missing one: ErrNotFound, and creating it creates the caller's own session.
+//
+// Store is the interface the gateway uses; SQLite implements it and a
+// PostgreSQL implementation can satisfy it later.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+)
+
+// ErrNotFound reports a missing session, message or submission, including one
+// that belongs to another tenant.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrConflict reports a write that contradicts stored state: appending a
+// message whose id is already in the session, or finishing a submission that
+// is already finished.
+var ErrConflict = errors.New("store: conflict")
+
+// ErrInvalid reports an argument the store refuses: an empty tenant, session
+// id, agent, message id or role, JSON that does not parse, or a status that
+// does not fit.
+var ErrInvalid = errors.New("store: invalid argument")
+
+// ErrSchemaTooNew reports a database migrated by a newer binary than this one.
+var ErrSchemaTooNew = errors.New("store: database schema is newer than this binary")
+
+// Submission statuses. A submission starts queued, becomes running when a
+// worker claims it, and ends in one of the four final statuses.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusCompleted = "completed"
+	StatusError     = "error"
+	StatusAborted   = "aborted"
+	StatusSkipped   = "skipped"
+)
+
+// Store persists the gateway's sessions, transcripts, submissions and turn
+// audit. Implementations are safe for concurrent use.
+type Store interface {
+	// GetOrCreateSession returns the tenant's session id, creating it for
+	// agent when absent; created reports whether it was created. An existing
+	// session is returned as stored, whatever its agent.
+	GetOrCreateSession(ctx context.Context, tenant, agent, id string) (s *Session, created bool, err error)
+	// GetSession returns the tenant's session id, or ErrNotFound.
+	GetSession(ctx context.Context, tenant, id string) (*Session, error)
+	// SetLastBody stores the extra body of the session's latest request
+	// (nil clears it).
+	SetLastBody(ctx context.Context, tenant, id string, body json.RawMessage) error
+
+	// Messages returns the session's transcript in order.
+	Messages(ctx context.Context, tenant, sessionID string) ([]engine.UIMessage, error)
+	// AppendMessage adds m at the end of the transcript; ErrConflict when a
+	// message with m.ID is already there.
+	AppendMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage) error
+	// UpsertMessage replaces the message with m.ID in place, keeping its
+	// position, or appends m when there is none.
+	UpsertMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage) error
+	// TruncateAfter deletes every message after messageID, and messageID
+	// itself when inclusive; ErrNotFound when messageID is not in the session.
+	TruncateAfter(ctx context.Context, tenant, sessionID, messageID string, inclusive bool) error
+
+	// CreateSubmission stores s as queued (creating its session when absent)
+	// and returns the stored copy. When s.IdempotencyKey repeats a key of the
+	// same tenant and session, the earlier submission is returned unchanged
+	// with existing true. An empty s.ID is filled with a new UUID.
+	CreateSubmission(ctx context.Context, s *Submission) (stored *Submission, existing bool, err error)
+	// GetSubmission returns the tenant's submission id in sessionID, or
+	// ErrNotFound.
+	GetSubmission(ctx context.Context, tenant, sessionID, id string) (*Submission, error)
+	// ClaimSubmission marks the oldest claimable queued submission running,
+	// counts the attempt and returns it; ErrNotFound when none is claimable.
+	// A submission is claimable when no earlier submission of its session is
+	// queued or running, so each session's submissions run one at a time in
+	// order.
+	ClaimSubmission(ctx context.Context) (*Submission, error)
+	// FinishSubmission records a final status (completed, error, aborted or
+	// skipped) and result for a queued or running submission; ErrConflict
+	// when it is already finished.
+	FinishSubmission(ctx context.Context, id, status string, result json.RawMessage) error
+	// RequeueRunning puts every running submission back in the queue and
+	// returns how many it moved. Call it at startup, before any worker
+	// claims: running rows then belong to a process that died.
+	RequeueRunning(ctx context.Context) (int, error)
+
+	// RecordTurn appends a turn outcome to the audit.
+	RecordTurn(ctx context.Context, t *TurnRecord) error
+	// Turns returns the tenant's turn records for sessionID, oldest first.
+	Turns(ctx context.Context, tenant, sessionID string) ([]TurnRecord, error)
+
+	// Close releases the store.
+	Close() error
+}
+
+// Session is one conversation of one tenant with one agent.
+type Session struct {
+	ID     string
+	Tenant string
+	Agent  string
+	// LastBody is the extra body of the latest request (TurnContext.body),
+	// kept for turns that have no request of their own, such as
+	// continuations; nil when never set.
+	LastBody  json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Submission is a durable submitMessages request.
+type Submission struct {
+	ID        string
+	Tenant    string
+	SessionID string
+	Agent     string
+	// IdempotencyKey, when set, is unique per tenant and session.
+	IdempotencyKey string
+	// Request is the request as the gateway will replay it.
+	Request json.RawMessage
+	// Status is one of the Status constants.
+	Status string
+	// Result is the outcome the gateway recorded when finishing (message
+	// id, status, error); nil until then.
+	Result json.RawMessage
+	// Attempts counts claims, so a value above 1 means a retry after a crash.
+	Attempts  int
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// TurnRecord is the audit of one turn's outcome.
+type TurnRecord struct {
+	RequestID    string
+	Tenant       string
+	SessionID    string
+	Agent        string
+	Status       string
+	FinishReason string
+	Error        string
+	Usage        engine.Usage
+	RuleRevision string
+	StartedAt    time.Time
+	FinishedAt   time.Time
+}
+
+// finalStatus reports whether status ends a submission.
+func finalStatus(status string) bool {
+	switch status {
+	case StatusCompleted, StatusError, StatusAborted, StatusSkipped:
+		return true
+	}
+	return false
+}
