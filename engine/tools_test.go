@@ -1,0 +1,383 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/turngate/turngate/engine"
+)
+
+// toolResultsSeen returns the tool results of the last tool message of a
+// model request: what the model saw as each tool's output.
+func toolResultsSeen(t *testing.T, req *engine.ModelRequest) []engine.ContentPart {
+	t.Helper()
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == engine.RoleTool {
+			return req.Messages[i].Content
+		}
+	}
+	t.Fatalf("request has no tool message: %+v", req.Messages)
+	return nil
+}
+
+func TestParallelCallsPolicyInOrderExecutedConcurrently(t *testing.T) {
+	var running atomic.Int32
+	bothIn := make(chan struct{})
+	bDone := make(chan struct{})
+	barrier := func(name string) engine.ExecutorFunc {
+		return func(ctx context.Context, c engine.ToolExecution) (json.RawMessage, error) {
+			if running.Add(1) == 2 {
+				close(bothIn)
+			}
+			// Both calls must be running at once: a serial engine deadlocks here.
+			select {
+			case <-bothIn:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if name == "A" {
+				<-bDone // A finishes after B, yet is reported first
+			} else {
+				defer close(bDone)
+			}
+			return json.RawMessage(`"` + name + `"`), nil
+		}
+	}
+	a, b := echoTool("A"), echoTool("B")
+	a.Executor, b.Executor = barrier("A"), barrier("B")
+	fake := newFake(callStep(`A={"q":"1"}`, `B={"q":"2"}`), textStep("ok"))
+	h := newHarness(t, fake, a, b)
+	res := h.run(context.Background())
+	if res.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", res.Status, res.Error)
+	}
+	want := []string{"beforeTurn", "beforeStep 0", "onChunk…", "beforeToolCall A", "beforeToolCall B",
+		"afterToolCall A", "afterToolCall B", "onStepFinish 0", "beforeStep 1", "onChunk…", "onStepFinish 1", "onChatResponse completed"}
+	if got := h.rec.sequence(); !slices.Equal(got, want) {
+		t.Errorf("sequence\n got %q\nwant %q", got, want)
+	}
+	seen := toolResultsSeen(t, fake.requests()[1])
+	if len(seen) != 2 || string(seen[0].Output) != `"A"` || string(seen[1].Output) != `"B"` {
+		t.Errorf("model saw %+v, want A then B", seen)
+	}
+	// B's earlier call is visible to policy for the later call.
+	if prev := h.rec.calls[1].PreviousCalls; len(prev) != 1 || prev[0].ToolName != "A" || prev[0].Decision != engine.DecisionAllow {
+		t.Errorf("PreviousCalls of B = %+v", prev)
+	}
+}
+
+func TestToolCallDecisions(t *testing.T) {
+	const modelInput = `{"q":"model"}`
+	tests := []struct {
+		name     string
+		decision *engine.ToolCallDecision
+		err      error
+		// want: what afterToolCall records and what the model saw next.
+		decisionName string
+		executed     bool
+		success      bool
+		effective    string
+		modelSaw     string
+		isError      bool
+	}{
+		{name: "void", decisionName: engine.DecisionAllow, executed: true, success: true, effective: modelInput,
+			modelSaw: `{"tool":"A","input":{"q":"model"}}`},
+		{name: "allow", decision: &engine.ToolCallDecision{Action: engine.ActionAllow}, decisionName: engine.DecisionAllow,
+			executed: true, success: true, effective: modelInput, modelSaw: `{"tool":"A","input":{"q":"model"}}`},
+		{name: "allow with input", decision: &engine.ToolCallDecision{Action: engine.ActionAllow, Input: json.RawMessage(`{"q":"policy"}`)},
+			decisionName: engine.DecisionRewrite, executed: true, success: true, effective: `{"q":"policy"}`,
+			modelSaw: `{"tool":"A","input":{"q":"policy"}}`},
+		{name: "allow with invalid input", decision: &engine.ToolCallDecision{Action: engine.ActionAllow, Input: json.RawMessage(`{"q":1}`)},
+			decisionName: engine.DecisionError, modelSaw: `"beforeToolCall rewrote the input of tool \"A\" into an invalid input:`, isError: true},
+		{name: "block with reason", decision: &engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "read-only mode"},
+			decisionName: engine.DecisionBlock, success: true, modelSaw: `"read-only mode"`},
+		{name: "block without reason", decision: &engine.ToolCallDecision{Action: engine.ActionBlock},
+			decisionName: engine.DecisionBlock, success: true, modelSaw: `"Tool \"A\" was blocked by beforeToolCall."`},
+		{name: "substitute", decision: &engine.ToolCallDecision{Action: engine.ActionSubstitute, Output: json.RawMessage(`{"cached":true}`), Input: json.RawMessage(`{"q":"cache"}`)},
+			decisionName: engine.DecisionSubstitute, success: true, effective: `{"q":"cache"}`, modelSaw: `{"cached":true}`},
+		{name: "hook error", err: errors.New("rego: conflict"),
+			decisionName: engine.DecisionError, modelSaw: `"beforeToolCall: rego: conflict"`, isError: true},
+		{name: "unknown action", decision: &engine.ToolCallDecision{Action: "maybe"},
+			decisionName: engine.DecisionError, modelSaw: `"beforeToolCall returned unknown action \"maybe\""`, isError: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ran atomic.Int32
+			tool := echoTool("A")
+			inner := tool.Executor
+			tool.Executor = engine.ExecutorFunc(func(ctx context.Context, c engine.ToolExecution) (json.RawMessage, error) {
+				ran.Add(1)
+				return inner.Execute(ctx, c)
+			})
+			fake := newFake(callStep("A="+modelInput), textStep("ok"))
+			h := newHarness(t, fake, tool)
+			h.rec.decide = func(*engine.ToolCallContext) (*engine.ToolCallDecision, error) { return tt.decision, tt.err }
+			res := h.run(context.Background())
+			if res.Status != engine.StatusCompleted {
+				t.Fatalf("status %s: %s", res.Status, res.Error)
+			}
+			if got := ran.Load() == 1; got != tt.executed {
+				t.Errorf("executed = %v, want %v", got, tt.executed)
+			}
+			if len(h.rec.after) != 1 {
+				t.Fatalf("afterToolCall fired %d times", len(h.rec.after))
+			}
+			rc := h.rec.after[0]
+			if rc.Decision != tt.decisionName || rc.Executed != tt.executed || rc.Success != tt.success {
+				t.Errorf("afterToolCall = decision %s executed %v success %v", rc.Decision, rc.Executed, rc.Success)
+			}
+			if string(rc.Input) != modelInput || string(rc.EffectiveInput) != tt.effective {
+				t.Errorf("afterToolCall input %s effective %s, want %s / %s", rc.Input, rc.EffectiveInput, modelInput, tt.effective)
+			}
+			if tt.success && string(rc.Output) != tt.modelSaw {
+				t.Errorf("afterToolCall output %s, want %s", rc.Output, tt.modelSaw)
+			}
+			if !tt.success && rc.Error == "" {
+				t.Error("afterToolCall error is empty")
+			}
+			seen := toolResultsSeen(t, fake.requests()[1])[0]
+			if seen.IsError != tt.isError || !strings.HasPrefix(string(seen.Output), tt.modelSaw) {
+				t.Errorf("model saw %s (isError %v), want prefix %s (isError %v)", seen.Output, seen.IsError, tt.modelSaw, tt.isError)
+			}
+			part := res.Message.Parts[1]
+			if wantState := map[bool]string{true: engine.ToolStateOutputAvailable, false: engine.ToolStateOutputError}[tt.success]; part.State != wantState {
+				t.Errorf("part state %s, want %s", part.State, wantState)
+			}
+		})
+	}
+}
+
+func TestPolicyErrorConsultsOnChatError(t *testing.T) {
+	fake := newFake(callStep(`A={"q":"x"}`), textStep("ok"))
+	h := newHarness(t, fake, echoTool("A"))
+	h.rec.decide = func(*engine.ToolCallContext) (*engine.ToolCallDecision, error) { return nil, errors.New("secret rule text") }
+	h.rec.chatErr = func(*engine.ChatErrorContext) error { return errors.New("policy unavailable") }
+	res := h.run(context.Background())
+	if res.Status != engine.StatusCompleted {
+		t.Fatalf("status %s", res.Status)
+	}
+	if len(h.rec.errs) != 1 || h.rec.errs[0].Stage != engine.StagePolicy {
+		t.Fatalf("onChatError calls %+v", h.rec.errs)
+	}
+	seen := toolResultsSeen(t, fake.requests()[1])[0]
+	if string(seen.Output) != `"policy unavailable"` {
+		t.Errorf("model saw %s", seen.Output)
+	}
+}
+
+func TestInvalidCallsNeverExecute(t *testing.T) {
+	tests := []struct {
+		name   string
+		call   string
+		active []string
+		want   string
+	}{
+		{name: "schema violation", call: `A={"q":42}`, want: `Invalid input for tool \"A\"`},
+		{name: "extra property", call: `A={"q":"x","rm":true}`, want: `Invalid input for tool \"A\"`},
+		{name: "not JSON", call: `A={"q":`, want: `the input is not valid JSON`},
+		{name: "unknown tool", call: `Z={"q":"x"}`, want: `unavailable tool \"Z\"`},
+		{name: "inactive tool", call: `A={"q":"x"}`, active: []string{"B"}, want: `unavailable tool \"A\"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ran atomic.Int32
+			a := echoTool("A")
+			a.Executor = engine.ExecutorFunc(func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
+				ran.Add(1)
+				return nil, nil
+			})
+			fake := newFake(callStep(tt.call), textStep("ok"))
+			h := newHarness(t, fake, a, echoTool("B"))
+			if tt.active != nil {
+				h.rec.turn = func(*engine.TurnContext) (*engine.TurnConfig, error) {
+					return &engine.TurnConfig{ActiveTools: &tt.active}, nil
+				}
+			}
+			res := h.run(context.Background())
+			if res.Status != engine.StatusCompleted {
+				t.Fatalf("status %s: %s", res.Status, res.Error)
+			}
+			if ran.Load() != 0 {
+				t.Fatal("tool executed")
+			}
+			if len(h.rec.calls) != 0 {
+				t.Error("beforeToolCall consulted for an invalid call")
+			}
+			seen := toolResultsSeen(t, fake.requests()[1])[0]
+			if !seen.IsError || !strings.Contains(string(seen.Output), tt.want) {
+				t.Errorf("model saw %s, want an error containing %s", seen.Output, tt.want)
+			}
+			if !strings.Contains(h.ev.text(), `"type":"tool-input-error"`) {
+				t.Error("no tool-input-error event")
+			}
+			if len(h.rec.after) != 1 || h.rec.after[0].Decision != engine.DecisionError || h.rec.after[0].Executed {
+				t.Errorf("afterToolCall %+v", h.rec.after)
+			}
+			if tt.active != nil {
+				for _, info := range fake.requests()[0].Tools {
+					if info.Name == "A" {
+						t.Error("inactive tool offered to the model")
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestToolFailuresBecomeToolErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		exec engine.ExecutorFunc
+		want string
+	}{
+		{name: "error", exec: func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
+			return nil, errors.New("disk full")
+		}, want: `"disk full"`},
+		{name: "panic", exec: func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
+			panic("nil map")
+		}, want: `"tool \"A\" panicked: nil map"`},
+		{name: "timeout", exec: func(ctx context.Context, _ engine.ToolExecution) (json.RawMessage, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}, want: `"tool \"A\" timed out after 1ms"`},
+		{name: "invalid JSON", exec: func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
+			return json.RawMessage(`{oops`), nil
+		}, want: `"tool \"A\" returned invalid JSON"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := echoTool("A")
+			a.Executor, a.Timeout = tt.exec, 1e6
+			fake := newFake(callStep(`A={"q":"x"}`), textStep("ok"))
+			h := newHarness(t, fake, a)
+			res := h.run(context.Background())
+			if res.Status != engine.StatusCompleted {
+				t.Fatalf("status %s: %s", res.Status, res.Error)
+			}
+			seen := toolResultsSeen(t, fake.requests()[1])[0]
+			if !seen.IsError || string(seen.Output) != tt.want {
+				t.Errorf("model saw %s, want %s", seen.Output, tt.want)
+			}
+			rc := h.rec.after[0]
+			if rc.Success || !rc.Executed || rc.Decision != engine.DecisionAllow {
+				t.Errorf("afterToolCall %+v", rc)
+			}
+			if len(h.rec.errs) != 1 || h.rec.errs[0].Stage != engine.StageTool {
+				t.Errorf("onChatError %+v", h.rec.errs)
+			}
+		})
+	}
+}
+
+func TestToolOutputTruncatedAndRedacted(t *testing.T) {
+	a := echoTool("A")
+	a.MaxOutputBytes = 10
+	a.Executor = engine.ExecutorFunc(func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
+		return json.RawMessage(`"` + strings.Repeat("é", 20) + `"`), nil
+	})
+	b := echoTool("B")
+	fake := newFake(callStep(`A={"q":"x"}`, `B={"q":"secret"}`), textStep("ok"))
+	h := newHarness(t, fake, a, b)
+	h.rec.result = func(rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, error) {
+		if rc.ToolName == "B" {
+			return &engine.ToolResultDecision{Output: json.RawMessage(`"[redacted]"`)}, nil
+		}
+		return nil, nil
+	}
+	h.run(context.Background())
+	seen := toolResultsSeen(t, fake.requests()[1])
+	var s string
+	if err := json.Unmarshal(seen[0].Output, &s); err != nil {
+		t.Fatalf("truncated output is not a JSON string: %s", seen[0].Output)
+	}
+	if !strings.HasSuffix(s, "…[truncated 33 bytes]") || !strings.HasPrefix(s, `"éééé`) {
+		t.Errorf("truncated output %q", s)
+	}
+	if string(seen[1].Output) != `"[redacted]"` || string(h.rec.after[1].Output) != `"[redacted]"` {
+		t.Errorf("redacted output: model %s, afterToolCall %s", seen[1].Output, h.rec.after[1].Output)
+	}
+}
+
+func TestClientTools(t *testing.T) {
+	client := engine.Tool{ToolInfo: engine.ToolInfo{Name: "getLocation", Kind: engine.ToolKindClient}}
+	t.Run("pending", func(t *testing.T) {
+		fake := newFake(callStep(`getLocation={}`))
+		h := newHarness(t, fake, client)
+		res := h.run(context.Background())
+		if res.Status != engine.StatusCompleted || res.FinishReason != engine.FinishToolCalls {
+			t.Fatalf("status %s finish %s", res.Status, res.FinishReason)
+		}
+		if len(res.PendingToolCalls) != 1 || res.PendingToolCalls[0].ToolName != "getLocation" {
+			t.Fatalf("pending %+v", res.PendingToolCalls)
+		}
+		if len(h.rec.after) != 0 || len(h.rec.calls) != 1 {
+			t.Errorf("beforeToolCall %d, afterToolCall %d; want 1, 0", len(h.rec.calls), len(h.rec.after))
+		}
+		types := h.ev.types()
+		if want := []string{"tool-input-available", "finish-step", "finish"}; !slices.Equal(types[len(types)-3:], want) {
+			t.Errorf("events end %q", types)
+		}
+		if !strings.HasSuffix(h.ev.text(), `{"type":"finish","finishReason":"tool-calls"}`) {
+			t.Errorf("finish: %s", h.ev.text())
+		}
+		if p := res.Message.Parts[len(res.Message.Parts)-1]; p.State != engine.ToolStateInputAvailable {
+			t.Errorf("pending part state %s", p.State)
+		}
+	})
+	t.Run("blocked", func(t *testing.T) {
+		fake := newFake(callStep(`getLocation={}`), textStep("I cannot know where you are."))
+		h := newHarness(t, fake, client)
+		h.rec.decide = func(*engine.ToolCallContext) (*engine.ToolCallDecision, error) {
+			return &engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "location is private"}, nil
+		}
+		res := h.run(context.Background())
+		if res.Status != engine.StatusCompleted || res.FinishReason != engine.FinishStop || len(res.PendingToolCalls) != 0 {
+			t.Fatalf("status %s finish %s pending %v", res.Status, res.FinishReason, res.PendingToolCalls)
+		}
+		if seen := toolResultsSeen(t, fake.requests()[1])[0]; string(seen.Output) != `"location is private"` {
+			t.Errorf("model saw %s", seen.Output)
+		}
+		// The client is told not to run it: providerExecuted on both chunks.
+		for _, l := range strings.Split(h.ev.text(), "\n") {
+			if strings.Contains(l, `"tool-input-available"`) || strings.Contains(l, `"tool-output-available"`) {
+				if !strings.Contains(l, `"providerExecuted":true`) {
+					t.Errorf("chunk without providerExecuted: %s", l)
+				}
+			}
+		}
+	})
+	t.Run("rewritten input goes to the client", func(t *testing.T) {
+		withSchema := client
+		withSchema.InputSchema = json.RawMessage(`{"type":"object","properties":{"precise":{"type":"boolean"}}}`)
+		fake := newFake(callStep(`getLocation={"precise":true}`))
+		h := newHarness(t, fake, withSchema)
+		h.rec.decide = func(*engine.ToolCallContext) (*engine.ToolCallDecision, error) {
+			return &engine.ToolCallDecision{Action: engine.ActionAllow, Input: json.RawMessage(`{"precise":false}`)}, nil
+		}
+		res := h.run(context.Background())
+		if len(res.PendingToolCalls) != 1 || string(res.PendingToolCalls[0].Input) != `{"precise":false}` {
+			t.Fatalf("pending %+v", res.PendingToolCalls)
+		}
+		if !strings.Contains(h.ev.text(), `"input":{"precise":false}`) {
+			t.Errorf("client not given the rewritten input: %s", h.ev.text())
+		}
+	})
+}
+
+func TestToolErrorsKeepTurnGoing(t *testing.T) {
+	fake := newFake(callStep(`A={"q":"x"}`), textStep("sorry"))
+	h := newHarness(t, fake, echoTool("A"))
+	h.rec.decide = func(*engine.ToolCallContext) (*engine.ToolCallDecision, error) { panic("rule engine crashed") }
+	res := h.run(context.Background())
+	if res.Status != engine.StatusCompleted || len(res.Steps) != 2 {
+		t.Fatalf("status %s steps %d", res.Status, len(res.Steps))
+	}
+	if rc := h.rec.after[0]; rc.Success || rc.Decision != engine.DecisionError || !strings.Contains(rc.Error, "panicked") {
+		t.Errorf("afterToolCall %+v", rc)
+	}
+}
