@@ -133,8 +133,8 @@ func TestExecute(t *testing.T) {
 func TestExecuteSendsHeadersAndMethod(t *testing.T) {
 	srv, got := newServer(t)
 	ex, err := httptool.New("weather", httptool.Config{
-		URL:     srv.URL + "/json",
-		Method:  "put",
+		URL:    srv.URL + "/json",
+		Method: "put",
 		// A configured turngate header does not override the call's own.
 		Headers: map[string]string{"Authorization": "Bearer s3cret", httptool.HeaderToolCallID: "configured"},
 	})
