@@ -119,6 +119,7 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 	for _, f := range files {
 		src := newSource(f)
 		specs, errs := parseRules(src)
+		first := len(c.errs)
 		c.errs = append(c.errs, errs...)
 		for _, spec := range specs {
 			r := c.compileRule(src, spec)
@@ -131,6 +132,7 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 				s.stepRules = append(s.stepRules, r)
 			}
 		}
+		sortByPosition(c.errs[first:])
 		if len(c.errs) >= policy.MaxErrors {
 			break
 		}
@@ -273,6 +275,16 @@ func (c *compiler) exprPosition(src *source, n *yaml.Node, off int) (int, int) {
 func (c *compiler) add(e *policy.Error, ruleName, field string) {
 	e.Rule, e.Field = ruleName, field
 	c.errs = append(c.errs, e)
+}
+
+// sortByPosition orders one file's diagnostics by line and column.
+func sortByPosition(errs policy.Errors) {
+	slices.SortStableFunc(errs, func(a, b *policy.Error) int {
+		if a.Location.Line != b.Location.Line {
+			return a.Location.Line - b.Location.Line
+		}
+		return a.Location.Column - b.Location.Column
+	})
 }
 
 // runeOffset converts cel-go's 1-based line and 0-based rune column into a

@@ -79,7 +79,7 @@ func library() cel.EnvOption {
 // helperLib adapts a list of declarations to cel.Library.
 type helperLib struct{ opts []cel.EnvOption }
 
-func (l helperLib) CompileOptions() []cel.EnvOption  { return l.opts }
+func (l helperLib) CompileOptions() []cel.EnvOption     { return l.opts }
 func (l helperLib) ProgramOptions() []cel.ProgramOption { return nil }
 
 // stepsMatch evaluates a stop condition over completed steps with the AI

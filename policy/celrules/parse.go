@@ -78,9 +78,9 @@ func parseRules(src *source) ([]*ruleSpec, policy.Errors) {
 				continue
 			}
 			names[r.name] = nameNode(rn)
-			if len(rerrs) == 0 {
-				rules = append(rules, r)
-			}
+			// A rule with schema errors is still compiled, so its CEL
+			// errors are reported in the same pass.
+			rules = append(rules, r)
 		}
 	}
 	return rules, errs

@@ -1,0 +1,246 @@
+package celrules
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/turngate/turngate/policy"
+)
+
+// TestResult is the outcome of one test case.
+type TestResult struct {
+	File     string
+	Name     string
+	Location policy.Location
+	Passed   bool
+	// Message says why a case failed (empty when it passed).
+	Message string
+}
+
+// testCase is one parsed case of a *_test.yaml file.
+type testCase struct {
+	name      string
+	hook      string
+	node      *yaml.Node
+	input     *Input
+	expect    map[string]any // JSON-normalised expected field values
+	noMatch   bool
+	wantError string
+}
+
+// RunTests runs the cases of CEL test files against s. A test file is
+//
+//	cases:
+//	  - name: cheap model on continuations
+//	    hook: beforeTurn            # or beforeStep
+//	    input: {turn: {continuation: true}}   # an Input (see Input)
+//	    expect: {model: fast}       # these fields have these values
+//	  - name: nothing for first turns
+//	    hook: beforeTurn
+//	    input: {turn: {continuation: false}}
+//	    expectNoMatch: true         # no rule fires
+//	  - name: runaway rule fails
+//	    hook: beforeTurn
+//	    input: {}
+//	    expectError: cost           # evaluation fails with this substring
+//
+// expect is a subset check: fields it does not name may be set by other
+// rules. Values are compared as JSON (toolChoice as "auto" or a map). Test
+// files that cannot be read are reported as errors with positions; case
+// failures are results.
+func RunTests(s *Set, files []policy.File) ([]TestResult, policy.Errors) {
+	var (
+		results []TestResult
+		errs    policy.Errors
+	)
+	files = slices.Clone(files)
+	slices.SortStableFunc(files, func(a, b policy.File) int { return strings.Compare(a.Path, b.Path) })
+	for _, f := range files {
+		src := newSource(f)
+		cases, cerrs := parseTests(src)
+		errs = append(errs, cerrs...)
+		for _, c := range cases {
+			results = append(results, runCase(s, src, c))
+		}
+	}
+	if len(errs) > policy.MaxErrors {
+		errs = errs[:policy.MaxErrors]
+	}
+	return results, errs
+}
+
+func runCase(s *Set, src *source, c *testCase) TestResult {
+	res := TestResult{
+		File:     src.path,
+		Name:     c.name,
+		Location: policy.Location{File: src.path, Line: c.node.Line, Column: c.node.Column},
+	}
+	cfg, tr, err := s.Eval(context.Background(), c.hook, c.input)
+	res.Message = checkCase(c, cfg, tr, err)
+	res.Passed = res.Message == ""
+	return res
+}
+
+// checkCase returns why a case failed, or "".
+func checkCase(c *testCase, cfg any, tr Trace, err error) string {
+	switch {
+	case c.wantError != "":
+		if err == nil {
+			return fmt.Sprintf("want an error containing %q, got none (rules fired: %v)", c.wantError, tr.RulesFired)
+		}
+		if !strings.Contains(err.Error(), c.wantError) {
+			return fmt.Sprintf("want an error containing %q, got: %v", c.wantError, err)
+		}
+		return ""
+	case err != nil:
+		return "evaluation failed: " + err.Error()
+	case c.noMatch:
+		if len(tr.RulesFired) > 0 {
+			return fmt.Sprintf("want no rule to fire, got %s", strings.Join(tr.RulesFired, ", "))
+		}
+		return ""
+	}
+	got := Fields(cfg)
+	var problems []string
+	for _, k := range sortedKeys(c.expect) {
+		g, ok := got[k]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("field %s: not set (rules fired: %v)", k, tr.RulesFired))
+			continue
+		}
+		if !reflect.DeepEqual(g, c.expect[k]) {
+			problems = append(problems, fmt.Sprintf("field %s: want %s, got %s (set by %s)", k, jsonText(c.expect[k]), jsonText(g), tr.SetBy[k]))
+		}
+	}
+	return strings.Join(problems, "; ")
+}
+
+func jsonText(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(data)
+}
+
+// parseTests reads a test file's cases, reporting malformed ones with
+// positions.
+func parseTests(src *source) ([]*testCase, policy.Errors) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src.data, &doc); err != nil {
+		return nil, policy.Errors{src.parseError(err)}
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, policy.Errors{src.nodeError(policy.CodeSchema, root, "a test file must be a mapping with a cases list")}
+	}
+	var (
+		cases []*testCase
+		errs  policy.Errors
+	)
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		key, val := root.Content[i], root.Content[i+1]
+		if key.Value != "cases" {
+			errs = append(errs, src.nodeError(policy.CodeSchema, key, fmt.Sprintf("unknown top-level key %q (want cases)", key.Value)))
+			continue
+		}
+		if val.Kind != yaml.SequenceNode {
+			errs = append(errs, src.nodeError(policy.CodeSchema, val, "cases must be a list"))
+			continue
+		}
+		for _, cn := range val.Content {
+			c, err := parseCase(src, cn)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			cases = append(cases, c)
+		}
+	}
+	return cases, errs
+}
+
+func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
+	if cn.Kind != yaml.MappingNode {
+		return nil, src.nodeError(policy.CodeSchema, cn, "a test case must be a mapping")
+	}
+	c := &testCase{node: cn}
+	outcomes := 0
+	for i := 0; i+1 < len(cn.Content); i += 2 {
+		key, val := cn.Content[i], cn.Content[i+1]
+		var err error
+		switch key.Value {
+		case "name":
+			c.name = val.Value
+		case "hook":
+			c.hook = val.Value
+			if c.hook != policy.HookBeforeTurn && c.hook != policy.HookBeforeStep {
+				return nil, src.nodeError(policy.CodeSchema, val, fmt.Sprintf("hook %q is not beforeTurn or beforeStep", c.hook))
+			}
+		case "input":
+			var doc any
+			if err = val.Decode(&doc); err == nil {
+				c.input, err = inputFrom(doc)
+			}
+		case "expect":
+			outcomes++
+			err = decodeExpect(val, c)
+			if err != nil {
+				return nil, src.nodeError(policy.CodeSchema, val, err.Error())
+			}
+		case "expectNoMatch":
+			outcomes++
+			err = val.Decode(&c.noMatch)
+		case "expectError":
+			outcomes++
+			c.wantError = val.Value
+		default:
+			return nil, src.nodeError(policy.CodeSchema, key, fmt.Sprintf(
+				"unknown test case key %q (want name, hook, input, expect, expectNoMatch or expectError)", key.Value))
+		}
+		if err != nil {
+			return nil, src.nodeError(policy.CodeSchema, val, fmt.Sprintf("%s: %v", key.Value, err))
+		}
+	}
+	switch {
+	case c.name == "":
+		return nil, src.nodeError(policy.CodeSchema, cn, "test case is missing its name")
+	case c.hook == "":
+		return nil, src.nodeError(policy.CodeSchema, cn, fmt.Sprintf("test case %q is missing its hook", c.name))
+	case outcomes != 1:
+		return nil, src.nodeError(policy.CodeSchema, cn, fmt.Sprintf(
+			"test case %q needs exactly one of expect, expectNoMatch or expectError", c.name))
+	}
+	if c.input == nil {
+		c.input = &Input{}
+	}
+	return c, nil
+}
+
+// decodeExpect reads expected field values, normalised through JSON so
+// they compare equal to Fields' output.
+func decodeExpect(n *yaml.Node, c *testCase) error {
+	var raw map[string]any
+	if err := n.Decode(&raw); err != nil {
+		return fmt.Errorf("expect must map field names to values: %w", err)
+	}
+	for k := range raw {
+		if f := fields[k]; f == nil || f.decode == nil {
+			return fmt.Errorf("expect: unknown field %q", k)
+		}
+	}
+	data, err := json.Marshal(raw)
+	if err != nil {
+		return fmt.Errorf("expect: %w", err)
+	}
+	return json.Unmarshal(data, &c.expect)
+}

@@ -1,0 +1,91 @@
+// Package celrules compiles and evaluates turngate's CEL rules: the
+// beforeTurn and beforeStep hooks, written by operators in YAML.
+//
+// # Rule files
+//
+//	beforeTurn:
+//	  - name: cheap-model-for-continuations   # required, unique per file and hook
+//	    description: optional prose
+//	    when: turn.continuation               # CEL bool; omitted means always
+//	    set:                                  # field: CEL expression
+//	      model: '"fast"'
+//	beforeStep:
+//	  - name: force-search-first
+//	    when: step.stepNumber == 0
+//	    set:
+//	      activeTools: '["search"]'
+//	      toolChoice: '{"type": "tool", "toolName": "search"}'
+//
+// Every value under set is a CEL expression, so string literals need CEL
+// quotes inside the YAML quotes. Any YAML scalar style works (plain, quoted,
+// | and > blocks); diagnostics point into the file either way.
+//
+// # Variables
+//
+// Variables are typed objects, so a misspelt field is a load error:
+//
+//   - turn (turngate.Turn): system, messages, tools, model, continuation,
+//     body (map(string, dyn): the client's custom body), agent, sessionId,
+//     requestId, entryPath, depth, maxSteps. In beforeStep rules, the turn
+//     after beforeTurn overrides.
+//   - step (turngate.Step, beforeStep only): stepNumber, steps, model,
+//     system, messages, activeTools.
+//   - principal (turngate.Principal): tenant, subject, roles.
+//   - now (timestamp).
+//
+// A message has role, content (parts) and text (its text parts joined); a
+// part has type, text, toolName, toolCallId, input, output, isError; a tool
+// has name, description, kind, server, inputSchema, dynamic; a completed
+// step has stepNumber, model, text, reasoningText, toolCalls {toolName,
+// toolCallId, input, dynamic}, toolResults {toolName, toolCallId, input,
+// output, isError, errorText}, finishReason and usage {inputTokens,
+// outputTokens, totalTokens, reasoningTokens, cachedInputTokens}. Tool
+// inputs, outputs and schemas are dyn (decoded JSON).
+//
+// # Fields
+//
+// beforeTurn may set model, system (string); messages (list of messages,
+// or of maps shaped like the AI SDK's ModelMessage); activeTools,
+// stopSequences (list(string)); toolChoice ("auto", "none", "required" or
+// {"type": "tool", "toolName": …}); maxSteps, maxOutputTokens, topK,
+// maxRetries, seed (int); stopWhen (a stop condition or a list of them);
+// sendReasoning (bool); temperature, topP, presencePenalty,
+// frequencyPenalty (double, int accepted); timeout ({"totalMs": int,
+// "chunkMs": int}); headers (map(string, string)); providerOptions (map);
+// output ({"schema": map, "name": string}). beforeStep may set model,
+// toolChoice, activeTools, system, messages and providerOptions. tools
+// cannot be set: tools need executors, which the gateway config declares.
+//
+// Each expression is type-checked at load against its field; a constant
+// value (a literal toolChoice, timeout, …) is also validated at load.
+//
+// # Helpers
+//
+//   - hasToolCall(name), stepCountIs(n): stop conditions for stopWhen.
+//     hasToolCall(step.steps, name) and stepCountIs(step.steps, n) test
+//     them as predicates with the AI SDK's meaning (the last step called
+//     the tool; exactly n steps are done).
+//   - pruneMessages(messages, mode) and pruneMessages(messages, mode,
+//     tools): the AI SDK's pruneMessages with toolCalls mode "all",
+//     "before-last-message" or "before-last-N-messages", optionally only for
+//     the listed tools; messages left empty are dropped.
+//   - lastMessages(messages, n): the last n messages (messages.slice(-n)).
+//   - textMessage(role, text): a message with one text part.
+//   - cel-go's strings, lists, math, sets and encoders extensions.
+//
+// # Merge
+//
+// Rules run in order: files by path, then rules in file order. Each rule
+// whose when holds fires and sets its fields; a later rule overrides a field
+// an earlier one set — activeTools included, which is replaced, not
+// intersected — except stopWhen, whose conditions are concatenated.
+// Trace.SetBy names the rule that set each field last.
+//
+// # Limits and failures
+//
+// Each expression's worst-case cost is estimated at load and rejected over
+// Options.MaxEstimatedCost; at run time, Options.CostLimit and the context
+// bound every evaluation, so a runaway expression is an error, never a
+// hang. Any evaluation error fails the whole hook with a *policy.Error
+// naming the rule id and field: the caller fails closed.
+package celrules

@@ -1,0 +1,147 @@
+package celrules
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/policy"
+)
+
+// Input is a dry-run input for one hook, as read by `turngate eval`, the
+// admin eval API and the cases of *_test.yaml files. In YAML or JSON:
+//
+//	turn:        # engine.TurnContext fields (its JSON names): system, messages,
+//	             # tools, model, continuation, body, maxSteps, agent, sessionId,
+//	             # requestId, entryPath, depth. For beforeStep, the step's turn.
+//	step:        # beforeStep only: engine.PrepareStepContext fields: stepNumber,
+//	             # steps, model, system, messages, activeTools
+//	principal:   # tenant, subject, roles; copied into the turn's and step's identity
+//	now: "2025-01-01T12:00:00Z"   # the clock; default 1970-01-01T00:00:00Z
+//
+// Unknown keys are errors, so a misspelt input field is not silently empty.
+type Input struct {
+	Turn      *engine.TurnContext        `json:"turn,omitempty"`
+	Step      *engine.PrepareStepContext `json:"step,omitempty"`
+	Principal *engine.Principal          `json:"principal,omitempty"`
+	Now       *time.Time                 `json:"now,omitempty"`
+}
+
+// DecodeInput decodes a dry-run input from YAML or JSON (JSON is YAML).
+func DecodeInput(data []byte) (*Input, error) {
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("decoding input: %w", err)
+	}
+	return inputFrom(doc)
+}
+
+// inputFrom decodes an already parsed YAML value strictly into an Input.
+func inputFrom(doc any) (*Input, error) {
+	if doc == nil {
+		doc = map[string]any{}
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("decoding input: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var in Input
+	if err := dec.Decode(&in); err != nil {
+		return nil, fmt.Errorf("decoding input: %w", err)
+	}
+	return &in, nil
+}
+
+// DecodeTurnContext decodes a beforeTurn dry-run input (see Input) into the
+// turn context the rules see.
+func DecodeTurnContext(data []byte) (*engine.TurnContext, error) {
+	in, err := DecodeInput(data)
+	if err != nil {
+		return nil, err
+	}
+	return in.TurnContext(), nil
+}
+
+// DecodeStepContext decodes a beforeStep dry-run input (see Input) into the
+// step context the rules see.
+func DecodeStepContext(data []byte) (*engine.PrepareStepContext, error) {
+	in, err := DecodeInput(data)
+	if err != nil {
+		return nil, err
+	}
+	return in.StepContext(), nil
+}
+
+// TurnContext returns the input's turn with the principal applied.
+func (in *Input) TurnContext() *engine.TurnContext {
+	tc := &engine.TurnContext{}
+	if in.Turn != nil {
+		tc = in.Turn
+	}
+	if in.Principal != nil {
+		tc.Principal = *in.Principal
+	}
+	return tc
+}
+
+// StepContext returns the input's step with the principal applied and the
+// input's turn (if any) as the step's turn.
+func (in *Input) StepContext() *engine.PrepareStepContext {
+	sc := &engine.PrepareStepContext{}
+	if in.Step != nil {
+		sc = in.Step
+	}
+	if in.Principal != nil {
+		sc.Principal = *in.Principal
+	}
+	if in.Turn != nil {
+		sc.Turn = in.TurnContext()
+	}
+	return sc
+}
+
+// Clock returns the input's now, or the Unix epoch.
+func (in *Input) Clock() time.Time {
+	if in.Now != nil {
+		return *in.Now
+	}
+	return time.Unix(0, 0).UTC()
+}
+
+// Eval runs one hook's rules on a dry-run input. The config is a
+// *engine.TurnConfig for beforeTurn and a *engine.StepConfig for
+// beforeStep, nil when no rule fired.
+func (s *Set) Eval(ctx context.Context, hook string, in *Input) (any, Trace, error) {
+	switch hook {
+	case policy.HookBeforeTurn:
+		cfg, tr, err := s.BeforeTurn(ctx, in.TurnContext(), in.Clock())
+		if cfg == nil {
+			return nil, tr, err
+		}
+		return cfg, tr, err
+	case policy.HookBeforeStep:
+		cfg, tr, err := s.BeforeStep(ctx, in.StepContext(), in.Clock())
+		if cfg == nil {
+			return nil, tr, err
+		}
+		return cfg, tr, err
+	}
+	return nil, Trace{}, fmt.Errorf("evaluating rules: hook %q is not beforeTurn or beforeStep", hook)
+}
+
+// Fields renders the fields a config from Eval sets as JSON-ready values
+// (toolChoice as "auto" or {"type": "tool", "toolName": …}), for printing
+// and for comparing with a test's expectations.
+func Fields(cfg any) map[string]any {
+	if cfg == nil {
+		return nil
+	}
+	return configFields(cfg)
+}
