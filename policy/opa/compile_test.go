@@ -1,0 +1,163 @@
+package opa
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/policy"
+)
+
+// renderErrors is the golden form of a load's diagnostics: one block per
+// error, code and position first.
+func renderErrors(errs policy.Errors) string {
+	var b strings.Builder
+	for _, e := range errs {
+		fmt.Fprintf(&b, "%s\n\n", e)
+	}
+	return b.String()
+}
+
+func TestCompileErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		files []string
+		opts  Options
+		codes []string
+	}{
+		{"sandbox", []string{"sandbox.rego"}, Options{}, []string{policy.CodeSandbox, policy.CodeSandbox, policy.CodeSandbox}},
+		{"sandbox_allow_network", []string{"sandbox.rego"}, Options{AllowNetwork: true}, []string{policy.CodeSandbox}},
+		{"parse", []string{"parse.rego", "parse2.rego"}, Options{}, nil},
+		{"compile", []string{"compile.rego"}, Options{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			all := loadDir(t, "testdata/errors").modules
+			var mods []policy.File
+			for _, f := range all {
+				for _, want := range tt.files {
+					if strings.HasSuffix(f.Path, "/"+want) {
+						mods = append(mods, f)
+					}
+				}
+			}
+			p, errs := Compile(mods, nil, tt.opts)
+			if errs == nil {
+				t.Fatalf("Compile succeeded (%v), want errors", p)
+			}
+			if tt.codes != nil {
+				var got []string
+				for _, e := range errs {
+					got = append(got, e.Code)
+				}
+				if !equalStrings(got, tt.codes) {
+					t.Errorf("codes = %q, want %q", got, tt.codes)
+				}
+			}
+			golden(t, "errors_"+tt.name+".golden", renderErrors(errs))
+		})
+	}
+}
+
+func TestDataDocuments(t *testing.T) {
+	rf := loadDir(t, "testdata/tenants")
+	p, errs := Compile(rf.modules, rf.data, Options{})
+	if errs != nil {
+		t.Fatalf("Compile: %v", errs)
+	}
+	tests := []struct {
+		name   string
+		tenant string
+		tool   string
+		input  string
+		want   *engine.ToolCallDecision
+	}{
+		{"allowed tool", "acme", "weather", `{"city":"Oslo"}`, nil},
+		{"tool not on the tenant's list", "globex", "weather", `{}`,
+			&engine.ToolCallDecision{Action: engine.ActionBlock, Reason: `tenant "globex" may not call "weather"`}},
+		{"unknown tenant", "initech", "search", `{}`,
+			&engine.ToolCallDecision{Action: engine.ActionBlock, Reason: `tenant "initech" may not call "search"`}},
+		{"limit from YAML data", "acme", "search", `{"limit":100}`,
+			&engine.ToolCallDecision{Action: engine.ActionAllow, Input: json.RawMessage(`{"limit":25}`)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := call(tt.tool, tt.input)
+			tc.Principal.Tenant = tt.tenant
+			got, _, err := p.ToolCall(context.Background(), tc)
+			if err != nil {
+				t.Fatalf("ToolCall: %v", err)
+			}
+			assertDecision(t, got, tt.want)
+		})
+	}
+}
+
+func TestDataErrors(t *testing.T) {
+	rule := policy.File{Path: "a.rego", Data: []byte(pkg + `block contains "x" if data.flag`)}
+	tests := []struct {
+		name    string
+		modules []policy.File
+		data    []policy.File
+		want    string // the rendered errors
+	}{
+		{
+			name: "same key in two files",
+			data: []policy.File{
+				{Path: "a.json", Data: []byte(`{"tenants": {"acme": {"tools": ["x"]}}}`)},
+				{Path: "b.yaml", Data: []byte("tenants:\n  acme:\n    tools: [y]\n  globex: {}\n")},
+			},
+			want: `b.yaml: conflict_error: data key "data.tenants.acme.tools" is already set by a.json`,
+		},
+		{
+			name: "object and scalar",
+			data: []policy.File{
+				{Path: "a.json", Data: []byte(`{"flag": {"on": true}}`)},
+				{Path: "b.json", Data: []byte(`{"flag": true}`)},
+			},
+			want: `b.json: conflict_error: data key "data.flag" is already set by a.json`,
+		},
+		{
+			name: "JSON syntax error",
+			data: []policy.File{{Path: "a.json", Data: []byte("{\n  \"a\": 1,\n  \"b\": ]\n}")}},
+			want: "a.json:3:8: parse_error: parsing JSON: invalid character ']' looking for beginning of value\n  \"b\": ]\n       ^",
+		},
+		{
+			name: "YAML syntax error",
+			data: []policy.File{{Path: "a.yaml", Data: []byte("a: 1\n\tb: 2\n")}},
+			want: "a.yaml:2: parse_error: parsing YAML: yaml: line 2: found a tab character that violates indentation\n\tb: 2",
+		},
+		{
+			name: "top level not an object",
+			data: []policy.File{{Path: "a.json", Data: []byte(`[1, 2]`)}},
+			want: "a.json: parse_error: a data file must hold an object at the top level",
+		},
+		{
+			name: "two JSON values",
+			data: []policy.File{{Path: "a.json", Data: []byte("{}\n{}")}},
+			want: "a.json:2:1: parse_error: parsing JSON: more than one value in the file\n{}\n^",
+		},
+		{
+			name:    "data overlapping a rule",
+			modules: []policy.File{rule},
+			data:    []policy.File{{Path: "a.json", Data: []byte(`{"turngate": {"tool_call": {"block": ["x"]}}}`)}},
+			want:    "a.rego:3:1: compile_error: conflicting rule for data path turngate/tool_call/block found\nblock contains \"x\" if data.flag\n^",
+		},
+		{
+			name: "unsupported extension",
+			data: []policy.File{{Path: "a.toml", Data: []byte(`a = 1`)}},
+			want: `a.toml: parse_error: unsupported data file extension ".toml" (want .json, .yaml or .yml)`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, errs := Compile(tt.modules, tt.data, Options{})
+			if got := errs.Error(); errs == nil || got != tt.want {
+				t.Errorf("errors:\n%v\nwant:\n%s", errs, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,4 @@
+package turngate.tool_call
+
+block contains "unclosed" if {
+	input.tool.name == "delete"
