@@ -155,7 +155,9 @@ func TestToolCallDecisions(t *testing.T) {
 func TestPolicyErrorConsultsOnChatError(t *testing.T) {
 	fake := newFake(callStep(`A={"q":"x"}`), textStep("ok"))
 	h := newHarness(t, fake, echoTool("A"))
-	h.rec.decide = func(*engine.ToolCallContext) (*engine.ToolCallDecision, error) { return nil, errors.New("secret rule text") }
+	h.rec.decide = func(*engine.ToolCallContext) (*engine.ToolCallDecision, error) {
+		return nil, errors.New("secret rule text")
+	}
 	h.rec.chatErr = func(*engine.ChatErrorContext) error { return errors.New("policy unavailable") }
 	res := h.run(context.Background())
 	if res.Status != engine.StatusCompleted {

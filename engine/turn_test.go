@@ -317,7 +317,9 @@ func TestErrorPath(t *testing.T) {
 		{name: "unknown model", model: "nope"},
 		{name: "beforeTurn error", model: "m", turn: func(*engine.TurnContext) (*engine.TurnConfig, error) { return nil, errors.New("rules broken") }},
 		{name: "beforeTurn panic", model: "m", turn: func(*engine.TurnContext) (*engine.TurnConfig, error) { panic("boom") }},
-		{name: "invalid maxSteps", model: "m", turn: func(*engine.TurnContext) (*engine.TurnConfig, error) { return &engine.TurnConfig{MaxSteps: ptr(0)}, nil }},
+		{name: "invalid maxSteps", model: "m", turn: func(*engine.TurnContext) (*engine.TurnConfig, error) {
+			return &engine.TurnConfig{MaxSteps: ptr(0)}, nil
+		}},
 	}
 	for _, tt := range setup {
 		t.Run("setup/"+tt.name, func(t *testing.T) {
@@ -403,8 +405,8 @@ func TestTurnConfigReachesRequest(t *testing.T) {
 	r := reqs[0]
 	want := &engine.ModelRequest{
 		Model: "up-other", System: "step zero", Messages: r.Messages,
-		Tools:      []engine.ToolInfo{echoTool("A").ToolInfo, extra.ToolInfo},
-		ToolChoice: &engine.ToolChoice{Type: engine.ToolChoiceTool, ToolName: "A"},
+		Tools:           []engine.ToolInfo{echoTool("A").ToolInfo, extra.ToolInfo},
+		ToolChoice:      &engine.ToolChoice{Type: engine.ToolChoiceTool, ToolName: "A"},
 		MaxOutputTokens: ptr(100), Temperature: ptr(0.5), TopP: ptr(0.9), TopK: ptr(40),
 		PresencePenalty: ptr(0.2), FrequencyPenalty: ptr(0.3), StopSequences: []string{"END"}, Seed: ptr(int64(7)),
 		Headers:         map[string]string{"x-a": "1", "x-b": "2"},
