@@ -12,7 +12,10 @@ import (
 // expects for e.Type, in the order the ai server writes them
 // (protocols.md A.5, A.6): text-delta always has "delta", tool-output-available
 // always has "output" (null when empty), finish always has "finishReason".
-// Unknown types are written with every set field.
+// Unknown types are written with every set field. Strings are escaped as
+// JavaScript's JSON.stringify does; call MarshalJSON directly for those exact
+// bytes (json.Marshal re-escapes <, >, & and U+2028/U+2029, which is
+// equivalent JSON).
 func (e Event) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.Grow(64 + len(e.Delta) + len(e.Input) + len(e.Output))
@@ -199,6 +202,9 @@ func (c ToolChoice) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON accepts "auto", "none", "required" or
 // {"type":"tool","toolName":"<name>"} and rejects anything else.
 func (c *ToolChoice) UnmarshalJSON(data []byte) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return errors.New(`tool choice must be a string or {"type":"tool","toolName":…}, got null`)
+	}
 	var s string
 	if err := json.Unmarshal(data, &s); err == nil {
 		switch s {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -282,7 +283,7 @@ type events struct {
 }
 
 func (e *events) emit(ev engine.Event) {
-	b, err := json.Marshal(ev)
+	b, err := ev.MarshalJSON()
 	if err != nil {
 		panic(err)
 	}
@@ -324,6 +325,9 @@ func userMsg(text string) engine.UIMessage {
 	return engine.UIMessage{ID: "u1", Role: engine.RoleUser, Parts: []engine.UIPart{{Type: engine.PartText, Text: text}}}
 }
 
+// quiet discards engine logs in tests.
+var quiet = slog.New(slog.DiscardHandler)
+
 // harness runs one turn against a fake provider.
 type harness struct {
 	fake *fakeProvider
@@ -336,7 +340,7 @@ type harness struct {
 func newHarness(t testing.TB, fake *fakeProvider, tools ...engine.Tool) *harness {
 	t.Helper()
 	h := &harness{fake: fake, rec: &recorder{}, ev: &events{}}
-	h.eng = engine.New(engine.Options{Models: models{"m": fake, "other": fake}, RetryBaseDelay: 1})
+	h.eng = engine.New(engine.Options{Models: models{"m": fake, "other": fake}, RetryBaseDelay: 1, Logger: quiet})
 	h.req = &engine.TurnRequest{
 		Identity:  engine.Identity{RequestID: "req1", SessionID: "s1", Agent: "a", EntryPath: engine.EntryChat},
 		Model:     "m",

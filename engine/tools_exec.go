@@ -195,7 +195,7 @@ func (t *turn) execute(ctx context.Context, states []callState, runs, step int, 
 			return false
 		}
 	}
-	return true
+	return ctx.Err() == nil // an abort while the last tool returned still wins
 }
 
 // runTool executes one call with its timeout, turning panics, errors and

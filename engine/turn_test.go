@@ -145,7 +145,7 @@ func TestRetries(t *testing.T) {
 			fake := newFake(tt.scripts...)
 			h := newHarness(t, fake)
 			if tt.base > 0 {
-				h.eng = engine.New(engine.Options{Models: models{"m": fake}, RetryBaseDelay: tt.base})
+				h.eng = engine.New(engine.Options{Models: models{"m": fake}, RetryBaseDelay: tt.base, Logger: quiet})
 			}
 			h.req.Defaults.MaxRetries = tt.maxRetries
 			res := h.run(context.Background())
