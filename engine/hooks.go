@@ -28,7 +28,9 @@ type Hooks interface {
 	OnStepFinish(ctx context.Context, s *StepResult)
 	// OnChunk observes each model stream part. It is on the hot path.
 	OnChunk(ctx context.Context, c *ChunkContext)
-	// OnChatResponse observes the end of every turn that got past setup.
+	// OnChatResponse observes the end of every turn, exactly once, after
+	// the turn's last event: completed, error (setup failures included) and
+	// aborted turns alike.
 	OnChatResponse(ctx context.Context, r *ChatResponseResult)
 	// OnChatError is consulted for every failure; the returned error's text
 	// replaces the client-visible error text. Returning nil keeps the

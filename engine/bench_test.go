@@ -1,0 +1,42 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/engine/provider/scripted"
+)
+
+// BenchmarkTurn measures the engine's overhead for one turn of the embedded
+// scripted model: two steps (a weather tool call, then the answer), one tool
+// execution, NopHooks, events discarded.
+func BenchmarkTurn(b *testing.B) {
+	eng := engine.New(engine.Options{Models: models{"scripted": scripted.Default()}, Logger: quiet})
+	weather := engine.Tool{
+		ToolInfo: engine.ToolInfo{Name: "weather", Kind: engine.ToolKindBuiltin,
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},
+		Executor: engine.ExecutorFunc(func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
+			return json.RawMessage(`{"weather":"sunny"}`), nil
+		}),
+	}
+	req := &engine.TurnRequest{
+		Identity:  engine.Identity{RequestID: "bench", SessionID: "s", Agent: "a", EntryPath: engine.EntryChat},
+		Model:     "scripted",
+		Messages:  []engine.UIMessage{userMsg("What is the weather in Paris?")},
+		Tools:     []engine.Tool{weather},
+		MessageID: "msg_bench",
+		Hooks:     engine.NopHooks{},
+		Emit:      func(engine.Event) {},
+	}
+	ctx := context.Background()
+	res := eng.Run(ctx, req)
+	if res.Status != engine.StatusCompleted || len(res.Steps) != 2 || len(res.Steps[0].ToolCalls) != 1 {
+		b.Fatalf("turn: status %s, %d steps, error %q", res.Status, len(res.Steps), res.Error)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		eng.Run(ctx, req)
+	}
+}
