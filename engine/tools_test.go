@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/turngate/turngate/engine"
 )
@@ -254,7 +255,10 @@ func TestToolFailuresBecomeToolErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := echoTool("A")
-			a.Executor, a.Timeout = tt.exec, 1e6
+			a.Executor, a.Timeout = tt.exec, time.Hour
+			if tt.name == "timeout" {
+				a.Timeout = time.Millisecond
+			}
 			fake := newFake(callStep(`A={"q":"x"}`), textStep("ok"))
 			h := newHarness(t, fake, a)
 			res := h.run(context.Background())
