@@ -74,7 +74,11 @@ func (e *Engine) Run(ctx context.Context, req *TurnRequest) *TurnResult {
 	t := newTurn(e, req)
 	t.emitStart()
 	if err := t.setup(ctx); err != nil {
-		t.fail(ctx, StageSetup, err)
+		if ctx.Err() != nil {
+			t.abort()
+		} else {
+			t.fail(ctx, StageSetup, err)
+		}
 		return t.end(ctx)
 	}
 	runCtx := ctx

@@ -25,5 +25,20 @@ func TestExecutionOrderTwoToolCalls(t *testing.T) {
 	if got := h.rec.sequence(); !slices.Equal(got, want) {
 		t.Errorf("hook sequence:\n got %q\nwant %q", got, want)
 	}
-	t.Log(h.ev.text())
+	// Every hook context carries the turn's identity and step number.
+	if c := h.rec.calls[1]; c.RequestID != "req1" || c.SessionID != "s1" || c.StepNumber != 1 || c.EntryPath != engine.EntryChat {
+		t.Errorf("beforeToolCall B context %+v", c.Identity)
+	}
+	if a := h.rec.after[1]; a.RequestID != "req1" || a.StepNumber != 1 || a.Tool.Name != "B" {
+		t.Errorf("afterToolCall B context %+v", a)
+	}
+	if s := h.rec.steps[2]; s.Agent != "a" || s.StepNumber != 2 || s.Text != "done" || s.Usage.TotalTokens != 15 {
+		t.Errorf("step 2 %+v", s)
+	}
+	if r := h.rec.resp[0]; r.RequestID != "req1" || r.Steps != 3 || r.Usage.TotalTokens != 45 || r.Message.ID != "msg_assistant_1" || r.FinishReason != engine.FinishStop {
+		t.Errorf("onChatResponse %+v", r)
+	}
+	if res.Usage.TotalTokens != 45 || len(res.Message.Parts) != 6 {
+		t.Errorf("result usage %+v parts %+v", res.Usage, res.Message.Parts)
+	}
 }

@@ -200,6 +200,9 @@ func (t *turn) setup(ctx context.Context) error {
 		}
 	}
 	t.activeInfos = t.toolInfos(t.active)
+	if t.e.opts.Models == nil {
+		return errors.New("engine has no model resolver (Options.Models)")
+	}
 	t.provider, t.upstream, err = t.e.opts.Models.Resolve(t.model)
 	if err != nil {
 		return fmt.Errorf("resolving model %q: %w", t.model, err)
@@ -479,6 +482,9 @@ func (t *turn) open(ctx context.Context, prov Provider, req *ModelRequest, timer
 			timer.Reset(chunkTimeout)
 		}
 		stream, err := prov.Stream(ctx, req)
+		if err == nil && stream == nil {
+			err = errors.New("provider returned neither a stream nor an error")
+		}
 		if err == nil {
 			if stream.Next() {
 				return stream, true, nil
