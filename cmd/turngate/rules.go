@@ -1,23 +1,111 @@
 package main
 
 import (
-	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"strings"
+
+	"github.com/turngate/turngate/policy"
 )
 
-// runCheck, runTest and runEval are replaced by the rules CLI implementation.
-func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "turngate check: not yet implemented")
-	return 1
+// Output formats of the rules commands.
+const (
+	formatPretty = "pretty"
+	formatJSON   = "json"
+)
+
+// newFlagSet returns a flag set for a rules command whose usage line is
+// "turngate name synopsis".
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: turngate %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
-func runTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "turngate test: not yet implemented")
-	return 1
+// errUsage marks a command line that was rejected; the flag package or
+// parseDir has already printed why.
+var errUsage = errors.New("usage error")
+
+// parseDir parses args, allowing flags after the directory argument
+// ("turngate check rules/ --format json"), and returns the one directory.
+// The error is flag.ErrHelp for -h, errUsage otherwise.
+func parseDir(fs *flag.FlagSet, args []string) (string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return "", err
+			}
+			return "", errUsage
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+	if len(positional) != 1 {
+		fmt.Fprintf(fs.Output(), "turngate %s: want exactly one rules directory, got %d arguments\n", fs.Name(), len(positional))
+		fs.Usage()
+		return "", errUsage
+	}
+	return positional[0], nil
 }
 
-func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "turngate eval: not yet implemented")
-	return 1
+// usageExit is the exit code of a parseDir error: 0 for -h, 2 otherwise.
+func usageExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
+// checkFormat validates a --format value.
+func checkFormat(fs *flag.FlagSet, format string) bool {
+	if format == formatPretty || format == formatJSON {
+		return true
+	}
+	fmt.Fprintf(fs.Output(), "turngate %s: unknown --format %q (want pretty or json)\n", fs.Name(), format)
+	return false
+}
+
+// writeErrors prints diagnostics: one "file:line:col: code: message" line
+// each with its indented snippet (pretty), or a JSON array of policy.Error.
+func writeErrors(w io.Writer, format string, errs policy.Errors) {
+	if format == formatJSON {
+		writeJSON(w, errs)
+		return
+	}
+	for _, e := range errs {
+		head := *e
+		head.Snippet = ""
+		fmt.Fprintln(w, head.Error())
+		if e.Snippet != "" {
+			fmt.Fprintf(w, "    %s\n", strings.ReplaceAll(e.Snippet, "\n", "\n    "))
+		}
+	}
+	fmt.Fprintf(w, "%d %s\n", len(errs), plural(len(errs), "error", "errors"))
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the values are plain data; nothing fails to encode
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/ruleset"
+)
+
+// checkParams are the inputs of `turngate check`.
+type checkParams struct {
+	Dir    string
+	Format string // formatPretty or formatJSON
+}
+
+// runCheck is `turngate check [--format pretty|json] DIR`: compile and
+// type-check a rules directory; exit 1 with every diagnostic if it is broken.
+func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("check", "[--format pretty|json] DIR", stderr)
+	var p checkParams
+	fs.StringVar(&p.Format, "format", formatPretty, "output `format`: pretty or json")
+	dir, err := parseDir(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if !checkFormat(fs, p.Format) {
+		return 2
+	}
+	p.Dir = dir
+	return check(p, stdout)
+}
+
+// check loads p.Dir and reports the result; it returns the exit code.
+func check(p checkParams, stdout io.Writer) int {
+	rev, errs := ruleset.Load(p.Dir, ruleset.Options{})
+	if errs != nil {
+		writeErrors(stdout, p.Format, errs)
+		return 1
+	}
+	if p.Format == formatJSON {
+		writeJSON(stdout, policy.Errors{})
+		return 0
+	}
+	n := len(rev.Files())
+	fmt.Fprintf(stdout, "ok: %d %s, revision %s\n", n, plural(n, "file", "files"), rev.ID())
+	return 0
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/ruleset"
+)
+
+// evalParams are the inputs of `turngate eval`.
+type evalParams struct {
+	Dir   string
+	Hook  string // beforeTurn, beforeStep, beforeToolCall or toolResult
+	Input string // path of a JSON or YAML hook context
+}
+
+// runEval is `turngate eval --hook HOOK --input FILE DIR`: dry-run one hook
+// decision and print the result, the rules that fired and which rule set
+// each field, as JSON. It exits 1 when the rules fail to load or the
+// evaluation fails.
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("eval", "--hook beforeTurn|beforeStep|beforeToolCall|toolResult --input FILE DIR", stderr)
+	var p evalParams
+	fs.StringVar(&p.Hook, "hook", "", "the `hook` to evaluate: beforeTurn, beforeStep, beforeToolCall or toolResult")
+	fs.StringVar(&p.Input, "input", "", "`file` holding the hook's context as JSON or YAML")
+	dir, err := parseDir(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if p.Hook == "" || p.Input == "" {
+		fmt.Fprintln(stderr, "turngate eval: --hook and --input are required")
+		fs.Usage()
+		return 2
+	}
+	p.Dir = dir
+	return evalHook(ctx, p, stdout, stderr)
+}
+
+// evalHook loads p.Dir and dry-runs p.Hook on p.Input; it returns the exit
+// code. Load errors go to stdout like check's; input errors to stderr.
+func evalHook(ctx context.Context, p evalParams, stdout, stderr io.Writer) int {
+	input, err := os.ReadFile(p.Input)
+	if err != nil {
+		fmt.Fprintf(stderr, "turngate eval: reading input: %v\n", err)
+		return 1
+	}
+	rev, errs := ruleset.Load(p.Dir, ruleset.Options{})
+	if errs != nil {
+		writeErrors(stdout, formatPretty, errs)
+		return 1
+	}
+	res, err := rev.Eval(ctx, p.Hook, input)
+	if err != nil {
+		fmt.Fprintf(stderr, "turngate eval: %s: %v\n", p.Input, err)
+		return 1
+	}
+	writeJSON(stdout, res)
+	if res.Outcome == policy.OutcomeError {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,156 @@
+package ruleset
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/celrules"
+	"github.com/turngate/turngate/policy/opa"
+)
+
+// FailurePolicy says what a rule evaluation error does to the turn.
+type FailurePolicy int
+
+const (
+	// FailClosed, the default, returns the error to the engine: a
+	// beforeToolCall or toolResult error becomes a tool error the model
+	// sees, a beforeTurn or beforeStep error fails the turn.
+	FailClosed FailurePolicy = iota
+	// FailOpen logs and records the error, then allows the tool call or
+	// applies no overrides. It is an explicit per-gateway setting.
+	FailOpen
+)
+
+// String returns "fail-closed" or "fail-open".
+func (fp FailurePolicy) String() string {
+	if fp == FailOpen {
+		return "fail-open"
+	}
+	return "fail-closed"
+}
+
+// Hooks returns the engine.Hooks of one turn evaluated on r: beforeTurn and
+// beforeStep run the CEL rules, beforeToolCall and toolResult the Rego
+// policy. Every evaluation sends a policy.Record to rec (nil discards them).
+// The observation hooks do nothing; the gateway adds its own observers.
+func (r *Revision) Hooks(rec policy.Recorder, fp FailurePolicy) engine.Hooks {
+	if rec == nil {
+		rec = policy.RecorderFunc(func(*policy.Record) {})
+	}
+	return &hooks{rev: r, rec: rec, fp: fp}
+}
+
+// hooks is the engine.Hooks adapter of one turn.
+type hooks struct {
+	engine.NopHooks
+	rev *Revision
+	rec policy.Recorder
+	fp  FailurePolicy
+}
+
+// trace is what one evaluation reports besides its result.
+type trace struct {
+	fired []string
+	setBy map[string]string
+}
+
+// evaluate runs one hook evaluation, fills in and sends its record, and
+// applies the failure policy. has says whether the revision has rules for
+// the hook at all; without them nothing runs and the record says
+// not_evaluated.
+func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
+	eval func(ctx context.Context, now time.Time) (*T, trace, error)) (*T, error) {
+	r.Revision = h.rev.id
+	r.Time = h.rev.opts.Now()
+	if !has {
+		r.Outcome = policy.OutcomeNotEvaluated
+		h.rec.Record(r)
+		return nil, nil
+	}
+	start := time.Now()
+	out, tr, err := eval(ctx, r.Time)
+	r.DurationMicros = time.Since(start).Microseconds()
+	r.RulesFired, r.SetBy = tr.fired, tr.setBy
+	if err != nil {
+		r.Outcome = policy.OutcomeError
+		r.Error = err.Error()
+		h.rec.Record(r)
+		if h.fp == FailOpen {
+			h.rev.opts.Logger.Warn("rule evaluation failed; failing open",
+				"hook", r.Hook, "revision", r.Revision, "requestId", r.RequestID, "error", err)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("evaluating %s rules: %w", r.Hook, err)
+	}
+	r.Outcome = policy.OutcomeNoMatch
+	if len(tr.fired) > 0 {
+		r.Outcome = policy.OutcomeMatched
+	}
+	if out != nil {
+		r.Decision = out
+	}
+	h.rec.Record(r)
+	return out, nil
+}
+
+// newRecord starts the record of one evaluation of hook for the turn id.
+func newRecord(hook string, id *engine.Identity, step *int) *policy.Record {
+	return &policy.Record{
+		Hook:       hook,
+		RequestID:  id.RequestID,
+		SessionID:  id.SessionID,
+		Agent:      id.Agent,
+		Tenant:     id.Principal.Tenant,
+		StepNumber: step,
+	}
+}
+
+// BeforeTurn runs the revision's CEL beforeTurn rules.
+func (h *hooks) BeforeTurn(ctx context.Context, tc *engine.TurnContext) (*engine.TurnConfig, error) {
+	r := newRecord(policy.HookBeforeTurn, &tc.Identity, nil)
+	return evaluate(ctx, h, r, h.rev.cel.HasBeforeTurn(),
+		func(ctx context.Context, now time.Time) (*engine.TurnConfig, trace, error) {
+			cfg, tr, err := h.rev.cel.BeforeTurn(ctx, tc, now)
+			return cfg, celTrace(tr), err
+		})
+}
+
+// BeforeStep runs the revision's CEL beforeStep rules.
+func (h *hooks) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext) (*engine.StepConfig, error) {
+	r := newRecord(policy.HookBeforeStep, &sc.Identity, new(sc.StepNumber))
+	return evaluate(ctx, h, r, h.rev.cel.HasBeforeStep(),
+		func(ctx context.Context, now time.Time) (*engine.StepConfig, trace, error) {
+			cfg, tr, err := h.rev.cel.BeforeStep(ctx, sc, now)
+			return cfg, celTrace(tr), err
+		})
+}
+
+// BeforeToolCall evaluates the revision's data.turngate.tool_call.
+func (h *hooks) BeforeToolCall(ctx context.Context, tc *engine.ToolCallContext) (*engine.ToolCallDecision, error) {
+	r := newRecord(policy.HookBeforeToolCall, &tc.Identity, new(tc.StepNumber))
+	r.ToolCallID, r.ToolName = tc.ToolCallID, tc.ToolName
+	return evaluate(ctx, h, r, h.rev.rego.HasToolCall(),
+		func(ctx context.Context, _ time.Time) (*engine.ToolCallDecision, trace, error) {
+			d, tr, err := h.rev.rego.ToolCall(ctx, tc)
+			return d, regoTrace(tr), err
+		})
+}
+
+// ToolResult evaluates the revision's data.turngate.tool_result.
+func (h *hooks) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, error) {
+	r := newRecord(policy.HookToolResult, &rc.Identity, new(rc.StepNumber))
+	r.ToolCallID, r.ToolName = rc.ToolCallID, rc.ToolName
+	return evaluate(ctx, h, r, h.rev.rego.HasToolResult(),
+		func(ctx context.Context, _ time.Time) (*engine.ToolResultDecision, trace, error) {
+			d, tr, err := h.rev.rego.ToolResult(ctx, rc)
+			return d, regoTrace(tr), err
+		})
+}
+
+// celTrace and regoTrace adapt the two evaluators' traces.
+func celTrace(tr celrules.Trace) trace { return trace{fired: tr.RulesFired, setBy: tr.SetBy} }
+
+func regoTrace(tr opa.Trace) trace { return trace{fired: tr.RulesFired} }

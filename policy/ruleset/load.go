@@ -1,0 +1,324 @@
+package ruleset
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/celrules"
+	"github.com/turngate/turngate/policy/opa"
+)
+
+// MaxFileBytes bounds one file of a rules directory. Rule and data files are
+// small; the bound keeps a mistaken symlink to a log or a dump from eating the
+// gateway's memory on every reload.
+const MaxFileBytes = 4 << 20
+
+// Kind is what a file of a rules directory holds, decided by its name alone.
+type Kind string
+
+// File kinds. Files of no kind are ignored (README.md, notes, editor files).
+const (
+	KindCEL      Kind = "cel"       // *.yaml, *.yml: beforeTurn / beforeStep rules
+	KindCELTest  Kind = "cel-test"  // *_test.yaml, *_test.yml: CEL test cases
+	KindRego     Kind = "rego"      // *.rego: tool_call / tool_result policies
+	KindRegoTest Kind = "rego-test" // *_test.rego: OPA tests
+	KindData     Kind = "data"      // *.json, data.yaml, *.data.yaml: Rego data
+	KindIgnored  Kind = ""          // anything else
+)
+
+// Classify returns the kind of the file called name (a base name). Hidden
+// files (including Kubernetes' "..data" entries), editor backup, lock and swap
+// files are ignored, so are names with no rule extension.
+func Classify(name string) Kind {
+	if skipName(name) {
+		return KindIgnored
+	}
+	switch ext := filepath.Ext(name); ext {
+	case ".rego":
+		if strings.HasSuffix(name, "_test.rego") {
+			return KindRegoTest
+		}
+		return KindRego
+	case ".json":
+		return KindData
+	case ".yaml", ".yml":
+		stem := strings.TrimSuffix(name, ext)
+		switch {
+		case strings.HasSuffix(stem, "_test"):
+			return KindCELTest
+		case stem == "data" || strings.HasSuffix(stem, ".data"):
+			return KindData
+		}
+		return KindCEL
+	}
+	return KindIgnored
+}
+
+// skipName reports whether name is a hidden file or an editor's backup, lock
+// or swap file, none of which is ever part of a rule set.
+func skipName(name string) bool {
+	return strings.HasPrefix(name, ".") || // dotfiles, .#lock, .x.swp, ..data
+		strings.HasSuffix(name, "~") || // emacs / vim backups
+		strings.HasSuffix(name, ".swp") || strings.HasSuffix(name, ".swx") ||
+		(strings.HasPrefix(name, "#") && strings.HasSuffix(name, "#")) // emacs autosave
+}
+
+// Reload results, as passed to Options.OnReload.
+const (
+	ReloadSuccess   = "success"   // a new revision was built and swapped in
+	ReloadFailure   = "failure"   // the candidate was rejected; the last good one serves
+	ReloadUnchanged = "unchanged" // the files hash to the live revision; nothing rebuilt
+)
+
+// Default watch timings.
+const (
+	// DefaultPollInterval is the backstop poll: it catches changes that
+	// fsnotify misses (network filesystems, a watch lost with its directory).
+	DefaultPollInterval = 5 * time.Second
+	// DefaultDebounce coalesces an editor's or kubelet's burst of events
+	// (write, rename, chmod, symlink swap) into one rebuild.
+	DefaultDebounce = 100 * time.Millisecond
+)
+
+// Options configures loading, evaluation and reloading. The zero value is
+// usable: default CEL and Rego options, time.Now, slog.Default, a 5s poll
+// and a 100ms debounce.
+type Options struct {
+	// CEL and OPA are passed to the two compilers.
+	CEL celrules.Options
+	OPA opa.Options
+	// Now supplies CEL's "now" variable; nil means time.Now.
+	Now func() time.Time
+	// Logger receives fail-open evaluation errors and reload results; nil
+	// means slog.Default().
+	Logger *slog.Logger
+	// PollInterval is Watch's backstop poll; zero means
+	// DefaultPollInterval, negative disables polling.
+	PollInterval time.Duration
+	// Debounce is how long Watch waits after a filesystem event before it
+	// rebuilds, coalescing the events in between; zero means
+	// DefaultDebounce.
+	Debounce time.Duration
+	// OnReload, if set, is called after every Manager reload attempt with
+	// one of the Reload results and the error of a failure (a
+	// policy.Errors). It is the hook for a reloads-by-result metric.
+	OnReload func(result string, err error)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.Debounce == 0 {
+		o.Debounce = DefaultDebounce
+	}
+	return o
+}
+
+// FileInfo describes one file of a revision.
+type FileInfo struct {
+	Name   string `json:"name"`
+	Kind   Kind   `json:"kind"`
+	SHA256 string `json:"sha256"`
+	Size   int    `json:"size"`
+}
+
+// Revision is one compiled rule set. It is immutable and safe for concurrent
+// use; a turn uses one Revision for all its hooks.
+type Revision struct {
+	id       string
+	loadedAt time.Time
+	infos    []FileInfo
+	byKind   map[Kind][]policy.File
+	cel      *celrules.Set
+	rego     *opa.Policy
+	opts     Options
+}
+
+// ID returns the revision id, "sha256:<hex>" over the sorted names and
+// contents of every loaded file (tests included).
+func (r *Revision) ID() string { return r.id }
+
+// LoadedAt returns when the revision was compiled.
+func (r *Revision) LoadedAt() time.Time { return r.loadedAt }
+
+// Files returns the revision's files in name order.
+func (r *Revision) Files() []FileInfo { return slices.Clone(r.infos) }
+
+// CEL returns the compiled CEL rules (beforeTurn, beforeStep).
+func (r *Revision) CEL() *celrules.Set { return r.cel }
+
+// Rego returns the compiled Rego policy (tool_call, tool_result).
+func (r *Revision) Rego() *opa.Policy { return r.rego }
+
+// Load reads the rules directory dir and compiles it into a Revision. It
+// reports every error of every file at once, in file and position order.
+//
+// Load does not descend into subdirectories: a folder beside the rules (a
+// cookbook, fixtures) is never loaded by accident. Symlinks are followed, so
+// a Kubernetes ConfigMap mount, whose entries are links into "..data/",
+// loads as plain files.
+func Load(dir string, opts Options) (*Revision, policy.Errors) {
+	return LoadFS(os.DirFS(dir), dir, opts)
+}
+
+// LoadFS is Load over a file system (an embedded rule set, for one).
+// Diagnostics name files as root joined with the file name.
+func LoadFS(fsys fs.FS, root string, opts Options) (*Revision, policy.Errors) {
+	snap, errs := readSnapshot(fsys, root)
+	if errs != nil {
+		return nil, errs
+	}
+	return compile(snap, opts.withDefaults())
+}
+
+// snapshot is the classified contents of a rules directory at one moment.
+type snapshot struct {
+	id     string
+	infos  []FileInfo
+	byKind map[Kind][]policy.File
+}
+
+// readSnapshot reads and classifies the files of fsys's top directory and
+// hashes them.
+func readSnapshot(fsys fs.FS, root string) (*snapshot, policy.Errors) {
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, policy.Errors{{
+			Code:     policy.CodeIO,
+			Location: policy.Location{File: root},
+			Message:  fmt.Sprintf("reading rules directory: %v", unwrapPath(err)),
+		}}
+	}
+	snap := &snapshot{byKind: map[Kind][]policy.File{}}
+	var errs policy.Errors
+	h := sha256.New()
+	for _, e := range entries { // fs.ReadDir sorts by name
+		name := e.Name()
+		kind := Classify(name)
+		if kind == KindIgnored {
+			continue
+		}
+		display := filepath.Join(root, name)
+		data, err := readFile(fsys, name)
+		if errors.Is(err, errSkip) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, &policy.Error{
+				Code:     policy.CodeIO,
+				Location: policy.Location{File: display},
+				Message:  fmt.Sprintf("reading rule file: %v", err),
+			})
+			continue
+		}
+		sum := sha256.Sum256(data)
+		snap.infos = append(snap.infos, FileInfo{Name: name, Kind: kind, SHA256: hex.EncodeToString(sum[:]), Size: len(data)})
+		snap.byKind[kind] = append(snap.byKind[kind], policy.File{Path: display, Data: data})
+		// Length-prefixed name and contents: no two file sets hash alike.
+		h.Write([]byte(strconv.Itoa(len(name)) + ":" + name + strconv.Itoa(len(data)) + ":"))
+		h.Write(data)
+	}
+	if errs != nil {
+		return nil, errs
+	}
+	snap.id = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return snap, nil
+}
+
+// errSkip marks a directory entry that is not a regular file (a folder, a
+// link to one, a socket): it is not part of the rule set.
+var errSkip = errors.New("not a regular file")
+
+// readFile reads one entry, following symlinks, refusing files over
+// MaxFileBytes.
+func readFile(fsys fs.FS, name string) ([]byte, error) {
+	fi, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errSkip
+	}
+	if fi.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("file is %d bytes, over the %d byte limit", fi.Size(), MaxFileBytes)
+	}
+	data, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if len(data) > MaxFileBytes { // grew since Stat
+		return nil, fmt.Errorf("file is over the %d byte limit", MaxFileBytes)
+	}
+	return data, nil
+}
+
+// unwrapPath drops the *fs.PathError wrapper, whose path repeats what the
+// diagnostic's location already says.
+func unwrapPath(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
+}
+
+// compile builds a Revision from a snapshot, compiling CEL and Rego both so
+// that one load reports the errors of both.
+func compile(snap *snapshot, opts Options) (*Revision, policy.Errors) {
+	cel, celErrs := celrules.Compile(snap.byKind[KindCEL], opts.CEL)
+	rego, regoErrs := opa.Compile(snap.byKind[KindRego], snap.byKind[KindData], opts.OPA)
+	if errs := mergeErrors(celErrs, regoErrs); errs != nil {
+		return nil, errs
+	}
+	return &Revision{
+		id:       snap.id,
+		loadedAt: opts.Now(),
+		infos:    snap.infos,
+		byKind:   snap.byKind,
+		cel:      cel,
+		rego:     rego,
+		opts:     opts,
+	}, nil
+}
+
+// mergeErrors joins diagnostics into file then position order, capped at
+// policy.MaxErrors. It returns nil when there are none.
+func mergeErrors(lists ...policy.Errors) policy.Errors {
+	var all policy.Errors
+	for _, l := range lists {
+		all = append(all, l...)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(all, func(a, b *policy.Error) int {
+		if c := strings.Compare(a.Location.File, b.Location.File); c != 0 {
+			return c
+		}
+		if a.Location.Line != b.Location.Line {
+			return a.Location.Line - b.Location.Line
+		}
+		return a.Location.Column - b.Location.Column
+	})
+	if len(all) > policy.MaxErrors {
+		all = all[:policy.MaxErrors]
+	}
+	return all
+}

@@ -1,0 +1,164 @@
+package ruleset
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/turngate/turngate/policy"
+)
+
+// Manager keeps the live Revision of a rules directory. Current is lock-free;
+// Reload and Watch build candidates beside the live revision and swap a good
+// one in atomically, keeping the last good revision when a candidate fails.
+type Manager struct {
+	dir    string
+	opts   Options
+	logger *slog.Logger
+
+	cur atomic.Pointer[Revision]
+
+	// reloadMu serialises reloads, so two candidates never race to swap.
+	reloadMu sync.Mutex
+
+	// mu guards the status fields below.
+	mu           sync.Mutex
+	lastReload   time.Time
+	lastErr      policy.Errors
+	lastFailedID string // the id of the rejected candidate behind lastErr
+	reloadsOK    int64
+	reloadsFail  int64
+}
+
+// NewManager loads dir and returns a Manager serving it. A directory that
+// does not compile is an error (a policy.Errors with every diagnostic):
+// startup fails hard rather than serving without rules. A nil logger means
+// opts.Logger, then slog.Default().
+func NewManager(dir string, opts Options, logger *slog.Logger) (*Manager, error) {
+	if logger != nil {
+		opts.Logger = logger
+	}
+	opts = opts.withDefaults()
+	snap, errs := readSnapshot(os.DirFS(dir), dir)
+	if errs == nil {
+		var rev *Revision
+		if rev, errs = compile(snap, opts); errs == nil {
+			m := &Manager{dir: filepath.Clean(dir), opts: opts, logger: opts.Logger}
+			m.cur.Store(rev)
+			m.logger.Info("rules loaded", "dir", dir, "revision", rev.id, "files", len(rev.infos))
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("loading rules from %s: %w", dir, errs)
+}
+
+// Dir returns the rules directory.
+func (m *Manager) Dir() string { return m.dir }
+
+// Current returns the live revision. A turn calls it once and uses the
+// result for all its hooks.
+func (m *Manager) Current() *Revision { return m.cur.Load() }
+
+// Reload rebuilds the rule set from the directory now (the SIGHUP and admin
+// API path; Watch calls it too). Unchanged files (same revision id) rebuild
+// nothing and report changed == false. A candidate that fails to read or
+// compile is rejected: the live revision stays, and err is a policy.Errors
+// also kept for Status. A candidate identical to the last rejected one is
+// not recompiled; its errors are returned again.
+func (m *Manager) Reload() (changed bool, err error) {
+	m.reloadMu.Lock()
+	defer m.reloadMu.Unlock()
+	live := m.cur.Load()
+	snap, errs := readSnapshot(os.DirFS(m.dir), m.dir)
+	switch {
+	case errs != nil:
+		return false, m.rejected("", errs)
+	case snap.id == live.id:
+		m.finish(ReloadUnchanged, nil, "")
+		return false, nil
+	}
+	m.mu.Lock()
+	knownBad, lastErr := snap.id == m.lastFailedID, m.lastErr
+	m.mu.Unlock()
+	if knownBad {
+		return false, lastErr
+	}
+	rev, errs := compile(snap, m.opts)
+	if errs != nil {
+		return false, m.rejected(snap.id, errs)
+	}
+	m.cur.Store(rev)
+	m.logger.Info("rules reloaded", "dir", m.dir, "revision", rev.id, "previous", live.id, "files", len(rev.infos))
+	m.finish(ReloadSuccess, nil, "")
+	return true, nil
+}
+
+// rejected records a failed candidate (id may be empty when it could not
+// be read) and returns its errors.
+func (m *Manager) rejected(id string, errs policy.Errors) error {
+	m.logger.Error("rules reload failed; keeping the last good revision",
+		"dir", m.dir, "revision", m.cur.Load().id, "errors", len(errs), "error", errs.Error())
+	m.finish(ReloadFailure, errs, id)
+	return errs
+}
+
+// finish updates the status after a reload attempt and reports it to
+// Options.OnReload.
+func (m *Manager) finish(result string, errs policy.Errors, failedID string) {
+	m.mu.Lock()
+	m.lastReload = time.Now()
+	m.lastErr, m.lastFailedID = errs, failedID
+	switch result {
+	case ReloadSuccess:
+		m.reloadsOK++
+	case ReloadFailure:
+		m.reloadsFail++
+	}
+	m.mu.Unlock()
+	if m.opts.OnReload != nil {
+		var err error
+		if errs != nil {
+			err = errs
+		}
+		m.opts.OnReload(result, err)
+	}
+}
+
+// Status is the state of a Manager, for the admin API.
+type Status struct {
+	Dir      string     `json:"dir"`
+	Revision string     `json:"revision"`
+	Files    []FileInfo `json:"files"`
+	LoadedAt time.Time  `json:"loadedAt"`
+	// LastReload is the time of the last reload attempt, if any.
+	LastReload *time.Time `json:"lastReload,omitempty"`
+	// LastError is the diagnostics of the last attempt when it failed; a
+	// later successful or unchanged reload clears it.
+	LastError     policy.Errors `json:"lastError,omitempty"`
+	ReloadsOK     int64         `json:"reloadsOk"`
+	ReloadsFailed int64         `json:"reloadsFailed"`
+}
+
+// Status returns the live revision and the reload history.
+func (m *Manager) Status() Status {
+	rev := m.cur.Load()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := Status{
+		Dir:           m.dir,
+		Revision:      rev.id,
+		Files:         rev.Files(),
+		LoadedAt:      rev.loadedAt,
+		LastError:     m.lastErr,
+		ReloadsOK:     m.reloadsOK,
+		ReloadsFailed: m.reloadsFail,
+	}
+	if !m.lastReload.IsZero() {
+		st.LastReload = new(m.lastReload)
+	}
+	return st
+}
