@@ -393,7 +393,6 @@ type stepState struct {
 	calls     []ToolCall
 	validJSON []bool // per call: whether the model's input was JSON
 	finish    StreamPart
-	finished  bool
 	toolParts map[string]int // toolCallId → index in msg.Parts
 }
 
@@ -559,7 +558,7 @@ func (t *turn) handlePart(st *stepState, p StreamPart) {
 		st.calls = append(st.calls, ToolCall{ToolCallID: p.ToolCallID, ToolName: p.ToolName, Input: input, Dynamic: t.isDynamic(p.ToolName)})
 		st.validJSON = append(st.validJSON, valid)
 	case StreamFinish:
-		st.finish, st.finished = p, true
+		st.finish = p
 	}
 }
 
