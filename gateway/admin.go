@@ -1,0 +1,66 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/policy"
+)
+
+// rulesStatus serves GET /v1/admin/rules: the live revision, its files,
+// when it loaded and the last reload error with positions.
+func (s *Server) rulesStatus(c *gin.Context) error {
+	c.JSON(http.StatusOK, s.rules.Status())
+	return nil
+}
+
+// rulesReload serves POST /v1/admin/rules/reload. A rejected candidate is
+// a 422 whose "errors" are the positioned diagnostics; the last good
+// revision keeps serving.
+func (s *Server) rulesReload(c *gin.Context) error {
+	changed, err := s.rules.Reload()
+	if err != nil {
+		ae := errorf(http.StatusUnprocessableEntity, CodeRulesInvalid, "the rules did not compile; the last good revision keeps serving")
+		var errs policy.Errors
+		if errors.As(err, &errs) {
+			ae.Details = errs
+		}
+		return ae
+	}
+	c.JSON(http.StatusOK, gin.H{"changed": changed, "revision": s.rules.Current().ID()})
+	return nil
+}
+
+// evalRequest is the body of POST /v1/admin/rules/eval.
+type evalRequest struct {
+	Hook  string          `json:"hook"`
+	Input json.RawMessage `json:"input"`
+}
+
+// rulesEval serves POST /v1/admin/rules/eval: a dry run of one hook on the
+// live revision with a supplied context, as `turngate eval` does.
+func (s *Server) rulesEval(c *gin.Context) error {
+	data, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req evalRequest
+	if err := decodeStrictJSON(data, &req); err != nil {
+		return err
+	}
+	if req.Hook == "" {
+		return errField("hook", "is required")
+	}
+	if len(req.Input) == 0 || string(req.Input) == "null" {
+		return errField("input", "is required: the hook's context as a JSON object")
+	}
+	res, err := s.rules.Current().Eval(c.Request.Context(), req.Hook, req.Input)
+	if err != nil {
+		return errBadRequest("%v", err)
+	}
+	c.JSON(http.StatusOK, res)
+	return nil
+}

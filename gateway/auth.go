@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/config"
+)
+
+// RoleAdmin is the role the admin endpoints require.
+const RoleAdmin = "admin"
+
+// anonymous is every request's principal when no API keys are configured
+// (and the gateway then listens on loopback only).
+var anonymous = engine.Principal{Tenant: "default", Subject: "anonymous", Roles: []string{RoleAdmin}}
+
+// keyEntry is one configured key: its SHA-256 and its principal. The key
+// itself is never kept.
+type keyEntry struct {
+	hash      [sha256.Size]byte
+	principal engine.Principal
+}
+
+// authenticator maps bearer keys to principals.
+type authenticator struct {
+	keys []keyEntry
+}
+
+// newAuthenticator hashes the configured keys.
+func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
+	a := &authenticator{}
+	for i, k := range keys {
+		var e keyEntry
+		if k.Key != "" {
+			e.hash = sha256.Sum256([]byte(k.Key))
+		} else {
+			b, err := hex.DecodeString(k.KeySHA256)
+			if err != nil || len(b) != sha256.Size {
+				return nil, fmt.Errorf("auth.apiKeys[%d]: keySha256 must be 64 hex digits", i)
+			}
+			copy(e.hash[:], b)
+		}
+		subject := k.Subject
+		if subject == "" {
+			subject = fmt.Sprintf("key-%d", i)
+		}
+		e.principal = engine.Principal{Tenant: k.Tenant, Subject: subject, Roles: slices.Clone(k.Roles)}
+		if e.principal.Roles == nil {
+			e.principal.Roles = []string{}
+		}
+		a.keys = append(a.keys, e)
+	}
+	return a, nil
+}
+
+// open reports whether no keys are configured.
+func (a *authenticator) open() bool { return len(a.keys) == 0 }
+
+// lookup returns the principal of key. It compares against every entry in
+// constant time and does not stop at the first match, so timing reveals
+// neither the key nor its position.
+func (a *authenticator) lookup(key string) (engine.Principal, bool) {
+	h := sha256.Sum256([]byte(key))
+	found := -1
+	for i := range a.keys {
+		if subtle.ConstantTimeCompare(h[:], a.keys[i].hash[:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return engine.Principal{}, false
+	}
+	return a.keys[found].principal, true
+}
+
+const principalKey = "turngate.principal"
+
+// authenticate sets the request's principal or answers 401.
+func (s *Server) authenticate(c *gin.Context) {
+	if s.auth.open() {
+		c.Set(principalKey, anonymous)
+		c.Next()
+		return
+	}
+	h := c.GetHeader("Authorization")
+	scheme, key, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		s.writeError(c, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer API key"))
+		c.Abort()
+		return
+	}
+	p, ok := s.auth.lookup(strings.TrimSpace(key))
+	if !ok {
+		s.writeError(c, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid API key"))
+		c.Abort()
+		return
+	}
+	c.Set(principalKey, p)
+	c.Next()
+}
+
+// requireAdmin answers 403 unless the principal has the admin role.
+func (s *Server) requireAdmin(c *gin.Context) {
+	if !slices.Contains(principal(c).Roles, RoleAdmin) {
+		s.writeError(c, errorf(http.StatusForbidden, CodeForbidden, "this endpoint needs the %q role", RoleAdmin))
+		c.Abort()
+		return
+	}
+	c.Next()
+}
+
+// principal returns the authenticated principal of c.
+func principal(c *gin.Context) engine.Principal {
+	p, _ := c.Get(principalKey)
+	pr, _ := p.(engine.Principal)
+	return pr
+}

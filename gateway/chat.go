@@ -1,0 +1,317 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/uistream"
+)
+
+// Chat triggers, as DefaultChatTransport sends them.
+const (
+	triggerSubmit     = "submit-message"
+	triggerRegenerate = "regenerate-message"
+)
+
+// chatRequest is DefaultChatTransport's body: {id, messages, trigger,
+// messageId?, ...extra}. Extra keys are the turn's custom body.
+type chatRequest struct {
+	ID        string
+	Messages  []engine.UIMessage
+	Trigger   string
+	MessageID string
+	Body      map[string]any
+}
+
+// decodeChatRequest parses and checks a chat request body. It is the
+// parser of untrusted chat input (fuzzed).
+func decodeChatRequest(data []byte, maxMessages int) (*chatRequest, error) {
+	if len(bytes.TrimSpace(data)) == 0 || bytes.TrimSpace(data)[0] != '{' {
+		if !json.Valid(data) {
+			return nil, jsonError(json.Unmarshal(data, new(any)))
+		}
+		return nil, errBadRequest("request body must be a JSON object")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, jsonError(err)
+	}
+	req := &chatRequest{Trigger: triggerSubmit}
+	for key, raw := range fields {
+		var err error
+		switch key {
+		case "id":
+			err = decodeField(raw, key, &req.ID)
+		case "messages":
+			err = decodeField(raw, key, &req.Messages)
+		case "trigger":
+			err = decodeField(raw, key, &req.Trigger)
+		case "messageId":
+			if string(raw) != "null" {
+				err = decodeField(raw, key, &req.MessageID)
+			}
+		default:
+			var v any
+			if err = decodeField(raw, key, &v); err == nil {
+				if req.Body == nil {
+					req.Body = map[string]any{}
+				}
+				req.Body[key] = v
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case req.ID == "":
+		return nil, errField("id", "the chat id is required")
+	case !validID(req.ID):
+		return nil, errField("id", "must be 1-128 characters of letters, digits and _ . : @ -")
+	case len(req.Messages) == 0:
+		return nil, errField("messages", "at least one message is required")
+	case len(req.Messages) > maxMessages:
+		return nil, errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), maxMessages)
+	case req.Trigger != triggerSubmit && req.Trigger != triggerRegenerate:
+		return nil, errField("trigger", "must be %q or %q, not %q", triggerSubmit, triggerRegenerate, req.Trigger)
+	case req.MessageID != "" && !validID(req.MessageID):
+		return nil, errField("messageId", "is not a valid message id")
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case engine.RoleUser, engine.RoleAssistant, engine.RoleSystem:
+		default:
+			return nil, errBadRequest("field messages[%d].role: must be user, assistant or system, not %q", i, m.Role)
+		}
+	}
+	return req, nil
+}
+
+// userMessage returns the trusted form of a client's user message: its id
+// (or a new one) and its non-empty text parts only.
+func userMessage(m engine.UIMessage, field string) (engine.UIMessage, error) {
+	if m.Role != engine.RoleUser {
+		return engine.UIMessage{}, errField(field+".role", "must be user")
+	}
+	id := m.ID
+	if id == "" {
+		id = newID("msg_")
+	} else if !validID(id) {
+		return engine.UIMessage{}, errField(field+".id", "is not a valid message id")
+	}
+	out := engine.UIMessage{ID: id, Role: engine.RoleUser, Parts: []engine.UIPart{}}
+	for _, p := range m.Parts {
+		if p.Type == engine.PartText && p.Text != "" {
+			out.Parts = append(out.Parts, engine.UIPart{Type: engine.PartText, Text: p.Text})
+		}
+	}
+	if len(out.Parts) == 0 {
+		return engine.UIMessage{}, errField(field, "a user message needs at least one non-empty text part")
+	}
+	return out, nil
+}
+
+// chatPlan applies a chat request to the stored transcript, taking from it
+// only what the gateway accepts (see the package doc), and returns the plan.
+func chatPlan(ctx context.Context, req *chatRequest, tx *transcript) (*plan, error) {
+	last := req.Messages[len(req.Messages)-1]
+	if req.Trigger == triggerRegenerate {
+		return regeneratePlan(ctx, req, tx)
+	}
+	if req.MessageID != "" {
+		i := tx.index(req.MessageID)
+		switch {
+		case i < 0:
+			return nil, errField("messageId", "names no message of this session")
+		case tx.messages[i].Role == engine.RoleUser:
+			return editPlan(ctx, req, tx, i)
+		}
+	}
+	switch last.Role {
+	case engine.RoleAssistant:
+		return toolResultPlan(ctx, last, tx)
+	case engine.RoleUser:
+	default:
+		return nil, errBadRequest("the last message must be a user message or the assistant message awaiting tool outputs")
+	}
+	if i := tx.index(last.ID); i >= 0 && last.ID != "" {
+		if i == len(tx.messages)-1 {
+			return &plan{}, nil // a retry of an unanswered message: run it again
+		}
+		return nil, errorf(http.StatusConflict, CodeConflict, "message %q is already in the session and answered", last.ID)
+	}
+	m, err := userMessage(last, "messages[last]")
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.append(ctx, m); err != nil {
+		return nil, err
+	}
+	return &plan{}, nil
+}
+
+// editPlan replaces the text of stored user message i with the request's
+// and drops everything after it.
+func editPlan(ctx context.Context, req *chatRequest, tx *transcript, i int) (*plan, error) {
+	last := req.Messages[len(req.Messages)-1]
+	if last.ID != req.MessageID {
+		return nil, errField("messageId", "an edit's last message must be the edited user message")
+	}
+	m, err := userMessage(last, "messages[last]")
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.truncateAfter(ctx, m.ID, false); err != nil {
+		return nil, err
+	}
+	if err := tx.upsert(ctx, m); err != nil {
+		return nil, err
+	}
+	return &plan{}, nil
+}
+
+// regeneratePlan drops the assistant message being regenerated (the given
+// one, or the last) and everything after it, then reruns from the user
+// message before it.
+func regeneratePlan(ctx context.Context, req *chatRequest, tx *transcript) (*plan, error) {
+	id := req.MessageID
+	if id == "" {
+		if l := tx.last(); l != nil && l.Role == engine.RoleAssistant {
+			id = l.ID
+		}
+	}
+	if id != "" {
+		i := tx.index(id)
+		if i < 0 {
+			return nil, errField("messageId", "names no message of this session")
+		}
+		if err := tx.truncateAfter(ctx, id, tx.messages[i].Role == engine.RoleAssistant); err != nil {
+			return nil, err
+		}
+	}
+	if l := tx.last(); l == nil || l.Role != engine.RoleUser {
+		return nil, errBadRequest("nothing to regenerate: the session has no user message to answer")
+	}
+	return &plan{}, nil
+}
+
+// toolResultPlan copies the outputs of the client tool calls the stored
+// last assistant message is waiting for, and nothing else, then continues
+// that message. A request that carries no such output starts no turn: it
+// is answered by the A.8 guard.
+func toolResultPlan(ctx context.Context, sent engine.UIMessage, tx *transcript) (*plan, error) {
+	stored := tx.last()
+	if stored == nil || stored.Role != engine.RoleAssistant || stored.ID != sent.ID {
+		return &plan{skip: true, skipMessageID: sent.ID}, nil
+	}
+	pending := map[string]int{}
+	for i, p := range stored.Parts {
+		if p.IsTool() && p.State == engine.ToolStateInputAvailable {
+			pending[p.ToolCallID] = i
+		}
+	}
+	msg := *stored
+	msg.Parts = append([]engine.UIPart(nil), stored.Parts...)
+	filled := 0
+	for _, p := range sent.Parts {
+		i, ok := pending[p.ToolCallID]
+		if !ok || !p.IsTool() {
+			continue
+		}
+		switch p.State {
+		case engine.ToolStateOutputAvailable:
+			out := p.Output
+			if len(out) == 0 {
+				out = json.RawMessage("null")
+			}
+			msg.Parts[i].State, msg.Parts[i].Output, msg.Parts[i].ErrorText = p.State, out, ""
+		case engine.ToolStateOutputError:
+			msg.Parts[i].State, msg.Parts[i].Output, msg.Parts[i].ErrorText = p.State, nil, p.ErrorText
+		default:
+			continue
+		}
+		delete(pending, p.ToolCallID)
+		filled++
+	}
+	if filled == 0 {
+		return &plan{skip: true, skipMessageID: stored.ID}, nil
+	}
+	if err := tx.upsert(ctx, msg); err != nil {
+		return nil, err
+	}
+	if len(pending) > 0 {
+		return &plan{skip: true, skipMessageID: msg.ID}, nil // wait for the remaining outputs
+	}
+	return &plan{continuation: true, messageID: msg.ID, entry: engine.EntryToolResult}, nil
+}
+
+// chat serves POST /v1/agents/:agent/chat: the UI message stream.
+func (s *Server) chat(c *gin.Context) error {
+	ag, err := s.agentOf(c)
+	if err != nil {
+		return err
+	}
+	data, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	req, err := decodeChatRequest(data, s.cfg.Limits.MaxMessages)
+	if err != nil {
+		return err
+	}
+	t, err := s.begin(c.Request.Context(), &turnInput{
+		agent: ag, principal: principal(c), sessionID: req.ID, entry: engine.EntryChat,
+		requestID: requestID(c), create: true, body: req.Body, setBody: true, bounded: true,
+		prepare: func(ctx context.Context, tx *transcript) (*plan, error) { return chatPlan(ctx, req, tx) },
+	})
+	if err != nil {
+		return err
+	}
+	s.stream(c, t.buf)
+	return nil
+}
+
+// stream writes buf as a UI message stream response, following it live.
+// A client that goes away stops only its own copy of the stream.
+func (s *Server) stream(c *gin.Context, buf *uistream.Buffer) {
+	s.metrics.ActiveStreams.Inc()
+	defer s.metrics.ActiveStreams.Dec()
+	uistream.SetHeaders(c.Writer.Header())
+	c.Status(http.StatusOK)
+	c.Writer.WriteHeaderNow()
+	c.Writer.Flush()
+	_ = buf.Follow(c.Request.Context(), c.Writer)
+}
+
+// resumeStream serves GET /v1/agents/:agent/chat/:id/stream: a replay of
+// the in-flight response from its first chunk, or 204 when none runs.
+func (s *Server) resumeStream(c *gin.Context) error {
+	ag, err := s.agentOf(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	if !validID(id) {
+		return errSessionNotFound
+	}
+	p := principal(c)
+	sess, err := s.store.GetSession(c.Request.Context(), p.Tenant, id)
+	if err != nil {
+		return err
+	}
+	if sess.Agent != ag.name {
+		return errSessionNotFound
+	}
+	buf := s.streams.Get(sessionKey(p.Tenant, id))
+	if buf == nil {
+		c.Status(http.StatusNoContent)
+		return nil
+	}
+	s.stream(c, buf)
+	return nil
+}

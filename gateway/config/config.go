@@ -1,0 +1,393 @@
+// Package config is turngate's gateway configuration: plain structs decoded
+// strictly from YAML (an unknown key is an error that names its line), with
+// ${VAR} and ${VAR:-default} expansion in string values for secrets, and an
+// embedded default used when no file is given.
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/turngate/turngate/engine/tools"
+	"github.com/turngate/turngate/engine/tools/mcptool"
+)
+
+// Config is the whole gateway configuration.
+type Config struct {
+	// Listen is the HTTP listen address (host:port).
+	Listen string `yaml:"listen"`
+	// Providers are the upstream model providers.
+	Providers []Provider `yaml:"providers"`
+	// Models maps a model alias (what agents and rules name) to a provider
+	// and its upstream model id.
+	Models map[string]Model `yaml:"models"`
+	// Tools are the tools agents may use, by name.
+	Tools []Tool `yaml:"tools"`
+	// MCPServers are MCP servers whose tools are exposed (under a prefix)
+	// and usable by name in agents' tool lists and in mcp tool blocks.
+	MCPServers []mcptool.ServerConfig `yaml:"mcpServers"`
+	// Agents are the agents the gateway serves.
+	Agents []Agent `yaml:"agents"`
+	Rules  Rules   `yaml:"rules"`
+	Store  Store   `yaml:"store"`
+	Auth   Auth    `yaml:"auth"`
+	Audit  Audit   `yaml:"audit"`
+	Limits Limits  `yaml:"limits"`
+}
+
+// Provider types.
+const (
+	ProviderOpenAI    = "openai"
+	ProviderAnthropic = "anthropic"
+	ProviderScripted  = "scripted"
+)
+
+// Provider is one upstream model provider.
+type Provider struct {
+	Name string `yaml:"name"`
+	// Type is openai, anthropic or scripted.
+	Type    string `yaml:"type"`
+	BaseURL string `yaml:"baseURL"`
+	// APIKey is usually "${SOME_ENV_VAR}"; it is never logged.
+	APIKey  string            `yaml:"apiKey"`
+	Headers map[string]string `yaml:"headers"`
+	// Script is a scripted provider's script file; empty means the
+	// embedded default script.
+	Script string `yaml:"script"`
+	// ChunkDelay paces a scripted provider's stream parts (demos, tests).
+	ChunkDelay time.Duration `yaml:"chunkDelay"`
+}
+
+// Model is what a model alias resolves to.
+type Model struct {
+	Provider string `yaml:"provider"`
+	// Model is the upstream model id.
+	Model string `yaml:"model"`
+}
+
+// Tool is one entry of the tools list: a tool of the tools package (http,
+// mcp, agent or client runner), or a builtin, one of the gateway's
+// deterministic demo executors (weather, search, delete, echo), which needs
+// no network.
+type Tool struct {
+	tools.Config `yaml:",inline"`
+	// Builtin names the builtin executor; set it instead of a runner block.
+	Builtin string `yaml:"builtin"`
+}
+
+// Agent is one agent: a model, a system prompt, tools and TurnConfig
+// defaults that beforeTurn rules may override.
+type Agent struct {
+	Name   string `yaml:"name"`
+	Model  string `yaml:"model"`
+	System string `yaml:"system"`
+	// Tools names entries of Config.Tools.
+	Tools           []string `yaml:"tools"`
+	MaxSteps        int      `yaml:"maxSteps"`
+	Temperature     *float64 `yaml:"temperature"`
+	TopP            *float64 `yaml:"topP"`
+	MaxOutputTokens *int     `yaml:"maxOutputTokens"`
+	SendReasoning   *bool    `yaml:"sendReasoning"`
+	MaxRetries      *int     `yaml:"maxRetries"`
+}
+
+// Rules configures the rules directory.
+type Rules struct {
+	Dir string `yaml:"dir"`
+	// FailOpen makes a rule evaluation error allow instead of fail closed.
+	FailOpen bool `yaml:"failOpen"`
+	// Watch reloads the directory when it changes (default true).
+	Watch *bool `yaml:"watch"`
+	// PollInterval is the watch's backstop poll (default 5s).
+	PollInterval time.Duration `yaml:"pollInterval"`
+}
+
+// Store configures persistence.
+type Store struct {
+	// Driver is "sqlite" (the only driver so far).
+	Driver string `yaml:"driver"`
+	Path   string `yaml:"path"`
+}
+
+// Auth configures API keys. With none, the gateway serves loopback only.
+type Auth struct {
+	APIKeys []APIKey `yaml:"apiKeys"`
+}
+
+// APIKey maps a bearer key to a principal. Exactly one of Key and
+// KeySHA256 is set; Key is hashed at load and never kept.
+type APIKey struct {
+	Key       string   `yaml:"key"`
+	KeySHA256 string   `yaml:"keySha256"`
+	Tenant    string   `yaml:"tenant"`
+	Subject   string   `yaml:"subject"`
+	Roles     []string `yaml:"roles"`
+}
+
+// Audit sinks.
+const (
+	SinkStdout = "stdout"
+	SinkFile   = "file"
+	SinkNone   = "none"
+)
+
+// Audit configures the audit log.
+type Audit struct {
+	// Sink is stdout, file or none.
+	Sink       string `yaml:"sink"`
+	Path       string `yaml:"path"`
+	MaxSizeMB  int    `yaml:"maxSizeMB"`
+	MaxBackups int    `yaml:"maxBackups"`
+	// Redact lists dotted field paths (e.g. "decision.input.password")
+	// whose values are replaced in audit records.
+	Redact []string `yaml:"redact"`
+}
+
+// Limits bounds requests and turns.
+type Limits struct {
+	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	MaxMessages  int   `yaml:"maxMessages"`
+	// TurnTimeout bounds one whole turn.
+	TurnTimeout time.Duration `yaml:"turnTimeout"`
+	// MaxQueuedTurnsPerSession bounds the requests waiting for a session's
+	// turn lock; one more is answered 429.
+	MaxQueuedTurnsPerSession int           `yaml:"maxQueuedTurnsPerSession"`
+	ReadHeaderTimeout        time.Duration `yaml:"readHeaderTimeout"`
+	// ShutdownTimeout is how long shutdown lets in-flight turns finish
+	// before cancelling them.
+	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
+	// SubmissionWorkers is the number of submission workers.
+	SubmissionWorkers int `yaml:"submissionWorkers"`
+}
+
+// Defaults for unset limits.
+const (
+	DefaultListen                   = "127.0.0.1:8080"
+	DefaultMaxBodyBytes             = 4 << 20 // a long transcript with small attachments
+	DefaultMaxMessages              = 1000
+	DefaultTurnTimeout              = 5 * time.Minute
+	DefaultMaxQueuedTurnsPerSession = 4
+	DefaultReadHeaderTimeout        = 10 * time.Second
+	DefaultShutdownTimeout          = 30 * time.Second
+	DefaultSubmissionWorkers        = 4
+	DefaultPollInterval             = 5 * time.Second
+	DefaultAuditMaxSizeMB           = 100
+	DefaultAuditMaxBackups          = 5
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// DefaultYAML returns the embedded default configuration's text.
+func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
+
+// Default returns the embedded default configuration: a demo agent on the
+// scripted model with the weather, search and delete demo tools, SQLite under
+// ./data, the rules in ./rules, listening on loopback.
+func Default() (*Config, error) {
+	return Parse("default.yaml", defaultYAML, os.LookupEnv)
+}
+
+// Load reads and parses the file at path, expanding ${VAR} from the
+// process environment.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse decodes data strictly, expands ${VAR} in string values with
+// lookup, applies defaults and validates. name labels errors.
+func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := expandEnv(reflect.ValueOf(&c).Elem(), "", lookup); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Store.Driver == "" {
+		c.Store.Driver = "sqlite"
+	}
+	if c.Store.Path == "" {
+		c.Store.Path = "data/turngate.db"
+	}
+	if c.Rules.Dir == "" {
+		c.Rules.Dir = "rules"
+	}
+	if c.Rules.Watch == nil {
+		watch := true
+		c.Rules.Watch = &watch
+	}
+	if c.Rules.PollInterval == 0 {
+		c.Rules.PollInterval = DefaultPollInterval
+	}
+	if c.Audit.Sink == "" {
+		c.Audit.Sink = SinkStdout
+	}
+	if c.Audit.MaxSizeMB == 0 {
+		c.Audit.MaxSizeMB = DefaultAuditMaxSizeMB
+	}
+	if c.Audit.MaxBackups == 0 {
+		c.Audit.MaxBackups = DefaultAuditMaxBackups
+	}
+	l := &c.Limits
+	if l.MaxBodyBytes == 0 {
+		l.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if l.MaxMessages == 0 {
+		l.MaxMessages = DefaultMaxMessages
+	}
+	if l.TurnTimeout == 0 {
+		l.TurnTimeout = DefaultTurnTimeout
+	}
+	if l.MaxQueuedTurnsPerSession == 0 {
+		l.MaxQueuedTurnsPerSession = DefaultMaxQueuedTurnsPerSession
+	}
+	if l.ReadHeaderTimeout == 0 {
+		l.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if l.ShutdownTimeout == 0 {
+		l.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if l.SubmissionWorkers == 0 {
+		l.SubmissionWorkers = DefaultSubmissionWorkers
+	}
+}
+
+// Agent returns the agent named name.
+func (c *Config) Agent(name string) (*Agent, bool) {
+	for i := range c.Agents {
+		if c.Agents[i].Name == name {
+			return &c.Agents[i], true
+		}
+	}
+	return nil, false
+}
+
+// Validate reports every inconsistency of c in one error.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	providers := map[string]bool{}
+	for i, p := range c.Providers {
+		switch {
+		case p.Name == "":
+			add("providers[%d]: name is required", i)
+		case providers[p.Name]:
+			add("providers[%d]: duplicate provider %q", i, p.Name)
+		}
+		providers[p.Name] = true
+		switch p.Type {
+		case ProviderOpenAI, ProviderAnthropic, ProviderScripted:
+		default:
+			add("providers[%d] (%s): type must be openai, anthropic or scripted, not %q", i, p.Name, p.Type)
+		}
+	}
+	for alias, m := range c.Models {
+		if !providers[m.Provider] {
+			add("models.%s: unknown provider %q", alias, m.Provider)
+		}
+		if m.Model == "" {
+			add("models.%s: model is required", alias)
+		}
+	}
+	toolNames := map[string]bool{}
+	for i, t := range c.Tools {
+		if toolNames[t.Name] {
+			add("tools[%d]: duplicate tool %q", i, t.Name)
+		}
+		toolNames[t.Name] = true
+		if t.Builtin != "" && (t.HTTP != nil || t.MCP != nil || t.Agent != nil || t.Client != nil) {
+			add("tools[%d] (%s): builtin and a runner block are exclusive", i, t.Name)
+		}
+	}
+	agents := map[string]bool{}
+	for i, a := range c.Agents {
+		switch {
+		case a.Name == "":
+			add("agents[%d]: name is required", i)
+		case agents[a.Name]:
+			add("agents[%d]: duplicate agent %q", i, a.Name)
+		}
+		agents[a.Name] = true
+		if _, ok := c.Models[a.Model]; !ok {
+			add("agents[%d] (%s): unknown model alias %q", i, a.Name, a.Model)
+		}
+		for _, t := range a.Tools {
+			// Tools of mcpServers are named by their servers at run time.
+			if !toolNames[t] && len(c.MCPServers) == 0 {
+				add("agents[%d] (%s): unknown tool %q", i, a.Name, t)
+			}
+		}
+		if a.MaxSteps < 0 {
+			add("agents[%d] (%s): maxSteps must not be negative", i, a.Name)
+		}
+	}
+	if c.Store.Driver != "sqlite" {
+		add("store.driver: only sqlite is supported, not %q", c.Store.Driver)
+	}
+	for i, k := range c.Auth.APIKeys {
+		if (k.Key == "") == (k.KeySHA256 == "") {
+			add("auth.apiKeys[%d]: set exactly one of key and keySha256", i)
+		}
+		if k.KeySHA256 != "" && !isSHA256Hex(k.KeySHA256) {
+			add("auth.apiKeys[%d]: keySha256 must be 64 hex digits", i)
+		}
+		if k.Tenant == "" {
+			add("auth.apiKeys[%d]: tenant is required", i)
+		}
+	}
+	switch c.Audit.Sink {
+	case SinkStdout, SinkNone:
+	case SinkFile:
+		if c.Audit.Path == "" {
+			add("audit.path: required for the file sink")
+		}
+	default:
+		add("audit.sink: must be stdout, file or none, not %q", c.Audit.Sink)
+	}
+	l := c.Limits
+	if l.MaxBodyBytes < 0 || l.MaxMessages < 0 || l.TurnTimeout < 0 || l.MaxQueuedTurnsPerSession < 0 ||
+		l.ReadHeaderTimeout < 0 || l.ShutdownTimeout < 0 || l.SubmissionWorkers < 0 {
+		add("limits: values must not be negative")
+	}
+	return errors.Join(errs...)
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+			return false
+		}
+	}
+	return true
+}

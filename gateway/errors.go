@@ -1,0 +1,141 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/gateway/store"
+)
+
+// Stable error codes of the JSON error body {"code","message"}.
+const (
+	CodeInvalidJSON     = "invalid_json"
+	CodeInvalidRequest  = "invalid_request"
+	CodeUnauthorized    = "unauthorized"
+	CodeForbidden       = "forbidden"
+	CodeNotFound        = "not_found"
+	CodeAgentNotFound   = "agent_not_found"
+	CodeConflict        = "conflict"
+	CodeTooLarge        = "request_too_large"
+	CodeTooManyQueued   = "too_many_queued_turns"
+	CodeUnavailable     = "unavailable"
+	CodeInternal        = "internal_error"
+	CodeRulesInvalid    = "rules_invalid"
+	CodeUnsupportedType = "unsupported_media_type"
+)
+
+// apiError is an error with the HTTP status and code the client sees.
+// Message is safe to show; internals never go in it.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+	// Details is extra JSON for the body's "errors" key (rule diagnostics).
+	Details any
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// errBadRequest is a 400 invalid_request error.
+func errBadRequest(format string, args ...any) *apiError {
+	return errorf(http.StatusBadRequest, CodeInvalidRequest, format, args...)
+}
+
+// errSessionNotFound answers every request for a session the caller's
+// tenant does not own, so another tenant's sessions are indistinguishable
+// from missing ones.
+var errSessionNotFound = &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "session not found"}
+
+// handlerFunc is a gin handler that returns its error; handle maps it.
+type handlerFunc func(c *gin.Context) error
+
+// errorFormatKey marks a route whose errors use the OpenAI error body.
+const errorFormatKey = "turngate.errorFormat"
+
+const formatOpenAI = "openai"
+
+// handle adapts h to gin, sending its error through writeError.
+func (s *Server) handle(h handlerFunc) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := h(c); err != nil {
+			s.writeError(c, err)
+		}
+	}
+}
+
+// toAPIError classifies err.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &mbe):
+		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body is larger than %d bytes", mbe.Limit)
+	case errors.Is(err, store.ErrNotFound):
+		return errSessionNotFound
+	case errors.Is(err, store.ErrConflict):
+		return errorf(http.StatusConflict, CodeConflict, "the request conflicts with the stored session")
+	case errors.Is(err, errQueueFull):
+		return errorf(http.StatusTooManyRequests, CodeTooManyQueued,
+			"too many turns are queued for this session; retry when the current turn has finished")
+	case errors.Is(err, errShuttingDown):
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the gateway is shutting down")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the request was cancelled")
+	}
+	return &apiError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+}
+
+// writeError is the one place errors become responses. It logs once: 5xx
+// at error level with the underlying error, 4xx at debug.
+func (s *Server) writeError(c *gin.Context, err error) {
+	ae := toAPIError(err)
+	level := slog.LevelDebug
+	if ae.Status >= 500 {
+		level = slog.LevelError
+	}
+	s.log.Log(c.Request.Context(), level, "request failed", "method", c.Request.Method, "path", c.FullPath(),
+		"status", ae.Status, "code", ae.Code, "requestId", requestID(c), "err", err)
+	if c.Writer.Written() {
+		return // a stream already started; the error is in the stream
+	}
+	if c.GetString(errorFormatKey) == formatOpenAI {
+		writeOpenAIError(c, ae)
+		return
+	}
+	body := gin.H{"code": ae.Code, "message": ae.Message}
+	if ae.Details != nil {
+		body["errors"] = ae.Details
+	}
+	if ae.Status == http.StatusTooManyRequests {
+		c.Header("Retry-After", "1")
+	}
+	c.AbortWithStatusJSON(ae.Status, body)
+}
+
+// recovery replaces gin's recovery: a panic is logged with its value and
+// answered with a plain internal error, never a stack trace.
+func (s *Server) recovery() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				s.writeError(c, fmt.Errorf("handler panic: %v", r))
+				c.Abort()
+			}
+		}()
+		c.Next()
+	}
+}

@@ -1,0 +1,369 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/policy/ruleset"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// testGateway is a real gateway on httptest: the real engine, the
+// scripted model, a SQLite file and a rules directory from testdata.
+type testGateway struct {
+	t     *testing.T
+	cfg   *config.Config
+	srv   *Server
+	http  *httptest.Server
+	store *store.SQLite
+	// audit collects the audit log.
+	audit *bytes.Buffer
+	// key is the bearer key sent by do (empty: none).
+	key string
+}
+
+// testConfig is the embedded default config with the test's store and
+// rules, and no audit output.
+func testConfig(t *testing.T, rules string) *config.Config {
+	t.Helper()
+	cfg, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store.Path = filepath.Join(t.TempDir(), "turngate.db")
+	cfg.Rules.Dir = filepath.Join("testdata", "rules", rules)
+	cfg.Audit.Sink = config.SinkNone
+	return cfg
+}
+
+// startGateway starts a gateway for cfg; opts may set an Observer.
+func startGateway(t *testing.T, cfg *config.Config, opts Options) *testGateway {
+	t.Helper()
+	st, err := store.OpenSQLite(cfg.Store.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := ruleset.NewManager(cfg.Rules.Dir, ruleset.Options{}, discardLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	models, err := NewResolver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &testGateway{t: t, cfg: cfg, store: st, audit: &bytes.Buffer{}}
+	opts.Config, opts.Store, opts.Rules = cfg, st, rules
+	opts.Engine = engine.New(engine.Options{Models: models, Logger: discardLogger(), RetryBaseDelay: time.Millisecond})
+	opts.Logger = discardLogger()
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g.srv = srv
+	g.http = httptest.NewServer(srv.Handler())
+	t.Cleanup(g.close)
+	return g
+}
+
+func newTestGateway(t *testing.T, rules string, mods ...func(*config.Config)) *testGateway {
+	t.Helper()
+	cfg := testConfig(t, rules)
+	for _, m := range mods {
+		m(cfg)
+	}
+	return startGateway(t, cfg, Options{})
+}
+
+// close shuts the gateway down (idempotent).
+func (g *testGateway) close() {
+	if g.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.srv.Shutdown(ctx); err != nil {
+		g.t.Errorf("shutdown: %v", err)
+	}
+	g.http.Close()
+	g.store.Close()
+	g.srv = nil
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// do sends a request with body (a string or a value to encode as JSON).
+func (g *testGateway) do(method, path string, body any, headers ...string) *http.Response {
+	g.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, g.http.URL+path, r)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if g.key != "" {
+		req.Header.Set("Authorization", "Bearer "+g.key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return resp
+}
+
+// doJSON sends a request and decodes the JSON response, checking status.
+func (g *testGateway) doJSON(method, path string, body any, wantStatus int, out any, headers ...string) {
+	g.t.Helper()
+	resp := g.do(method, path, body, headers...)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != wantStatus {
+		g.t.Fatalf("%s %s: status %d, want %d: %s", method, path, resp.StatusCode, wantStatus, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			g.t.Fatalf("%s %s: decoding %s: %v", method, path, data, err)
+		}
+	}
+}
+
+// sseEvents reads an SSE body: the data payloads, and whether [DONE] came.
+func sseEvents(t *testing.T, r io.Reader) (payloads []string, done bool) {
+	t.Helper()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			done = true
+			continue
+		}
+		if done {
+			t.Errorf("event after [DONE]: %s", data)
+		}
+		payloads = append(payloads, data)
+	}
+	return payloads, done
+}
+
+// chunk is a UI message stream chunk, decoded loosely.
+type chunk map[string]any
+
+func (c chunk) str(k string) string { s, _ := c[k].(string); return s }
+
+// readUIStream reads a UI message stream response and checks it against
+// the protocol rules (protocols.md A.3-A.13).
+func readUIStream(t *testing.T, resp *http.Response) []chunk {
+	t.Helper()
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, data)
+	}
+	for k, v := range map[string]string{
+		"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "Connection": "keep-alive",
+		"X-Vercel-Ai-Ui-Message-Stream": "v1", "X-Accel-Buffering": "no",
+	} {
+		if got := resp.Header.Get(k); got != v {
+			t.Errorf("header %s = %q, want %q", k, got, v)
+		}
+	}
+	payloads, done := sseEvents(t, resp.Body)
+	if !done {
+		t.Error("stream did not end with data: [DONE]")
+	}
+	var chunks []chunk
+	for _, p := range payloads {
+		var c chunk
+		if err := json.Unmarshal([]byte(p), &c); err != nil {
+			t.Fatalf("chunk %s: %v", p, err)
+		}
+		chunks = append(chunks, c)
+	}
+	checkUIStream(t, chunks)
+	return chunks
+}
+
+// validFinish are the finishReason values the AI SDK accepts.
+var validFinish = map[string]bool{"stop": true, "length": true, "content-filter": true, "tool-calls": true,
+	"error": true, "interrupted": true, "other": true}
+
+// knownChunks are the chunk types the AI SDK's schema accepts (A.5).
+var knownChunks = map[string]bool{"start": true, "start-step": true, "finish-step": true, "text-start": true,
+	"text-delta": true, "text-end": true, "reasoning-start": true, "reasoning-delta": true, "reasoning-end": true,
+	"tool-input-start": true, "tool-input-delta": true, "tool-input-available": true, "tool-input-error": true,
+	"tool-output-available": true, "tool-output-error": true, "tool-output-denied": true, "finish": true,
+	"error": true, "abort": true, "message-metadata": true}
+
+// checkUIStream checks the protocol rules a useChat client relies on.
+func checkUIStream(t *testing.T, chunks []chunk) {
+	t.Helper()
+	if len(chunks) == 0 {
+		t.Fatal("empty stream")
+	}
+	if chunks[0].str("type") != "start" {
+		t.Errorf("first chunk is %v, want start", chunks[0])
+	}
+	openText := map[string]bool{}
+	openReasoning := map[string]bool{}
+	calls := map[string]bool{}
+	inStep := false
+	finished := false
+	for i, c := range chunks {
+		typ := c.str("type")
+		if !knownChunks[typ] && !strings.HasPrefix(typ, "data-") {
+			t.Errorf("chunk %d: unknown type %q", i, typ)
+		}
+		if finished {
+			t.Errorf("chunk %d (%s) after finish", i, typ)
+		}
+		switch typ {
+		case "start":
+			if i != 0 {
+				t.Errorf("chunk %d: start not first", i)
+			}
+		case "start-step":
+			if inStep {
+				t.Errorf("chunk %d: start-step inside a step", i)
+			}
+			inStep = true
+		case "finish-step":
+			if !inStep {
+				t.Errorf("chunk %d: finish-step outside a step", i)
+			}
+			inStep = false
+		case "text-start":
+			openText[c.str("id")] = true
+		case "text-delta":
+			if !openText[c.str("id")] {
+				t.Errorf("chunk %d: text-delta for unopened id %q", i, c.str("id"))
+			}
+		case "text-end":
+			if !openText[c.str("id")] {
+				t.Errorf("chunk %d: text-end for unopened id %q", i, c.str("id"))
+			}
+			delete(openText, c.str("id"))
+		case "reasoning-start":
+			openReasoning[c.str("id")] = true
+		case "reasoning-delta", "reasoning-end":
+			if !openReasoning[c.str("id")] {
+				t.Errorf("chunk %d: %s for unopened id %q", i, typ, c.str("id"))
+			}
+		case "tool-input-start", "tool-input-available", "tool-input-error":
+			calls[c.str("toolCallId")] = true
+		case "tool-input-delta":
+			if !calls[c.str("toolCallId")] {
+				t.Errorf("chunk %d: tool-input-delta before tool-input-start", i)
+			}
+		case "tool-output-available", "tool-output-error":
+			if !calls[c.str("toolCallId")] {
+				t.Errorf("chunk %d: %s for unknown call %q", i, typ, c.str("toolCallId"))
+			}
+		case "finish":
+			if r, ok := c["finishReason"]; ok && !validFinish[r.(string)] {
+				t.Errorf("chunk %d: invalid finishReason %v", i, r)
+			}
+			finished = true
+		}
+	}
+	if !finished {
+		t.Error("stream has no finish chunk")
+	}
+	if len(openText) > 0 && chunks[len(chunks)-1].str("finishReason") != "error" {
+		t.Errorf("text parts left open: %v", openText)
+	}
+}
+
+// types lists the chunk types in order.
+func types(chunks []chunk) []string {
+	out := make([]string, len(chunks))
+	for i, c := range chunks {
+		out[i] = c.str("type")
+	}
+	return out
+}
+
+// golden compares got with testdata/golden/name, rewriting it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// chatBody is a DefaultChatTransport body with one new user message.
+func chatBody(session, msgID, text string, extra ...any) map[string]any {
+	b := map[string]any{
+		"id":       session,
+		"messages": []any{map[string]any{"id": msgID, "role": "user", "parts": []any{map[string]any{"type": "text", "text": text}}}},
+		"trigger":  "submit-message",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		b[extra[i].(string)] = extra[i+1]
+	}
+	return b
+}
+
+// history returns a session's stored transcript.
+func (g *testGateway) history(agent, session string) []engine.UIMessage {
+	g.t.Helper()
+	var out struct {
+		Messages []engine.UIMessage `json:"messages"`
+	}
+	g.doJSON("GET", "/v1/agents/"+agent+"/sessions/"+session+"/messages", nil, http.StatusOK, &out)
+	return out.Messages
+}

@@ -1,0 +1,160 @@
+// Package metrics holds turngate's Prometheus collectors and the adapters
+// that feed them: an engine.Hooks observer, a policy.Recorder and an
+// instrumented engine.ModelResolver.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/policy"
+)
+
+// Metrics is one registry of turngate's collectors. Each gateway has its
+// own, so tests can run several gateways in one process.
+type Metrics struct {
+	registry        *prometheus.Registry
+	Turns           *prometheus.CounterVec
+	Steps           *prometheus.CounterVec
+	ToolCalls       *prometheus.CounterVec
+	HookEval        *prometheus.HistogramVec
+	RuleReloads     *prometheus.CounterVec
+	UpstreamSeconds *prometheus.HistogramVec
+	UpstreamErrors  *prometheus.CounterVec
+	ActiveStreams   prometheus.Gauge
+}
+
+// New returns Metrics registered on a fresh registry, with the Go runtime
+// and process collectors.
+func New() *Metrics {
+	const ns = "turngate"
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		Turns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "turns_total",
+			Help: "Turns by agent and final status (completed, error, aborted, skipped)."}, []string{"agent", "status"}),
+		Steps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "steps_total",
+			Help: "Model steps by agent."}, []string{"agent"}),
+		ToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tool_calls_total",
+			Help: "Tool calls by tool and decision (allow, rewrite, block, substitute, error, client)."}, []string{"tool", "decision"}),
+		HookEval: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "hook_eval_seconds",
+			Help: "Rule evaluation latency by hook.", Buckets: []float64{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5}}, []string{"hook"}),
+		RuleReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rule_reloads_total",
+			Help: "Rule reloads by result (success, failure, unchanged)."}, []string{"result"}),
+		UpstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_request_seconds",
+			Help: "Upstream model stream duration, from request to the end of the stream, by model.", Buckets: prometheus.DefBuckets}, []string{"model"}),
+		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_errors_total",
+			Help: "Upstream model failures by model."}, []string{"model"}),
+		ActiveStreams: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "active_streams",
+			Help: "HTTP responses currently streaming."}),
+	}
+	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.UpstreamSeconds,
+		m.UpstreamErrors, m.ActiveStreams, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Gatherer exposes the registry (for tests).
+func (m *Metrics) Gatherer() prometheus.Gatherer { return m.registry }
+
+// Record implements policy.Recorder: it observes the evaluation latency.
+func (m *Metrics) Record(r *policy.Record) {
+	m.HookEval.WithLabelValues(r.Hook).Observe(float64(r.DurationMicros) / 1e6)
+}
+
+// Hooks returns an observer that counts steps and tool calls. It changes
+// nothing in the turn.
+func (m *Metrics) Hooks() engine.Hooks { return observer{m: m} }
+
+type observer struct {
+	engine.NopHooks
+	m *Metrics
+}
+
+func (o observer) OnStepFinish(_ context.Context, s *engine.StepResult) {
+	o.m.Steps.WithLabelValues(s.Agent).Inc()
+}
+
+func (o observer) AfterToolCall(_ context.Context, rc *engine.ToolCallResultContext) {
+	o.m.ToolCalls.WithLabelValues(rc.ToolName, rc.Decision).Inc()
+}
+
+// Resolver wraps r so that every provider stream it resolves is timed and
+// its failures counted under the model name asked for.
+func (m *Metrics) Resolver(r engine.ModelResolver) engine.ModelResolver {
+	return resolver{next: r, m: m}
+}
+
+type resolver struct {
+	next engine.ModelResolver
+	m    *Metrics
+}
+
+func (r resolver) Resolve(model string) (engine.Provider, string, error) {
+	p, id, err := r.next.Resolve(model)
+	if err != nil {
+		return nil, "", err
+	}
+	return provider{next: p, m: r.m, model: model}, id, nil
+}
+
+type provider struct {
+	next  engine.Provider
+	m     *Metrics
+	model string
+}
+
+func (p provider) Stream(ctx context.Context, req *engine.ModelRequest) (engine.Stream, error) {
+	start := time.Now()
+	s, err := p.next.Stream(ctx, req)
+	if err != nil {
+		p.m.UpstreamSeconds.WithLabelValues(p.model).Observe(time.Since(start).Seconds())
+		if !errors.Is(err, context.Canceled) {
+			p.m.UpstreamErrors.WithLabelValues(p.model).Inc()
+		}
+		return nil, err
+	}
+	return &stream{Stream: s, p: p, start: start}, nil
+}
+
+// stream observes the duration once, when the stream ends or is closed.
+type stream struct {
+	engine.Stream
+	p     provider
+	start time.Time
+	done  bool
+}
+
+func (s *stream) Next() bool {
+	if s.Stream.Next() {
+		return true
+	}
+	s.finish()
+	return false
+}
+
+func (s *stream) Close() error {
+	s.finish()
+	return s.Stream.Close()
+}
+
+func (s *stream) finish() {
+	if s.done {
+		return
+	}
+	s.done = true
+	s.p.m.UpstreamSeconds.WithLabelValues(s.p.model).Observe(time.Since(s.start).Seconds())
+	if err := s.Stream.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		s.p.m.UpstreamErrors.WithLabelValues(s.p.model).Inc()
+	}
+}

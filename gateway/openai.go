@@ -1,0 +1,392 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/uistream"
+)
+
+// The OpenAI-compatible endpoint is stateless: the client sends the whole
+// history. The gateway runs such a turn on an ephemeral session that is
+// never stored, and trusts the history no further than that turn: the
+// principal comes from the API key, never from the body, and every tool
+// call of the turn still goes through beforeToolCall.
+
+// oaiRequest is the part of a chat completions request the gateway reads;
+// other fields (sampling, n, user, …) are accepted and ignored.
+type oaiRequest struct {
+	Model         string       `json:"model"`
+	Messages      []oaiMessage `json:"messages"`
+	Tools         []oaiTool    `json:"tools"`
+	Stream        bool         `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+type oaiMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []oaiToolCall   `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+}
+
+type oaiToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type oaiTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	} `json:"function"`
+}
+
+// text returns a message's content as text: a string, or the text parts of
+// an array.
+func (m oaiMessage) text() (string, error) {
+	if len(m.Content) == 0 || string(m.Content) == "null" {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(m.Content, &parts); err != nil {
+		return "", fmt.Errorf("content must be a string or an array of content parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String(), nil
+}
+
+// toUIMessages converts an OpenAI history to UI messages.
+func (r *oaiRequest) toUIMessages() ([]engine.UIMessage, error) {
+	var out []engine.UIMessage
+	toolPart := map[string][2]int{} // tool_call_id → (message, part)
+	for i, m := range r.Messages {
+		field := fmt.Sprintf("messages[%d]", i)
+		text, err := m.text()
+		if err != nil {
+			return nil, errField(field+".content", "%v", err)
+		}
+		id := fmt.Sprintf("oai_%d", i)
+		switch m.Role {
+		case "system", "developer":
+			out = append(out, engine.UIMessage{ID: id, Role: engine.RoleSystem, Parts: []engine.UIPart{{Type: engine.PartText, Text: text}}})
+		case "user":
+			out = append(out, engine.UIMessage{ID: id, Role: engine.RoleUser, Parts: []engine.UIPart{{Type: engine.PartText, Text: text}}})
+		case "assistant":
+			msg := engine.UIMessage{ID: id, Role: engine.RoleAssistant, Parts: []engine.UIPart{{Type: engine.PartStepStart}}}
+			if text != "" {
+				msg.Parts = append(msg.Parts, engine.UIPart{Type: engine.PartText, Text: text, State: engine.StateDone})
+			}
+			for j, tc := range m.ToolCalls {
+				if tc.ID == "" || tc.Function.Name == "" {
+					return nil, errField(fmt.Sprintf("%s.tool_calls[%d]", field, j), "id and function.name are required")
+				}
+				input := json.RawMessage(tc.Function.Arguments)
+				if !json.Valid(input) {
+					input, _ = json.Marshal(tc.Function.Arguments)
+				}
+				toolPart[tc.ID] = [2]int{len(out), len(msg.Parts)}
+				msg.Parts = append(msg.Parts, engine.UIPart{Type: engine.PartToolPrefix + tc.Function.Name,
+					ToolCallID: tc.ID, State: engine.ToolStateInputAvailable, Input: input})
+			}
+			out = append(out, msg)
+		case "tool":
+			at, ok := toolPart[m.ToolCallID]
+			if !ok {
+				return nil, errField(field+".tool_call_id", "names no earlier assistant tool call")
+			}
+			output := json.RawMessage(text)
+			if !json.Valid(output) {
+				output, _ = json.Marshal(text)
+			}
+			p := &out[at[0]].Parts[at[1]]
+			p.State, p.Output = engine.ToolStateOutputAvailable, output
+		default:
+			return nil, errField(field+".role", "must be system, developer, user, assistant or tool, not %q", m.Role)
+		}
+	}
+	return out, nil
+}
+
+// clientTools returns the request's tools as client tools, refusing names
+// that shadow the agent's server tools.
+func (r *oaiRequest) clientTools(serverTools []engine.Tool) ([]engine.Tool, error) {
+	server := map[string]bool{}
+	for _, t := range serverTools {
+		server[t.Name] = true
+	}
+	var out []engine.Tool
+	for i, t := range r.Tools {
+		field := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case t.Type != "function":
+			return nil, errField(field+".type", "only function tools are supported")
+		case t.Function.Name == "":
+			return nil, errField(field+".function.name", "is required")
+		case server[t.Function.Name]:
+			return nil, errField(field+".function.name", "%q is a server tool of this agent", t.Function.Name)
+		}
+		out = append(out, engine.Tool{ToolInfo: engine.ToolInfo{Name: t.Function.Name, Description: t.Function.Description,
+			InputSchema: t.Function.Parameters, Kind: engine.ToolKindClient}})
+	}
+	return out, nil
+}
+
+// chatCompletions serves POST /v1/chat/completions; model names an agent.
+func (s *Server) chatCompletions(c *gin.Context) error {
+	data, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req oaiRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return jsonError(err)
+	}
+	ag, ok := s.agents[req.Model]
+	if !ok {
+		return &apiError{Status: http.StatusNotFound, Code: "model_not_found",
+			Message: fmt.Sprintf("The model `%s` does not exist: model names an agent of this gateway.", req.Model)}
+	}
+	if len(req.Messages) == 0 {
+		return errField("messages", "at least one message is required")
+	}
+	if len(req.Messages) > s.cfg.Limits.MaxMessages {
+		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), s.cfg.Limits.MaxMessages)
+	}
+	history, err := req.toUIMessages()
+	if err != nil {
+		return err
+	}
+	if l := history[len(history)-1]; l.Role != engine.RoleUser && l.Role != engine.RoleAssistant {
+		return errField("messages", "the last message must be a user or tool message")
+	}
+	tools, err := req.clientTools(s.agentTools(ag))
+	if err != nil {
+		return err
+	}
+	enc := newOAIEncoder(req.Model, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+	in := &turnInput{
+		agent: ag, principal: principal(c), sessionID: newID("oai_"), entry: engine.EntryOpenAI,
+		requestID: requestID(c), ephemeral: true, bounded: true, extraTools: tools,
+		prepare: func(context.Context, *transcript) (*plan, error) { return &plan{}, nil },
+	}
+	in.prepare = func(_ context.Context, tx *transcript) (*plan, error) {
+		tx.messages = history
+		return &plan{}, nil
+	}
+	if req.Stream {
+		in.onEvent = enc.event
+	}
+	t, err := s.begin(c.Request.Context(), in)
+	if err != nil {
+		return err
+	}
+	if !req.Stream {
+		if err := t.wait(c.Request.Context()); err != nil {
+			t.cancel()
+			return err
+		}
+		if t.result.Status == engine.StatusError {
+			c.Header("x-should-retry", "false")
+			return &apiError{Status: http.StatusBadGateway, Code: "server_error", Message: t.result.Error}
+		}
+		c.JSON(http.StatusOK, enc.completion(t.result))
+		return nil
+	}
+	go func() {
+		select {
+		case <-t.done:
+		case <-c.Request.Context().Done():
+			t.cancel() // nobody can resume an ephemeral turn
+			<-t.done
+		}
+		enc.end(t.result)
+	}()
+	s.metrics.ActiveStreams.Inc()
+	defer s.metrics.ActiveStreams.Dec()
+	h := c.Writer.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	c.Status(http.StatusOK)
+	_ = enc.buf.Follow(c.Request.Context(), c.Writer)
+	return nil
+}
+
+// oaiEncoder translates engine events to chat.completion.chunk frames
+// (protocols.md B.1): the role on the first chunk, content deltas, the
+// pending client tool calls as tool_calls fragments, finish_reason, the
+// usage chunk when asked for, then [DONE].
+type oaiEncoder struct {
+	id      string
+	created int64
+	model   string
+	usage   bool
+	buf     *uistream.Buffer
+	// texts counts text blocks seen, to separate blocks of later steps.
+	texts   int
+	started bool
+}
+
+func newOAIEncoder(model string, usage bool) *oaiEncoder {
+	return &oaiEncoder{id: newID("chatcmpl-"), created: time.Now().Unix(), model: model, usage: usage, buf: uistream.NewBuffer()}
+}
+
+// chunk appends one chunk with the given choice delta and finish reason.
+func (e *oaiEncoder) chunk(delta map[string]any, finish *string) {
+	choice := map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}
+	e.frame(map[string]any{"choices": []any{choice}})
+}
+
+func (e *oaiEncoder) frame(fields map[string]any) {
+	fields["id"], fields["object"], fields["created"], fields["model"] = e.id, "chat.completion.chunk", e.created, e.model
+	if e.usage {
+		if _, ok := fields["usage"]; !ok {
+			fields["usage"] = nil
+		}
+	}
+	if f, err := uistream.Frame(fields); err == nil {
+		e.buf.Append(f)
+	}
+}
+
+func (e *oaiEncoder) start() {
+	if !e.started {
+		e.started = true
+		e.chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	}
+}
+
+// event handles one engine event (called from the turn goroutine).
+func (e *oaiEncoder) event(ev engine.Event) {
+	e.start()
+	switch ev.Type {
+	case engine.EventTextStart:
+		if e.texts > 0 {
+			e.chunk(map[string]any{"content": "\n\n"}, nil)
+		}
+		e.texts++
+	case engine.EventTextDelta:
+		if ev.Delta != "" {
+			e.chunk(map[string]any{"content": ev.Delta}, nil)
+		}
+	}
+}
+
+// end appends the tool calls, finish and usage chunks after the turn.
+func (e *oaiEncoder) end(res *engine.TurnResult) {
+	defer e.buf.Close()
+	e.start()
+	if res.Status == engine.StatusError {
+		e.buf.Append(mustFrame(map[string]any{"error": map[string]any{"message": res.Error, "type": "server_error", "param": nil, "code": nil}}))
+		return
+	}
+	for i, tc := range res.PendingToolCalls {
+		e.chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": tc.ToolCallID, "type": "function",
+			"function": map[string]any{"name": tc.ToolName, "arguments": string(tc.Input)}}}}, nil)
+	}
+	reason := oaiFinishReason(res)
+	e.chunk(map[string]any{}, &reason)
+	if e.usage {
+		e.frame(map[string]any{"choices": []any{}, "usage": oaiUsage(res.Usage)})
+	}
+}
+
+func mustFrame(v any) []byte {
+	f, _ := uistream.Frame(v)
+	return f
+}
+
+// completion is the non-streaming response.
+func (e *oaiEncoder) completion(res *engine.TurnResult) map[string]any {
+	var texts []string
+	for _, p := range res.Message.Parts {
+		if p.Type == engine.PartText && p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	msg := map[string]any{"role": "assistant", "content": strings.Join(texts, "\n\n"), "refusal": nil}
+	if len(res.PendingToolCalls) > 0 {
+		calls := make([]any, len(res.PendingToolCalls))
+		for i, tc := range res.PendingToolCalls {
+			calls[i] = map[string]any{"id": tc.ToolCallID, "type": "function",
+				"function": map[string]any{"name": tc.ToolName, "arguments": string(tc.Input)}}
+		}
+		msg["tool_calls"] = calls
+	}
+	return map[string]any{
+		"id": e.id, "object": "chat.completion", "created": e.created, "model": e.model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": oaiFinishReason(res)}},
+		"usage":   oaiUsage(res.Usage),
+	}
+}
+
+func oaiUsage(u engine.Usage) map[string]any {
+	return map[string]any{"prompt_tokens": u.InputTokens, "completion_tokens": u.OutputTokens, "total_tokens": u.TotalTokens}
+}
+
+// oaiFinishReason maps a turn's end to OpenAI's finish_reason.
+func oaiFinishReason(res *engine.TurnResult) string {
+	if len(res.PendingToolCalls) > 0 {
+		return "tool_calls"
+	}
+	switch res.FinishReason {
+	case engine.FinishLength:
+		return "length"
+	case engine.FinishContentFilter:
+		return "content_filter"
+	}
+	return "stop"
+}
+
+// writeOpenAIError writes ae as OpenAI's error body. Errors that a retry
+// cannot fix carry x-should-retry: false, so the SDKs do not retry them.
+func writeOpenAIError(c *gin.Context, ae *apiError) {
+	typ := "invalid_request_error"
+	switch {
+	case ae.Status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case ae.Status == http.StatusForbidden:
+		typ = "permission_error"
+	case ae.Status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case ae.Status >= 500:
+		typ = "server_error"
+	}
+	if ae.Status != http.StatusTooManyRequests && ae.Status != http.StatusServiceUnavailable {
+		c.Header("x-should-retry", "false")
+	}
+	var param any
+	if ae.Code == "model_not_found" {
+		param = "model"
+	}
+	c.AbortWithStatusJSON(ae.Status, gin.H{"error": gin.H{"message": ae.Message, "type": typ, "param": param, "code": ae.Code}})
+}

@@ -1,0 +1,331 @@
+// Package gateway is turngate's HTTP face: it serves the AI SDK UI message
+// stream chat protocol, the programmatic entry paths (saveMessages,
+// submitMessages, continueLastTurn, cancel, history), an OpenAI-compatible
+// chat completions endpoint and the admin API, and drives the engine with
+// the live rule revision for every turn.
+//
+// The stored transcript is the source of truth: from a request the gateway
+// takes only a new user message, an edit of an earlier user message, a
+// regenerate, and outputs for the client tool calls it is waiting for.
+//
+// One turn runs per session at a time. A request for a session whose turn is
+// running queues behind it; when MaxQueuedTurnsPerSession requests already
+// wait, the gateway answers 429 too_many_queued_turns (with Retry-After).
+// onChatResponse observers run after the assistant message is persisted
+// and after the session's turn lock is released.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/engine/tools/mcptool"
+	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/metrics"
+	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/gateway/uistream"
+	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/ruleset"
+)
+
+func init() {
+	// gin's debug mode prints every route at startup; the gateway logs
+	// through slog instead.
+	gin.SetMode(gin.ReleaseMode)
+}
+
+// Options are the gateway's dependencies, built and owned by the caller
+// (cmd/turngate wires them explicitly).
+type Options struct {
+	// Config is the validated configuration (limits, agents, tools, auth).
+	Config *config.Config
+	// Engine runs turns. Required.
+	Engine *engine.Engine
+	// Store persists sessions. Required.
+	Store store.Store
+	// Rules serves the live rule revision. Required.
+	Rules *ruleset.Manager
+	// MCP serves the tools of the configured MCP servers; nil when none.
+	// The caller starts and closes it.
+	MCP *mcptool.Manager
+	// Audit receives decision records and turn outcomes; nil discards them.
+	Audit *audit.Log
+	// Metrics receives the gateway's metrics; nil makes a private registry.
+	Metrics *metrics.Metrics
+	// Observer, if set, observes every turn after the rule hooks (its
+	// decision hooks run too). Its OnChatResponse runs after the assistant
+	// message is persisted and the turn lock released.
+	Observer engine.Hooks
+	Logger   *slog.Logger
+}
+
+// agent is one configured agent, ready to run.
+type agent struct {
+	name   string
+	model  string
+	system string
+	// toolNames are resolved per turn (MCP servers' tools can change).
+	toolNames []string
+	defaults  engine.TurnConfig
+}
+
+// Server is the gateway. Create it with New, serve Handler, call Start to
+// run the submission workers and Shutdown to stop.
+type Server struct {
+	cfg           *config.Config
+	engine        *engine.Engine
+	store         store.Store
+	rules         *ruleset.Manager
+	audit         *audit.Log
+	metrics       *metrics.Metrics
+	log           *slog.Logger
+	auth          *authenticator
+	agents        map[string]*agent
+	locks         *sessionLocks
+	streams       *uistream.Registry
+	recorder      policy.Recorder
+	observers     engine.Hooks
+	failurePolicy ruleset.FailurePolicy
+	handler       http.Handler
+	tools         map[string]engine.Tool
+	mcp           *mcptool.Manager
+
+	// baseCtx is every turn's parent; baseCancel aborts all turns.
+	baseCtx    context.Context
+	baseCancel context.CancelFunc
+	closing    atomic.Bool
+	turns      sync.WaitGroup
+
+	mu     sync.Mutex
+	active map[string]*turn
+
+	subs *submissions
+}
+
+// New returns a Server for opts.
+func New(opts Options) (*Server, error) {
+	if opts.Config == nil || opts.Engine == nil || opts.Store == nil || opts.Rules == nil {
+		return nil, errors.New("gateway: Config, Engine, Store and Rules are required")
+	}
+	s := &Server{
+		cfg:     opts.Config,
+		engine:  opts.Engine,
+		store:   opts.Store,
+		rules:   opts.Rules,
+		audit:   opts.Audit,
+		metrics: opts.Metrics,
+		log:     opts.Logger,
+		locks:   newSessionLocks(opts.Config.Limits.MaxQueuedTurnsPerSession),
+		streams: uistream.NewRegistry(),
+		active:  map[string]*turn{},
+		mcp:     opts.MCP,
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.audit == nil {
+		s.audit = audit.New(discard{}, nil, s.log)
+	}
+	if s.metrics == nil {
+		s.metrics = metrics.New()
+	}
+	if opts.Config.Rules.FailOpen {
+		s.failurePolicy = ruleset.FailOpen
+	}
+	s.recorder = policy.RecorderFunc(func(r *policy.Record) {
+		s.audit.Record(r)
+		s.metrics.Record(r)
+	})
+	s.observers = engine.Compose(s.metrics.Hooks(), opts.Observer)
+	var err error
+	if s.auth, err = newAuthenticator(opts.Config.Auth.APIKeys); err != nil {
+		return nil, err
+	}
+	if s.tools, err = s.buildTools(opts.Config, opts.MCP); err != nil {
+		return nil, err
+	}
+	s.agents = buildAgents(opts.Config)
+	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
+	s.subs = newSubmissions(s)
+	s.handler = s.routes()
+	return s, nil
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// buildAgents makes the runnable agents of cfg.
+func buildAgents(cfg *config.Config) map[string]*agent {
+	agents := map[string]*agent{}
+	for _, a := range cfg.Agents {
+		d := engine.TurnConfig{
+			Temperature: a.Temperature, TopP: a.TopP, MaxOutputTokens: a.MaxOutputTokens,
+			SendReasoning: a.SendReasoning, MaxRetries: a.MaxRetries,
+		}
+		if a.MaxSteps > 0 {
+			d.MaxSteps = new(a.MaxSteps)
+		}
+		agents[a.Name] = &agent{name: a.Name, model: a.Model, system: a.System, toolNames: a.Tools, defaults: d}
+	}
+	return agents
+}
+
+// Handler returns the gateway's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start requeues the submissions a previous process left running and starts
+// the submission workers. They stop at Shutdown.
+func (s *Server) Start(ctx context.Context) error {
+	return s.subs.start(ctx)
+}
+
+// Shutdown stops admitting turns and claiming submissions, lets in-flight
+// turns finish until ctx is done, then cancels them: they end aborted with
+// their partial messages persisted. It returns once every turn has ended.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	s.subs.stop()
+	done := make(chan struct{})
+	go func() { s.turns.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.baseCancel()
+		<-done
+	}
+	s.baseCancel()
+	s.subs.wait()
+	return err
+}
+
+// Cancel aborts the in-flight turn of tenant's session; it reports whether
+// one was running.
+func (s *Server) cancelTurn(tenant, sessionID string) bool {
+	s.mu.Lock()
+	t := s.active[sessionKey(tenant, sessionID)]
+	s.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	t.cancel()
+	return true
+}
+
+// routes builds the gin engine.
+func (s *Server) routes() http.Handler {
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(s.recovery(), s.requestIDMiddleware, s.limitBody)
+	r.NoRoute(s.handle(func(c *gin.Context) error {
+		return errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s", c.Request.Method, c.Request.URL.Path)
+	}))
+	r.NoMethod(s.handle(func(c *gin.Context) error {
+		return errorf(http.StatusMethodNotAllowed, "method_not_allowed", "method %s is not allowed here", c.Request.Method)
+	}))
+
+	r.GET("/healthz", s.handle(s.healthz))
+	r.GET("/readyz", s.handle(s.readyz))
+	r.GET("/metrics", gin.WrapH(s.metrics.Handler()))
+
+	v1 := r.Group("/v1", s.authenticate)
+	ag := v1.Group("/agents/:agent")
+	ag.POST("/chat", s.handle(s.chat))
+	ag.GET("/chat/:id/stream", s.handle(s.resumeStream))
+	ag.POST("/sessions/:id/messages", s.handle(s.saveMessages))
+	ag.GET("/sessions/:id/messages", s.handle(s.history))
+	ag.POST("/sessions/:id/continue", s.handle(s.continueLastTurn))
+	ag.POST("/sessions/:id/cancel", s.handle(s.cancel))
+	ag.GET("/sessions/:id/submissions/:sid", s.handle(s.submissionStatus))
+
+	oai := r.Group("/v1", func(c *gin.Context) { c.Set(errorFormatKey, formatOpenAI) }, s.authenticate)
+	oai.POST("/chat/completions", s.handle(s.chatCompletions))
+
+	admin := v1.Group("/admin", s.requireAdmin)
+	admin.GET("/rules", s.handle(s.rulesStatus))
+	admin.POST("/rules/reload", s.handle(s.rulesReload))
+	admin.POST("/rules/eval", s.handle(s.rulesEval))
+	return r
+}
+
+// requestIDHeader carries the request id both ways.
+const requestIDHeader = "X-Request-Id"
+
+const requestIDKey = "turngate.requestId"
+
+// requestIDMiddleware takes a well-formed X-Request-Id or makes one, and
+// echoes it.
+func (s *Server) requestIDMiddleware(c *gin.Context) {
+	id := c.GetHeader(requestIDHeader)
+	if !validID(id) {
+		id = newID("req_")
+	}
+	c.Set(requestIDKey, id)
+	c.Header(requestIDHeader, id)
+	c.Next()
+}
+
+func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
+
+// limitBody caps every request body at Limits.MaxBodyBytes.
+func (s *Server) limitBody(c *gin.Context) {
+	if c.Request.Body != nil {
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.Limits.MaxBodyBytes)
+	}
+	c.Next()
+}
+
+// agentOf returns the route's agent or a 404.
+func (s *Server) agentOf(c *gin.Context) (*agent, error) {
+	name := c.Param("agent")
+	a, ok := s.agents[name]
+	if !ok {
+		return nil, errorf(http.StatusNotFound, CodeAgentNotFound, "no agent named %q", name)
+	}
+	return a, nil
+}
+
+// healthz reports that the process serves HTTP.
+func (s *Server) healthz(c *gin.Context) error {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+	return nil
+}
+
+// readyzTimeout bounds the readiness probe's store check.
+const readyzTimeout = 2 * time.Second
+
+// readyz reports whether the store answers and a rule revision is live.
+func (s *Server) readyz(c *gin.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), readyzTimeout)
+	defer cancel()
+	checks := gin.H{"store": "ok", "rules": "ok"}
+	ready := true
+	if _, err := s.store.GetSession(ctx, "\x00readyz", "\x00readyz"); err != nil && !errors.Is(err, store.ErrNotFound) {
+		checks["store"], ready = "unreachable", false
+	}
+	if s.rules.Current() == nil {
+		checks["rules"], ready = "not loaded", false
+	}
+	if s.closing.Load() {
+		ready = false
+		checks["shutdown"] = "in progress"
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	c.JSON(status, gin.H{"ready": ready, "checks": checks})
+	return nil
+}

@@ -1,0 +1,141 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/store"
+)
+
+// submissionRequest is what a submission stores: the trusted user messages
+// (ids assigned, so a replay after a restart recognises applied ones), the
+// custom body and the principal it was accepted for.
+type submissionRequest struct {
+	Messages  []engine.UIMessage `json:"messages"`
+	Body      map[string]any     `json:"body,omitempty"`
+	Principal engine.Principal   `json:"principal"`
+}
+
+// submissionPoll is the workers' backstop poll; new and finished
+// submissions wake them at once.
+const submissionPoll = time.Second
+
+// submissions is the worker pool that drains durable submissions, each
+// session's in order.
+type submissions struct {
+	s      *Server
+	wake   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newSubmissions(s *Server) *submissions {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &submissions{s: s, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+}
+
+// notify wakes one idle worker.
+func (w *submissions) notify() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// start requeues submissions a dead process left running, then starts the
+// workers.
+func (w *submissions) start(ctx context.Context) error {
+	n, err := w.s.store.RequeueRunning(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		w.s.log.Info("requeued interrupted submissions", "count", n)
+	}
+	for range w.s.cfg.Limits.SubmissionWorkers {
+		w.wg.Add(1)
+		go w.loop()
+	}
+	w.notify()
+	return nil
+}
+
+// stop makes the workers stop claiming; running turns finish (or are
+// aborted by Shutdown).
+func (w *submissions) stop() { w.cancel() }
+
+// wait waits for the workers to exit.
+func (w *submissions) wait() { w.wg.Wait() }
+
+func (w *submissions) loop() {
+	defer w.wg.Done()
+	ticker := time.NewTicker(submissionPoll)
+	defer ticker.Stop()
+	for {
+		if w.ctx.Err() != nil {
+			return
+		}
+		sub, err := w.s.store.ClaimSubmission(w.ctx)
+		switch {
+		case err == nil:
+			w.run(sub)
+			w.notify() // the session's next submission may now be claimable
+			continue
+		case !errors.Is(err, store.ErrNotFound) && w.ctx.Err() == nil:
+			w.s.log.Error("claiming submission", "err", err)
+		}
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-w.wake:
+		case <-ticker.C:
+		}
+	}
+}
+
+// run runs one claimed submission and records its outcome. A turn that
+// the shutdown aborts is left running in the store, so the next process
+// requeues it.
+func (w *submissions) run(sub *store.Submission) {
+	s := w.s
+	ctx := context.WithoutCancel(w.ctx)
+	finish := func(status string, result any) {
+		raw, _ := json.Marshal(result)
+		if err := s.store.FinishSubmission(ctx, sub.ID, status, raw); err != nil {
+			s.log.Error("finishing submission", "submission", sub.ID, "err", err)
+		}
+	}
+	var req submissionRequest
+	if err := json.Unmarshal(sub.Request, &req); err != nil {
+		finish(store.StatusError, map[string]string{"error": "stored request is unreadable"})
+		return
+	}
+	ag, ok := s.agents[sub.Agent]
+	if !ok {
+		finish(store.StatusError, map[string]string{"error": "agent " + sub.Agent + " is no longer configured"})
+		return
+	}
+	req.Principal.Tenant = sub.Tenant
+	t, err := s.begin(ctx, &turnInput{
+		agent: ag, principal: req.Principal, sessionID: sub.SessionID, entry: engine.EntrySubmitMessages,
+		requestID: "sub_" + sub.ID, create: true, body: req.Body, setBody: true,
+		prepare: appendPlan(req.Messages, true),
+	})
+	if err != nil {
+		if errors.Is(err, errShuttingDown) {
+			return // stays running; requeued at the next start
+		}
+		finish(store.StatusError, map[string]string{"error": toAPIError(err).Message})
+		return
+	}
+	_ = t.wait(ctx)
+	if t.status == engine.StatusAborted && s.closing.Load() {
+		return // interrupted by shutdown: requeued at the next start
+	}
+	finish(t.status, newTurnResponse(t))
+}

@@ -1,0 +1,100 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/engine/tools"
+	"github.com/turngate/turngate/engine/tools/agenttool"
+	"github.com/turngate/turngate/engine/tools/mcptool"
+	"github.com/turngate/turngate/gateway/config"
+)
+
+// buildTools builds the configured tools: builtins here, every other kind
+// through tools.Build (sub-agent tools run through s).
+func (s *Server) buildTools(cfg *config.Config, mcp *mcptool.Manager) (map[string]engine.Tool, error) {
+	out := map[string]engine.Tool{}
+	var rest []tools.Config
+	var errs []error
+	for _, t := range cfg.Tools {
+		if t.Builtin == "" {
+			rest = append(rest, t.Config)
+			continue
+		}
+		ex, ok := builtins[t.Builtin]
+		if !ok {
+			errs = append(errs, fmt.Errorf("tool %q: unknown builtin %q", t.Name, t.Builtin))
+			continue
+		}
+		var schema json.RawMessage
+		if t.InputSchema != nil {
+			raw, err := json.Marshal(t.InputSchema)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("tool %q: inputSchema: %w", t.Name, err))
+				continue
+			}
+			schema = raw
+		} else {
+			schema = tools.DefaultInputSchema
+		}
+		out[t.Name] = engine.Tool{
+			ToolInfo: engine.ToolInfo{Name: t.Name, Description: t.Description, InputSchema: schema, Kind: engine.ToolKindBuiltin},
+			Executor: ex, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
+		}
+	}
+	built, err := tools.Build(rest, tools.Deps{MCP: mcp, Agents: &agenttool.EngineRunner{Engine: s.engine, Template: s.subAgentTemplate}})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, t := range built {
+		out[t.Name] = t
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("building tools: %w", err)
+	}
+	return out, nil
+}
+
+// agentTools returns ag's tools for one turn: configured tools, and tools
+// of MCP servers as they are listed now.
+func (s *Server) agentTools(ag *agent) []engine.Tool {
+	out := make([]engine.Tool, 0, len(ag.toolNames))
+	var listed map[string]engine.Tool
+	for _, name := range ag.toolNames {
+		if t, ok := s.tools[name]; ok {
+			out = append(out, t)
+			continue
+		}
+		if listed == nil && s.mcp != nil {
+			listed = map[string]engine.Tool{}
+			for _, t := range s.mcp.Tools() {
+				listed[t.Name] = t
+			}
+		}
+		if t, ok := listed[name]; ok {
+			out = append(out, t)
+		} else {
+			s.log.Warn("agent tool is not available", "agent", ag.name, "tool", name)
+		}
+	}
+	return out
+}
+
+// subAgentTemplate is the turn template of a sub-agent: its own model,
+// prompt, tools and defaults, the live rules and the gateway's observers.
+// Sub-agent turns are not stored; their decisions are audited.
+func (s *Server) subAgentTemplate(name string) (engine.TurnRequest, error) {
+	ag, ok := s.agents[name]
+	if !ok {
+		return engine.TurnRequest{}, fmt.Errorf("no agent named %q", name)
+	}
+	return engine.TurnRequest{
+		Model:    ag.model,
+		System:   ag.system,
+		Tools:    s.agentTools(ag),
+		Defaults: ag.defaults,
+		Hooks:    engine.Compose(s.rules.Current().Hooks(s.recorder, s.failurePolicy), s.observers),
+	}, nil
+}

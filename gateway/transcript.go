@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/store"
+)
+
+// transcript is a session's stored messages, loaded under the session's
+// turn lock. Its methods change the store and the local copy together; an
+// ephemeral transcript (OpenAI-compatible turns) has no store.
+type transcript struct {
+	st       store.Store
+	tenant   string
+	session  string
+	messages []engine.UIMessage
+}
+
+// last returns the last message, or nil.
+func (t *transcript) last() *engine.UIMessage {
+	if len(t.messages) == 0 {
+		return nil
+	}
+	return &t.messages[len(t.messages)-1]
+}
+
+// index returns the position of message id, or -1.
+func (t *transcript) index(id string) int {
+	for i := range t.messages {
+		if t.messages[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (t *transcript) append(ctx context.Context, m engine.UIMessage) error {
+	if t.st != nil {
+		if err := t.st.AppendMessage(ctx, t.tenant, t.session, m); err != nil {
+			return err
+		}
+	}
+	t.messages = append(t.messages, m)
+	return nil
+}
+
+// upsert replaces the message with m.ID in place, or appends m.
+func (t *transcript) upsert(ctx context.Context, m engine.UIMessage) error {
+	if t.st != nil {
+		if err := t.st.UpsertMessage(ctx, t.tenant, t.session, m); err != nil {
+			return err
+		}
+	}
+	if i := t.index(m.ID); i >= 0 {
+		t.messages[i] = m
+	} else {
+		t.messages = append(t.messages, m)
+	}
+	return nil
+}
+
+// truncateAfter drops every message after id, and id itself when inclusive.
+func (t *transcript) truncateAfter(ctx context.Context, id string, inclusive bool) error {
+	i := t.index(id)
+	if i < 0 {
+		return store.ErrNotFound
+	}
+	if t.st != nil {
+		if err := t.st.TruncateAfter(ctx, t.tenant, t.session, id, inclusive); err != nil {
+			return err
+		}
+	}
+	if inclusive {
+		t.messages = t.messages[:i]
+	} else {
+		t.messages = t.messages[:i+1]
+	}
+	return nil
+}

@@ -1,0 +1,354 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/gateway/uistream"
+)
+
+// errShuttingDown refuses new turns once shutdown began; it maps to 503.
+var errShuttingDown = errors.New("gateway is shutting down")
+
+// StatusSkipped is the status of a turn that did not run: continueLastTurn
+// without an assistant message to continue, or a resubmission that carries
+// nothing new (the A.8 guard).
+const StatusSkipped = "skipped"
+
+// persistTimeout bounds the store writes after a turn; they run on a
+// context detached from the turn's, so an aborted turn still persists.
+const persistTimeout = 10 * time.Second
+
+// turnInput is what an entry path hands the turn pipeline.
+type turnInput struct {
+	agent     *agent
+	principal engine.Principal
+	sessionID string
+	entry     string
+	requestID string
+	// create makes the session when it does not exist; otherwise a missing
+	// session is a 404.
+	create bool
+	// body, when setBody, is the request's custom body: it becomes
+	// TurnContext.body and the session's stored last body. Otherwise the
+	// stored last body is used.
+	body    map[string]any
+	setBody bool
+	// bounded makes the lock wait fail with errQueueFull when the session's
+	// queue is full (HTTP requests); workers wait without bound.
+	bounded bool
+	// ephemeral turns (OpenAI-compatible) have no stored session: prepare
+	// fills the transcript and nothing is persisted.
+	ephemeral bool
+	// prepare changes the transcript under the turn lock (persisting the
+	// request's user message before the model runs) and returns the plan.
+	prepare func(ctx context.Context, tx *transcript) (*plan, error)
+	// extraTools are per-request tools (OpenAI client tools).
+	extraTools []engine.Tool
+	// onEvent also receives every event (the OpenAI encoder).
+	onEvent func(engine.Event)
+}
+
+// plan is what prepare decided.
+type plan struct {
+	// skip, when set, runs no model turn; the response is guardFrames.
+	skip bool
+	// skipMessageID is the message id the skipped response names.
+	skipMessageID string
+	continuation  bool
+	// messageID is the assistant message id (the continued one on
+	// continuations).
+	messageID string
+	// entry overrides the input's entry path (tool results in chat).
+	entry string
+}
+
+// turn is one admitted turn: running, or already done when skipped.
+type turn struct {
+	requestID string
+	key       string
+	buf       *uistream.Buffer
+	done      chan struct{}
+	cancel    context.CancelFunc
+	// result and status are set before done is closed.
+	result *engine.TurnResult
+	status string
+}
+
+// wait waits for the turn to end or ctx to be done.
+func (t *turn) wait(ctx context.Context) error {
+	select {
+	case <-t.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func sessionKey(tenant, sessionID string) string { return tenant + "\x00" + sessionID }
+
+// newID returns a fresh id with prefix.
+func newID(prefix string) string { return prefix + uuid.NewString() }
+
+// begin admits a turn: it takes the session's turn lock (queueing behind a
+// running turn), loads the stored transcript, lets in.prepare apply the
+// request, and starts the model turn on a context detached from the
+// request's, so a client that disconnects does not stop it. Errors before
+// the model starts are returned (and become JSON errors); after that,
+// everything is in the turn's stream and result.
+func (s *Server) begin(ctx context.Context, in *turnInput) (*turn, error) {
+	if s.closing.Load() {
+		return nil, errShuttingDown
+	}
+	key := sessionKey(in.principal.Tenant, in.sessionID)
+	release, err := s.locks.acquire(ctx, key, in.bounded)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.admit(ctx, in, key, release)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return t, nil
+}
+
+// admit runs under the turn lock; on success the lock passes to the turn.
+func (s *Server) admit(ctx context.Context, in *turnInput, key string, release func()) (*turn, error) {
+	if s.closing.Load() {
+		return nil, errShuttingDown
+	}
+	tx := &transcript{tenant: in.principal.Tenant, session: in.sessionID}
+	body := in.body
+	if !in.ephemeral {
+		tx.st = s.store
+		sess, err := s.session(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		if in.setBody {
+			if err := s.store.SetLastBody(ctx, in.principal.Tenant, in.sessionID, encodeBody(in.body)); err != nil {
+				return nil, fmt.Errorf("storing request body: %w", err)
+			}
+		} else if len(sess.LastBody) > 0 {
+			_ = json.Unmarshal(sess.LastBody, &body)
+		}
+		if tx.messages, err = s.store.Messages(ctx, in.principal.Tenant, in.sessionID); err != nil {
+			return nil, fmt.Errorf("loading transcript: %w", err)
+		}
+	}
+	p, err := in.prepare(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	t := &turn{requestID: in.requestID, key: key, done: make(chan struct{})}
+	if p.skip {
+		t.buf = uistream.NewBuffer()
+		for _, ev := range guardEvents(p.skipMessageID) {
+			frame, _ := uistream.Frame(ev)
+			t.buf.Append(frame)
+		}
+		t.buf.Close()
+		t.status = StatusSkipped
+		t.result = &engine.TurnResult{Status: StatusSkipped, Message: engine.UIMessage{ID: p.skipMessageID, Role: engine.RoleAssistant, Parts: []engine.UIPart{}}}
+		release()
+		close(t.done)
+		s.metrics.Turns.WithLabelValues(in.agent.name, StatusSkipped).Inc()
+		return t, nil
+	}
+	if p.entry != "" {
+		in.entry = p.entry
+	}
+	if p.messageID == "" {
+		p.messageID = newID("msg_")
+	}
+	in.body = body
+	t.buf = s.streams.Start(key)
+	runCtx, cancel := context.WithTimeout(s.baseCtx, s.cfg.Limits.TurnTimeout)
+	t.cancel = cancel
+	s.mu.Lock()
+	s.active[key] = t
+	s.mu.Unlock()
+	s.turns.Add(1)
+	go s.run(runCtx, t, in, p, tx.messages, release)
+	return t, nil
+}
+
+// session loads (or creates) the input's session, answering 404 for a
+// session of another agent as for a missing one.
+func (s *Server) session(ctx context.Context, in *turnInput) (*store.Session, error) {
+	var sess *store.Session
+	var err error
+	if in.create {
+		sess, _, err = s.store.GetOrCreateSession(ctx, in.principal.Tenant, in.agent.name, in.sessionID)
+	} else {
+		sess, err = s.store.GetSession(ctx, in.principal.Tenant, in.sessionID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sess.Agent != in.agent.name {
+		return nil, errSessionNotFound
+	}
+	return sess, nil
+}
+
+// guardEvents is the response of a skipped turn: a start naming the last
+// assistant message (so the client does not add one) and a finish with
+// finishReason "interrupted", the one reason that stops useChat's
+// sendAutomaticallyWhen from resubmitting (protocols.md A.8, A.11).
+func guardEvents(messageID string) []engine.Event {
+	return []engine.Event{
+		{Type: engine.EventStart, MessageID: messageID},
+		{Type: engine.EventFinish, FinishReason: engine.FinishInterrupted},
+	}
+}
+
+func encodeBody(body map[string]any) json.RawMessage {
+	if body == nil {
+		return nil
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// run runs the model turn, then persists the assistant message (the
+// partial one too), records the outcome, releases the turn lock and only
+// then fires the deferred onChatResponse observers: onChatResponse runs
+// after the message is persisted and after the lock is released, so an
+// observer may start the session's next turn.
+func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messages []engine.UIMessage, release func()) {
+	defer s.turns.Done()
+	defer t.cancel()
+	start := time.Now()
+	rev := s.rules.Current()
+	catcher := &responseCatcher{}
+	hooks := engine.Compose(rev.Hooks(s.recorder, s.failurePolicy), withoutResponse{s.observers}, catcher)
+	req := &engine.TurnRequest{
+		Identity: engine.Identity{
+			RequestID: in.requestID,
+			SessionID: in.sessionID,
+			Agent:     in.agent.name,
+			Principal: in.principal,
+			EntryPath: in.entry,
+		},
+		Model:        in.agent.model,
+		System:       in.agent.system,
+		Messages:     messages,
+		Tools:        append(s.agentTools(in.agent), in.extraTools...),
+		Defaults:     in.agent.defaults,
+		Continuation: p.continuation,
+		MessageID:    p.messageID,
+		Body:         in.body,
+		Hooks:        hooks,
+		Emit: func(ev engine.Event) {
+			if frame, err := uistream.Frame(ev); err == nil {
+				t.buf.Append(frame)
+			} else {
+				s.log.Error("encoding stream event", "type", ev.Type, "err", err)
+			}
+			if in.onEvent != nil {
+				in.onEvent(ev)
+			}
+		},
+	}
+	res := s.runEngine(ctx, req)
+
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	defer cancel()
+	if !in.ephemeral && len(res.Message.Parts) > 0 {
+		if err := s.store.UpsertMessage(pctx, in.principal.Tenant, in.sessionID, res.Message); err != nil {
+			s.log.Error("persisting assistant message", "requestId", in.requestID, "session", in.sessionID, "err", err)
+		}
+	}
+	finished := time.Now()
+	s.recordTurn(pctx, in, rev.ID(), res, start, finished)
+
+	t.result, t.status = res, res.Status
+	s.mu.Lock()
+	if s.active[t.key] == t {
+		delete(s.active, t.key)
+	}
+	s.mu.Unlock()
+	s.streams.Finish(t.key, t.buf)
+	release()
+	if catcher.result != nil {
+		catcher.result.Message = res.Message
+		s.observers.OnChatResponse(pctx, catcher.result)
+	}
+	close(t.done)
+}
+
+// runEngine runs the engine, turning a panic into an error result so one
+// bad turn never takes the gateway down.
+func (s *Server) runEngine(ctx context.Context, req *engine.TurnRequest) (res *engine.TurnResult) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("engine panicked", "requestId", req.RequestID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			res = &engine.TurnResult{
+				Message: engine.UIMessage{ID: req.MessageID, Role: engine.RoleAssistant},
+				Status:  engine.StatusError, Error: "An error occurred.", FinishReason: engine.FinishError,
+			}
+			req.Emit(engine.Event{Type: engine.EventError, ErrorText: res.Error})
+			req.Emit(engine.Event{Type: engine.EventFinish, FinishReason: engine.FinishError})
+		}
+	}()
+	return s.engine.Run(ctx, req)
+}
+
+// recordTurn writes the turn outcome to the store's turn audit, the audit
+// log and the metrics.
+func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string, res *engine.TurnResult, start, end time.Time) {
+	s.metrics.Turns.WithLabelValues(in.agent.name, res.Status).Inc()
+	var calls []engine.ToolResult
+	for _, st := range res.Steps {
+		calls = append(calls, st.ToolResults...)
+	}
+	s.audit.Turn(&audit.Turn{
+		Time: end, RequestID: in.requestID, Tenant: in.principal.Tenant, Subject: in.principal.Subject,
+		SessionID: in.sessionID, Agent: in.agent.name, EntryPath: in.entry, Revision: revision,
+		Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, Steps: len(res.Steps),
+		ToolCalls: calls, Usage: res.Usage, DurationMs: float64(end.Sub(start).Microseconds()) / 1000,
+	})
+	if in.ephemeral {
+		return
+	}
+	err := s.store.RecordTurn(ctx, &store.TurnRecord{
+		RequestID: in.requestID, Tenant: in.principal.Tenant, SessionID: in.sessionID, Agent: in.agent.name,
+		Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, Usage: res.Usage,
+		RuleRevision: revision, StartedAt: start, FinishedAt: end,
+	})
+	if err != nil {
+		s.log.Error("recording turn", "requestId", in.requestID, "err", err)
+	}
+}
+
+// responseCatcher keeps the engine's onChatResponse call so the gateway can
+// fire it after persisting and releasing the lock.
+type responseCatcher struct {
+	engine.NopHooks
+	result *engine.ChatResponseResult
+}
+
+func (c *responseCatcher) OnChatResponse(_ context.Context, r *engine.ChatResponseResult) {
+	cp := *r
+	c.result = &cp
+}
+
+// withoutResponse passes every hook but onChatResponse, which the gateway
+// defers.
+type withoutResponse struct{ engine.Hooks }
+
+func (withoutResponse) OnChatResponse(context.Context, *engine.ChatResponseResult) {}

@@ -1,0 +1,164 @@
+// Package uistream writes the AI SDK UI message stream (SSE, protocols.md
+// A.3) and keeps every in-flight turn's encoded chunks so that a
+// reconnecting client can replay the whole response from its first chunk
+// and then follow it live (A.10).
+package uistream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+)
+
+// SetHeaders sets the five UI message stream response headers.
+func SetHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Vercel-AI-UI-Message-Stream", "v1")
+	h.Set("X-Accel-Buffering", "no")
+}
+
+// Done is the stream's terminating SSE event.
+var Done = []byte("data: [DONE]\n\n")
+
+// Frame encodes v as one SSE data event.
+func Frame(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding stream chunk: %w", err)
+	}
+	out := make([]byte, 0, len(b)+8)
+	out = append(out, "data: "...)
+	out = append(out, b...)
+	return append(out, '\n', '\n'), nil
+}
+
+// Buffer holds one response's SSE frames, appended by the turn and read by
+// any number of followers. It is safe for concurrent use.
+type Buffer struct {
+	mu     sync.Mutex
+	frames [][]byte
+	closed bool
+	// wake is closed and replaced whenever a frame is appended or the
+	// buffer is closed.
+	wake chan struct{}
+}
+
+// NewBuffer returns an empty, open Buffer.
+func NewBuffer() *Buffer { return &Buffer{wake: make(chan struct{})} }
+
+// Append adds one frame. Appending to a closed buffer does nothing.
+func (b *Buffer) Append(frame []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.frames = append(b.frames, frame)
+	close(b.wake)
+	b.wake = make(chan struct{})
+}
+
+// Close appends the [DONE] frame and ends the buffer; followers finish.
+func (b *Buffer) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.frames = append(b.frames, Done)
+	b.closed = true
+	close(b.wake)
+}
+
+// Closed reports whether the buffer has ended.
+func (b *Buffer) Closed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// Frames returns a copy of the frames so far.
+func (b *Buffer) Frames() [][]byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([][]byte(nil), b.frames...)
+}
+
+// next returns the frames from index i on, whether the buffer is closed,
+// and a channel that is closed when more arrive.
+func (b *Buffer) next(i int) ([][]byte, bool, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.frames[i:], b.closed, b.wake
+}
+
+// Follow writes every frame from the first one, then each new frame as it
+// arrives, flushing after each batch, until the buffer is closed or ctx is
+// done. A write error (the client went away) ends it with that error; the
+// turn behind the buffer is unaffected.
+func (b *Buffer) Follow(ctx context.Context, w http.ResponseWriter) error {
+	flusher, _ := w.(http.Flusher)
+	i := 0
+	for {
+		frames, closed, wake := b.next(i)
+		for _, f := range frames {
+			if _, err := w.Write(f); err != nil {
+				return fmt.Errorf("writing stream: %w", err)
+			}
+		}
+		i += len(frames)
+		if len(frames) > 0 && flusher != nil {
+			flusher.Flush()
+		}
+		if closed {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Registry maps a key (a tenant's session) to the Buffer of its in-flight
+// response. It is safe for concurrent use.
+type Registry struct {
+	mu      sync.Mutex
+	buffers map[string]*Buffer
+}
+
+// NewRegistry returns an empty Registry.
+func NewRegistry() *Registry { return &Registry{buffers: map[string]*Buffer{}} }
+
+// Start registers a new Buffer under key, replacing any earlier one, and
+// returns it.
+func (r *Registry) Start(key string) *Buffer {
+	b := NewBuffer()
+	r.mu.Lock()
+	r.buffers[key] = b
+	r.mu.Unlock()
+	return b
+}
+
+// Finish closes b and removes it from key if it is still the registered
+// buffer there.
+func (r *Registry) Finish(key string, b *Buffer) {
+	b.Close()
+	r.mu.Lock()
+	if r.buffers[key] == b {
+		delete(r.buffers, key)
+	}
+	r.mu.Unlock()
+}
+
+// Get returns the in-flight Buffer of key, or nil.
+func (r *Registry) Get(key string) *Buffer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buffers[key]
+}
