@@ -1,14 +1,17 @@
 package celrules
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
@@ -26,6 +29,12 @@ type Options struct {
 	// MaxEstimatedCost rejects, at load, an expression whose worst-case
 	// static cost estimate exceeds it. Zero means DefaultMaxEstimatedCost.
 	MaxEstimatedCost uint64
+	// EvalTimeout bounds one hook evaluation (all its rules) in wall-clock
+	// time, on top of the caller's context. cel-go's runtime cost tracking
+	// slows down quadratically in long comprehensions, so the cost limit
+	// alone can take minutes to trip; this deadline makes a runaway rule a
+	// prompt CodeTimeout error. Zero means DefaultEvalTimeout.
+	EvalTimeout time.Duration
 }
 
 // Default limits. The runtime limit stops a runaway expression after about
@@ -34,6 +43,7 @@ type Options struct {
 const (
 	DefaultCostLimit        = 1_000_000
 	DefaultMaxEstimatedCost = 10_000_000
+	DefaultEvalTimeout      = 100 * time.Millisecond
 )
 
 // interruptEvery is how many comprehension iterations pass between checks
@@ -44,6 +54,9 @@ func (o Options) withDefaults() Options {
 	if o.CostLimit == 0 {
 		o.CostLimit = DefaultCostLimit
 	}
+	if o.EvalTimeout == 0 {
+		o.EvalTimeout = DefaultEvalTimeout
+	}
 	if o.MaxEstimatedCost == 0 {
 		o.MaxEstimatedCost = DefaultMaxEstimatedCost
 	}
@@ -53,6 +66,7 @@ func (o Options) withDefaults() Options {
 // Set is the compiled CEL rules of a revision, in order (files by path,
 // rules in file order). It is immutable and safe for concurrent use.
 type Set struct {
+	opts      Options
 	turnRules []*rule
 	stepRules []*rule
 }
@@ -115,7 +129,7 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 	files = slices.Clone(files)
 	slices.SortStableFunc(files, func(a, b policy.File) int { return strings.Compare(a.Path, b.Path) })
 	c := &compiler{opts: opts, envs: envs}
-	s := &Set{}
+	s := &Set{opts: opts}
 	for _, f := range files {
 		src := newSource(f)
 		specs, errs := parseRules(src)
@@ -237,7 +251,9 @@ func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field 
 // the hook context (a literal toolChoice, timeout, maxSteps …), so a bad
 // constant is a load error rather than a failed turn.
 func (c *compiler) checkConstant(src *source, spec *ruleSpec, f *fieldSpec, n *yaml.Node, e *expr) {
-	v, _, err := e.prg.Eval(interpreter.EmptyActivation())
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.EvalTimeout)
+	defer cancel()
+	v, _, err := e.prg.ContextEval(ctx, interpreter.EmptyActivation())
 	if err != nil || types.IsUnknownOrError(v) {
 		return // it reads the context (or fails only at run time)
 	}
@@ -344,6 +360,16 @@ const (
 	estInnerSize  = 100    // parts of a message, calls of a step, roles
 )
 
+// constInt returns the value of an int literal argument.
+func constInt(n checker.AstNode) (int64, bool) {
+	e := n.Expr()
+	if e.Kind() != ast.LiteralKind {
+		return 0, false
+	}
+	i, ok := e.AsLiteral().(types.Int)
+	return int64(i), ok
+}
+
 // estimator supplies size bounds and helper-function costs to cel-go's
 // static cost estimate.
 type estimator struct{}
@@ -370,6 +396,10 @@ func (estimator) EstimateCallCost(fn, _ string, _ *checker.AstNode, args []check
 		size := checker.SizeEstimate{Min: 0, Max: estListSize}
 		if s := args[0].ComputedSize(); s != nil {
 			size = *s
+		}
+		// lastMessages(list, 20) returns at most 20 messages.
+		if n, ok := constInt(args[1]); ok && fn == "lastMessages" && uint64(max(n, 0)) < size.Max {
+			size.Max = uint64(max(n, 0))
 		}
 		return &checker.CallEstimate{
 			CostEstimate: checker.CostEstimate{Min: 1, Max: size.Max * estInnerSize},

@@ -68,6 +68,14 @@ func (s *Set) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext, now
 // eval runs rules in order, applying each fired rule's fields.
 func (s *Set) eval(ctx context.Context, rules []*rule, act *activation, apply func(*fieldSpec, any)) (Trace, error) {
 	var tr Trace
+	if len(rules) == 0 {
+		return tr, nil
+	}
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > s.opts.EvalTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.EvalTimeout)
+		defer cancel()
+	}
 	for _, r := range rules {
 		if r.when != nil {
 			v, err := r.when.eval(ctx, act, r.id, "")

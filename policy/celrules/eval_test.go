@@ -1,0 +1,350 @@
+package celrules
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/policy"
+)
+
+func mustCompile(t testing.TB, files ...policy.File) *Set {
+	t.Helper()
+	s, errs := Compile(files, Options{})
+	if errs != nil {
+		t.Fatalf("compile: %v", errs)
+	}
+	return s
+}
+
+func file(path, text string) policy.File { return policy.File{Path: path, Data: []byte(text)} }
+
+func text(role, s string) engine.ModelMessage {
+	return engine.ModelMessage{Role: role, Content: []engine.ContentPart{{Type: engine.ContentText, Text: s}}}
+}
+
+var epoch = time.Unix(0, 0).UTC()
+
+// TestTurnFieldsRoundTrip sets every beforeTurn field and checks the value
+// that lands in TurnConfig.
+func TestTurnFieldsRoundTrip(t *testing.T) {
+	s := mustCompile(t, file("all.yaml", `
+beforeTurn:
+  - name: everything
+    set:
+      model: '"fast"'
+      system: turn.system + " Be brief."
+      messages: '[textMessage("user", "hi")] + lastMessages(turn.messages, 1)'
+      activeTools: '["read", "write"]'
+      toolChoice: '{"type": "tool", "toolName": "read"}'
+      maxSteps: "3"
+      stopWhen: hasToolCall("finalAnswer")
+      sendReasoning: "false"
+      maxOutputTokens: "1024"
+      temperature: "0"
+      topP: "0.9"
+      topK: "40"
+      presencePenalty: "0.5"
+      frequencyPenalty: "-0.5"
+      stopSequences: '["END"]'
+      seed: "42"
+      maxRetries: "0"
+      timeout: '{"totalMs": 30000, "chunkMs": 5000}'
+      headers: '{"x-tenant": principal.tenant}'
+      providerOptions: '{"openai": {"reasoningEffort": "low", "n": 1}}'
+      output: '{"name": "verdict", "schema": {"type": "object", "properties": {"severity": {"enum": ["low", "high"]}}}}'
+`))
+	tc := &engine.TurnContext{
+		System:   "You help.",
+		Messages: []engine.ModelMessage{text("user", "a"), text("assistant", "b")},
+		Identity: engine.Identity{Principal: engine.Principal{Tenant: "acme"}},
+	}
+	cfg, tr, err := s.BeforeTurn(context.Background(), tc, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &engine.TurnConfig{
+		Model:            ptr("fast"),
+		System:           ptr("You help. Be brief."),
+		Messages:         &[]engine.ModelMessage{text("user", "hi"), text("assistant", "b")},
+		ActiveTools:      &[]string{"read", "write"},
+		ToolChoice:       &engine.ToolChoice{Type: "tool", ToolName: "read"},
+		MaxSteps:         ptr(3),
+		StopWhen:         []engine.StopCondition{{Type: engine.StopHasToolCall, ToolName: "finalAnswer"}},
+		SendReasoning:    ptr(false),
+		MaxOutputTokens:  ptr(1024),
+		Temperature:      ptr(0.0),
+		TopP:             ptr(0.9),
+		TopK:             ptr(40),
+		PresencePenalty:  ptr(0.5),
+		FrequencyPenalty: ptr(-0.5),
+		StopSequences:    &[]string{"END"},
+		Seed:             ptr(int64(42)),
+		MaxRetries:       ptr(0),
+		Timeout:          &engine.TimeoutConfig{TotalMs: 30000, ChunkMs: 5000},
+		Headers:          map[string]string{"x-tenant": "acme"},
+		ProviderOptions:  map[string]any{"openai": map[string]any{"reasoningEffort": "low", "n": int64(1)}},
+		Output: &engine.OutputSpec{Name: "verdict",
+			Schema: json.RawMessage(`{"properties":{"severity":{"enum":["low","high"]}},"type":"object"}`)},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		g, _ := json.Marshal(cfg)
+		w, _ := json.Marshal(want)
+		t.Errorf("config:\n got %s\nwant %s", g, w)
+	}
+	if len(tr.SetBy) != 21 {
+		t.Errorf("SetBy has %d fields, want 21: %v", len(tr.SetBy), tr.SetBy)
+	}
+}
+
+// TestStepFieldsRoundTrip sets every beforeStep field.
+func TestStepFieldsRoundTrip(t *testing.T) {
+	s := mustCompile(t, file("step.yaml", `
+beforeStep:
+  - name: everything
+    set:
+      model: step.model + "-mini"
+      toolChoice: '"required"'
+      activeTools: step.activeTools.filter(t, t != "write")
+      system: '"step " + string(step.stepNumber)'
+      messages: '[{"role": "user", "content": [{"type": "text", "text": "only this"}]}]'
+      providerOptions: '{"anthropic": {"cacheControl": true}}'
+`))
+	sc := &engine.PrepareStepContext{StepNumber: 2, Model: "big", ActiveTools: []string{"read", "write"}}
+	cfg, _, err := s.BeforeStep(context.Background(), sc, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &engine.StepConfig{
+		Model:           ptr("big-mini"),
+		ToolChoice:      &engine.ToolChoice{Type: "required"},
+		ActiveTools:     &[]string{"read"},
+		System:          ptr("step 2"),
+		Messages:        &[]engine.ModelMessage{text("user", "only this")},
+		ProviderOptions: map[string]any{"anthropic": map[string]any{"cacheControl": true}},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		g, _ := json.Marshal(cfg)
+		w, _ := json.Marshal(want)
+		t.Errorf("config:\n got %s\nwant %s", g, w)
+	}
+}
+
+// TestMergeOrder checks files by path, rules in order, later scalars win,
+// stopWhen accumulates, activeTools is replaced, and SetBy names the last
+// setter.
+func TestMergeOrder(t *testing.T) {
+	s := mustCompile(t,
+		file("b.yaml", `
+beforeTurn:
+  - name: b1
+    set:
+      model: '"from-b1"'
+      activeTools: '["search"]'
+      stopWhen: stepCountIs(5)
+  - name: b2-never
+    when: "false"
+    set:
+      model: '"never"'
+`),
+		file("a.yaml", `
+beforeTurn:
+  - name: a1
+    set:
+      model: '"from-a1"'
+      maxSteps: "4"
+      activeTools: '["read", "write"]'
+      stopWhen: '[hasToolCall("done")]'
+`))
+	cfg, tr, err := s.BeforeTurn(context.Background(), &engine.TurnContext{}, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *cfg.Model != "from-b1" || *cfg.MaxSteps != 4 || !reflect.DeepEqual(*cfg.ActiveTools, []string{"search"}) {
+		t.Errorf("scalars: model %q maxSteps %d activeTools %v", *cfg.Model, *cfg.MaxSteps, *cfg.ActiveTools)
+	}
+	wantStop := []engine.StopCondition{{Type: engine.StopHasToolCall, ToolName: "done"}, {Type: engine.StopStepCount, Count: 5}}
+	if !reflect.DeepEqual(cfg.StopWhen, wantStop) {
+		t.Errorf("stopWhen = %v, want %v", cfg.StopWhen, wantStop)
+	}
+	if want := []string{"a.yaml#a1", "b.yaml#b1"}; !reflect.DeepEqual(tr.RulesFired, want) {
+		t.Errorf("RulesFired = %v, want %v", tr.RulesFired, want)
+	}
+	wantSetBy := map[string]string{"model": "b.yaml#b1", "maxSteps": "a.yaml#a1", "activeTools": "b.yaml#b1", "stopWhen": "b.yaml#b1"}
+	if !reflect.DeepEqual(tr.SetBy, wantSetBy) {
+		t.Errorf("SetBy = %v, want %v", tr.SetBy, wantSetBy)
+	}
+	if got := s.Rules(policy.HookBeforeTurn); !reflect.DeepEqual(got, []string{"a.yaml#a1", "b.yaml#b1", "b.yaml#b2-never"}) {
+		t.Errorf("Rules = %v", got)
+	}
+}
+
+func TestNoMatchReturnsNil(t *testing.T) {
+	s := mustCompile(t, file("r.yaml", `
+beforeTurn:
+  - name: only-continuations
+    when: turn.continuation
+    set: {model: '"fast"'}
+`))
+	cfg, tr, err := s.BeforeTurn(context.Background(), &engine.TurnContext{}, epoch)
+	if err != nil || cfg != nil || tr.RulesFired != nil {
+		t.Errorf("got %v, %+v, %v; want nil overrides and an empty trace", cfg, tr, err)
+	}
+	if s.HasBeforeStep() || !s.HasBeforeTurn() {
+		t.Error("HasBeforeTurn/HasBeforeStep wrong")
+	}
+	scfg, _, err := s.BeforeStep(context.Background(), &engine.PrepareStepContext{}, epoch)
+	if err != nil || scfg != nil {
+		t.Errorf("BeforeStep without rules = %v, %v", scfg, err)
+	}
+}
+
+// TestVariables reads every declared variable and nested field.
+func TestVariables(t *testing.T) {
+	tc := &engine.TurnContext{
+		Identity: engine.Identity{RequestID: "req", SessionID: "sess", Agent: "helper", EntryPath: engine.EntryChat,
+			Principal: engine.Principal{Tenant: "acme", Subject: "ann", Roles: []string{"admin"}}},
+		System: "sys", Model: "big", MaxSteps: 10, Body: map[string]any{"mode": "x", "n": 2.0},
+		Messages: []engine.ModelMessage{{Role: "assistant", Content: []engine.ContentPart{
+			{Type: engine.ContentToolCall, ToolName: "search", ToolCallID: "c1", Input: json.RawMessage(`{"q":"go"}`)}}}},
+		Tools: []engine.ToolInfo{{Name: "search", Kind: engine.ToolKindHTTP, InputSchema: json.RawMessage(`{"type":"object"}`)}},
+	}
+	sc := &engine.PrepareStepContext{Identity: tc.Identity, StepNumber: 1, Turn: tc, ActiveTools: []string{"search"},
+		Steps: []engine.StepResult{{StepNumber: 0, Text: "t", FinishReason: engine.FinishToolCalls,
+			ToolCalls:   []engine.ToolCall{{ToolName: "search", ToolCallID: "c1", Input: json.RawMessage(`{"q":"go"}`)}},
+			ToolResults: []engine.ToolResult{{ToolName: "search", ToolCallID: "c1", Output: json.RawMessage(`[1,2]`)}},
+			Usage:       engine.Usage{InputTokens: 10, OutputTokens: 5, TotalTokens: 15, CachedInputTokens: 3}}}}
+	checks := []string{
+		`turn.requestId == "req" && turn.sessionId == "sess" && turn.agent == "helper" && turn.entryPath == "chat"`,
+		`turn.system == "sys" && turn.model == "big" && turn.maxSteps == 10 && !turn.continuation && turn.depth == 0`,
+		`turn.body.mode == "x" && turn.body.n == 2 && !has(turn.body.missing)`,
+		`turn.messages[0].content[0].input.q == "go" && turn.messages[0].content[0].toolName == "search"`,
+		`turn.tools[0].name == "search" && turn.tools[0].kind == "http" && turn.tools[0].inputSchema.type == "object"`,
+		`principal.tenant == "acme" && principal.subject == "ann" && "admin" in principal.roles`,
+		`now == timestamp("1970-01-01T00:00:00Z")`,
+		`step.stepNumber == 1 && step.activeTools == ["search"] && step.steps.size() == 1`,
+		`step.steps[0].toolCalls[0].input.q == "go" && step.steps[0].toolResults[0].output == [1, 2]`,
+		`step.steps[0].usage.totalTokens == 15 && step.steps[0].usage.cachedInputTokens == 3 && step.steps[0].finishReason == "tool-calls"`,
+		`step.steps.exists(s, s.toolCalls.exists(c, c.toolName == "search"))`,
+		`hasToolCall(step.steps, "search") && !hasToolCall(step.steps, "other") && stepCountIs(step.steps, 1)`,
+		`"hello world".split(" ").size() == 2 && [1, 2, 3].slice(1, 2) == [2] && math.greatest(1, 2) == 2`,
+		`sets.contains(["a", "b"], ["a"]) && base64.encode(b"hi") == "aGk="`,
+	}
+	for _, c := range checks {
+		t.Run(c, func(t *testing.T) {
+			s := mustCompile(t, file("v.yaml", "beforeStep:\n  - name: v\n    when: '"+strings.ReplaceAll(c, "'", "''")+"'\n    set: {model: '\"yes\"'}\n"))
+			cfg, _, err := s.BeforeStep(context.Background(), sc, epoch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg == nil {
+				t.Error("condition was false")
+			}
+		})
+	}
+}
+
+// TestEvalErrors checks that evaluation failures are positioned
+// *policy.Errors with the right code, naming the rule and field.
+func TestEvalErrors(t *testing.T) {
+	tests := []struct {
+		name, rules, code, msg string
+		opts                   Options
+		ctx                    func() context.Context
+	}{
+		{
+			name: "missing body key",
+			rules: `
+beforeTurn:
+  - name: needs-file
+    set:
+      system: turn.body.selectedFile`,
+			code: policy.CodeEval, msg: "no such key",
+		},
+		{
+			name: "dyn value of the wrong type",
+			rules: `
+beforeTurn:
+  - name: steps-from-body
+    set:
+      maxSteps: turn.body.steps`,
+			code: policy.CodeEval, msg: "field maxSteps: want int, got string",
+		},
+		{
+			name: "tool choice built at run time",
+			rules: `
+beforeTurn:
+  - name: choice-from-body
+    set:
+      toolChoice: turn.body.steps`,
+			code: policy.CodeEval, msg: `"many" is not a tool choice`,
+		},
+		{
+			name: "runtime cost limit",
+			rules: `
+beforeTurn:
+  - name: runaway
+    when: >-
+      lastMessages(turn.messages, 5).exists(m,
+        lists.range(2000).exists(i, i < 0))
+    set: {model: '"x"'}`,
+			opts: Options{CostLimit: 1000},
+			code: policy.CodeCost, msg: "cost limit exceeded",
+		},
+		{
+			name: "runaway stopped by the evaluation deadline",
+			rules: `
+beforeTurn:
+  - name: runaway
+    when: >-
+      lastMessages(turn.messages, 5).exists(m,
+        lists.range(200000).exists(i, i < 0))
+    set: {model: '"x"'}`,
+			code: policy.CodeTimeout, msg: "deadline exceeded",
+		},
+		{
+			name: "cancelled context",
+			rules: `
+beforeTurn:
+  - name: slow
+    when: 'lastMessages(turn.messages, 2).exists(m, lists.range(500).exists(i, i < 0))'
+    set: {model: '"x"'}`,
+			ctx: func() context.Context {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return ctx
+			},
+			code: policy.CodeTimeout, msg: "context canceled",
+		},
+	}
+	tc := &engine.TurnContext{Body: map[string]any{"steps": "many"},
+		Messages: []engine.ModelMessage{text("user", "a"), text("user", "b")}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, errs := Compile([]policy.File{file("e.yaml", tt.rules)}, tt.opts)
+			if errs != nil {
+				t.Fatal(errs)
+			}
+			ctx := context.Background()
+			if tt.ctx != nil {
+				ctx = tt.ctx()
+			}
+			cfg, _, err := s.BeforeTurn(ctx, tc, epoch)
+			var pe *policy.Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("err = %v (%T), want *policy.Error", err, err)
+			}
+			if cfg != nil {
+				t.Error("a failed evaluation returned overrides")
+			}
+			if pe.Code != tt.code || !strings.Contains(pe.Message, tt.msg) || !strings.HasPrefix(pe.Rule, "e.yaml#") || pe.Location.Line == 0 {
+				t.Errorf("got %s (code %s, rule %s), want code %s containing %q", pe, pe.Code, pe.Rule, tt.code, tt.msg)
+			}
+		})
+	}
+}
