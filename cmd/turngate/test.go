@@ -105,7 +105,7 @@ func writeTestReport(w io.Writer, rep testReport, byLang map[string][2]int, verb
 	}
 	for _, lang := range []string{ruleset.LanguageRego, ruleset.LanguageCEL} {
 		n := byLang[lang]
-		fmt.Fprintf(w, "%-4s: %d passed, %d failed\n", lang, n[0], n[1])
+		fmt.Fprintf(w, "%-5s %d passed, %d failed\n", lang+":", n[0], n[1])
 	}
 	if rep.Failed > 0 {
 		fmt.Fprintln(w, "FAIL")

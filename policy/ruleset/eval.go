@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/celrules"
 )
 
 // MaxEvalInputBytes bounds a dry-run input document.
@@ -31,31 +34,51 @@ type EvalResult struct {
 }
 
 // Eval dry-runs one hook ("beforeTurn", "beforeStep", "beforeToolCall" or
-// "toolResult") on r with input, a JSON or YAML document of that hook's
-// engine context (engine.TurnContext, engine.PrepareStepContext,
-// engine.ToolCallContext or engine.ToolCallResultContext, by their JSON
-// field names; unknown fields are errors). It evaluates exactly as a turn
-// would, failing closed; an evaluation error is reported in the result, and
-// only a bad hook name or input is returned as an error.
+// "toolResult") on r with input, a JSON or YAML document. For
+// beforeToolCall and toolResult it is the hook's engine context
+// (engine.ToolCallContext, engine.ToolCallResultContext) by its JSON field
+// names. For beforeTurn and beforeStep it is either the hook's engine
+// context (engine.TurnContext, engine.PrepareStepContext) or the input of a
+// CEL test case ({turn, step, principal, now}, see celrules.Input), told
+// apart by its top-level keys. Unknown fields are errors.
+//
+// Eval evaluates exactly as a turn would, failing closed; an evaluation
+// error is reported in the result, and only a bad hook name or input is
+// returned as an error.
 func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalResult, error) {
 	var rec *policy.Record
-	h := r.Hooks(policy.RecorderFunc(func(x *policy.Record) { rec = x }), FailClosed)
-	var err error
+	capture := policy.RecorderFunc(func(x *policy.Record) { rec = x })
 	switch hook {
-	case policy.HookBeforeTurn:
-		err = dryRun(ctx, input, h.BeforeTurn)
-	case policy.HookBeforeStep:
-		err = dryRun(ctx, input, h.BeforeStep)
+	case policy.HookBeforeTurn, policy.HookBeforeStep:
+		in, err := celInput(hook, input)
+		if err != nil {
+			return nil, err
+		}
+		rr := r
+		if in.Now != nil { // the input's clock is CEL's now
+			rr = r.withClock(*in.Now)
+		}
+		h := rr.Hooks(capture, FailClosed)
+		if hook == policy.HookBeforeTurn {
+			_, _ = h.BeforeTurn(ctx, in.TurnContext())
+		} else {
+			_, _ = h.BeforeStep(ctx, in.StepContext())
+		}
 	case policy.HookBeforeToolCall:
-		err = dryRun(ctx, input, h.BeforeToolCall)
+		var tc engine.ToolCallContext
+		if err := DecodeInput(input, &tc); err != nil {
+			return nil, err
+		}
+		_, _ = r.Hooks(capture, FailClosed).BeforeToolCall(ctx, &tc)
 	case policy.HookToolResult:
-		err = dryRun(ctx, input, h.ToolResult)
+		var rc engine.ToolCallResultContext
+		if err := DecodeInput(input, &rc); err != nil {
+			return nil, err
+		}
+		_, _ = r.Hooks(capture, FailClosed).ToolResult(ctx, &rc)
 	default:
 		return nil, fmt.Errorf("unknown hook %q (want %s, %s, %s or %s)", hook,
 			policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult)
-	}
-	if rec == nil { // the input did not decode
-		return nil, err
 	}
 	res := &EvalResult{
 		Hook:       rec.Hook,
@@ -72,15 +95,42 @@ func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalRe
 	return res, nil
 }
 
-// dryRun decodes input as the context type C and calls hook with it; the
-// hook's own error is already in its record.
-func dryRun[C, R any](ctx context.Context, input []byte, hook func(context.Context, *C) (*R, error)) error {
-	var c C
-	if err := DecodeInput(input, &c); err != nil {
-		return err
+// withClock returns a copy of r whose CEL "now" is t.
+func (r *Revision) withClock(t time.Time) *Revision {
+	c := *r
+	c.opts.Now = func() time.Time { return t }
+	return &c
+}
+
+// celInputKeys are the top-level keys of a CEL test-case input.
+var celInputKeys = map[string]bool{"turn": true, "step": true, "principal": true, "now": true}
+
+// celInput decodes a beforeTurn or beforeStep dry-run input: a CEL
+// test-case input when every top-level key is one of celInputKeys, else
+// the hook's engine context.
+func celInput(hook string, input []byte) (*celrules.Input, error) {
+	var top map[string]any
+	if err := yaml.Unmarshal(input, &top); err == nil {
+		caseShape := true
+		for k := range top {
+			caseShape = caseShape && celInputKeys[k]
+		}
+		if caseShape {
+			return celrules.DecodeInput(input)
+		}
 	}
-	_, _ = hook(ctx, &c)
-	return nil
+	if hook == policy.HookBeforeTurn {
+		var tc engine.TurnContext
+		if err := DecodeInput(input, &tc); err != nil {
+			return nil, err
+		}
+		return &celrules.Input{Turn: &tc}, nil
+	}
+	var sc engine.PrepareStepContext
+	if err := DecodeInput(input, &sc); err != nil {
+		return nil, err
+	}
+	return &celrules.Input{Step: &sc}, nil
 }
 
 // DecodeInput decodes a JSON or YAML document into v (a pointer to an

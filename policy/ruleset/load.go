@@ -143,6 +143,7 @@ type FileInfo struct {
 // Revision is one compiled rule set. It is immutable and safe for concurrent
 // use; a turn uses one Revision for all its hooks.
 type Revision struct {
+	root     string // the directory, as diagnostics name it
 	id       string
 	loadedAt time.Time
 	infos    []FileInfo
@@ -180,7 +181,9 @@ func Load(dir string, opts Options) (*Revision, policy.Errors) {
 }
 
 // LoadFS is Load over a file system (an embedded rule set, for one).
-// Diagnostics name files as root joined with the file name.
+// Diagnostics name files as root joined with the file name; rule ids in
+// decision records ("turn.yaml#rule") use the bare file name, so they do not
+// depend on where the directory is mounted.
 func LoadFS(fsys fs.FS, root string, opts Options) (*Revision, policy.Errors) {
 	snap, errs := readSnapshot(fsys, root)
 	if errs != nil {
@@ -190,7 +193,9 @@ func LoadFS(fsys fs.FS, root string, opts Options) (*Revision, policy.Errors) {
 }
 
 // snapshot is the classified contents of a rules directory at one moment.
+// Its files are named by their base names.
 type snapshot struct {
+	root   string
 	id     string
 	infos  []FileInfo
 	byKind map[Kind][]policy.File
@@ -207,7 +212,7 @@ func readSnapshot(fsys fs.FS, root string) (*snapshot, policy.Errors) {
 			Message:  fmt.Sprintf("reading rules directory: %v", unwrapPath(err)),
 		}}
 	}
-	snap := &snapshot{byKind: map[Kind][]policy.File{}}
+	snap := &snapshot{root: root, byKind: map[Kind][]policy.File{}}
 	var errs policy.Errors
 	h := sha256.New()
 	for _, e := range entries { // fs.ReadDir sorts by name
@@ -216,7 +221,6 @@ func readSnapshot(fsys fs.FS, root string) (*snapshot, policy.Errors) {
 		if kind == KindIgnored {
 			continue
 		}
-		display := filepath.Join(root, name)
 		data, err := readFile(fsys, name)
 		if errors.Is(err, errSkip) {
 			continue
@@ -224,14 +228,14 @@ func readSnapshot(fsys fs.FS, root string) (*snapshot, policy.Errors) {
 		if err != nil {
 			errs = append(errs, &policy.Error{
 				Code:     policy.CodeIO,
-				Location: policy.Location{File: display},
+				Location: policy.Location{File: filepath.Join(root, name)},
 				Message:  fmt.Sprintf("reading rule file: %v", err),
 			})
 			continue
 		}
 		sum := sha256.Sum256(data)
 		snap.infos = append(snap.infos, FileInfo{Name: name, Kind: kind, SHA256: hex.EncodeToString(sum[:]), Size: len(data)})
-		snap.byKind[kind] = append(snap.byKind[kind], policy.File{Path: display, Data: data})
+		snap.byKind[kind] = append(snap.byKind[kind], policy.File{Path: name, Data: data})
 		// Length-prefixed name and contents: no two file sets hash alike.
 		h.Write([]byte(strconv.Itoa(len(name)) + ":" + name + strconv.Itoa(len(data)) + ":"))
 		h.Write(data)
@@ -285,9 +289,10 @@ func compile(snap *snapshot, opts Options) (*Revision, policy.Errors) {
 	cel, celErrs := celrules.Compile(snap.byKind[KindCEL], opts.CEL)
 	rego, regoErrs := opa.Compile(snap.byKind[KindRego], snap.byKind[KindData], opts.OPA)
 	if errs := mergeErrors(celErrs, regoErrs); errs != nil {
-		return nil, errs
+		return nil, located(snap.root, errs)
 	}
 	return &Revision{
+		root:     snap.root,
 		id:       snap.id,
 		loadedAt: opts.Now(),
 		infos:    snap.infos,
@@ -296,6 +301,23 @@ func compile(snap *snapshot, opts Options) (*Revision, policy.Errors) {
 		rego:     rego,
 		opts:     opts,
 	}, nil
+}
+
+// located returns errs with each file named as root joined with its base
+// name, for diagnostics that point at the real file.
+func located(root string, errs policy.Errors) policy.Errors {
+	for _, e := range errs {
+		e.Location = locate(root, e.Location)
+	}
+	return errs
+}
+
+// locate joins root to a location's file name.
+func locate(root string, l policy.Location) policy.Location {
+	if l.File != "" && root != "" {
+		l.File = filepath.Join(root, l.File)
+	}
+	return l
 }
 
 // mergeErrors joins diagnostics into file then position order, capped at

@@ -59,7 +59,21 @@ func (r *Revision) RunTests(ctx context.Context) ([]TestResult, policy.Errors) {
 		}
 	}
 	if errs := mergeErrors(regoErrs, celErrs); errs != nil {
-		return nil, errs
+		return nil, located(r.root, errs)
+	}
+	for i := range results {
+		results[i].Location = locate(r.root, results[i].Location)
 	}
 	return results, nil
+}
+
+// celResult adapts one CEL test case result.
+func celResult(t celrules.TestResult) TestResult {
+	return TestResult{
+		Language: LanguageCEL,
+		Name:     t.Name,
+		Location: t.Location,
+		Passed:   t.Passed,
+		Message:  t.Message,
+	}
 }
