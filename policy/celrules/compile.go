@@ -376,7 +376,7 @@ type estimator struct{}
 
 func (estimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	switch n.Type().Kind() {
-	case types.StringKind, types.BytesKind:
+	case types.StringKind, types.BytesKind, types.DynKind:
 		return &checker.SizeEstimate{Min: 0, Max: estStringSize}
 	case types.ListKind, types.MapKind:
 		if p := n.Path(); len(p) > 0 {

@@ -41,15 +41,30 @@ func (f *fieldSpec) wantString() string {
 // accepts reports whether an expression of static type t may set the field.
 // dyn (and containers of dyn) pass here and are checked when evaluated.
 func (f *fieldSpec) accepts(t *types.Type) bool {
-	if t.Kind() == types.DynKind {
-		return true
-	}
 	for _, w := range f.want {
-		if w.IsAssignableType(t) {
+		if assignable(w, t) {
 			return true
 		}
 	}
 	return false
+}
+
+// assignable is IsAssignableType with dyn anywhere in got accepted: "[]"
+// is list(dyn), and turn.body.x is dyn.
+func assignable(want, got *types.Type) bool {
+	if got.Kind() == types.DynKind || want.IsAssignableType(got) {
+		return true
+	}
+	wp, gp := want.Parameters(), got.Parameters()
+	if want.Kind() != got.Kind() || len(wp) == 0 || len(wp) != len(gp) {
+		return false
+	}
+	for i := range wp {
+		if !assignable(wp[i], gp[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // toolsFieldError is why rules cannot set tools: a tool needs an executor,
