@@ -163,7 +163,7 @@ func (g *gateway) start() {
 			break
 		}
 	}
-	g.t.Fatalf("starting turngate: %v\nstderr:\n%s", lastErr, g.Stderr)
+	g.t.Fatalf("starting turngate: %v", lastErr)
 }
 
 // startOn starts the process listening on addr and waits for /healthz.

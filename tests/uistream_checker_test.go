@@ -33,8 +33,8 @@ func TestUIStreamCheckerAcceptsGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatalf("golden stream rejected: %v\n%s", err, s)
 			}
-			if s.finishReason() == "" {
-				t.Errorf("no finish reason in %v", s.types())
+			if last := s.Chunks[len(s.Chunks)-1].Type; last != "finish" && last != "abort" {
+				t.Errorf("golden stream ends with %s, want finish or abort", last)
 			}
 		})
 	}
@@ -67,11 +67,12 @@ func TestUIStreamCheckerRejects(t *testing.T) {
 		{"missing field", sse(start, `{"type":"text-start"}`, finish, done), nil, "without string field \"id\""},
 		{"not json", sse(start, `{"type":`, finish, done), nil, "not a JSON object"},
 		{"no done", sse(start, finish), nil, "without data: [DONE]"},
-		{"no finish", sse(start, done), nil, "[DONE] before any finish"},
+		{"no finish", sse(start, done), nil, "[DONE] before any finish or abort"},
 		{"chunk after done", sse(start, finish, done, `{"type":"start-step"}`), nil, "after [DONE]"},
-		{"chunk after finish", sse(start, finish, `{"type":"start-step"}`, done), nil, "start-step after finish"},
+		{"chunk after finish", sse(start, finish, `{"type":"start-step"}`, done), nil, "start-step after the stream's finish or abort"},
 		{"nested step", sse(start, `{"type":"start-step"}`, `{"type":"start-step"}`, finish, done), nil, "inside an open step"},
 		{"empty", "", nil, "empty stream"},
+		{"chunk after abort", sse(start, `{"type":"abort"}`, finish, done), nil, "finish after the stream's finish or abort"},
 		{"known id is not new", sse(start, `{"type":"tool-input-start","toolCallId":"c1","toolName":"t"}`, finish, done), []string{"c1"}, "already exists"},
 	}
 	for _, tt := range tests {

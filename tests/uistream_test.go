@@ -162,7 +162,7 @@ type uiChecker struct {
 	chunks    int
 	started   bool
 	inStep    bool
-	finished  bool
+	finished  bool // a finish or abort chunk was seen
 	done      bool
 	text      map[string]bool
 	reasoning map[string]bool
@@ -195,7 +195,7 @@ func (c *uiChecker) add(data string) (chunk, bool) {
 	if data == "[DONE]" {
 		c.done = true
 		if !c.finished {
-			c.failf("[DONE] before any finish chunk")
+			c.failf("[DONE] before any finish or abort chunk")
 		}
 		return chunk{}, false
 	}
@@ -231,7 +231,7 @@ func (c *uiChecker) check(ch chunk) {
 		c.failf("%s before start (start must come first)", ch.Type)
 	}
 	if c.finished {
-		c.failf("%s after finish", ch.Type)
+		c.failf("%s after the stream's finish or abort", ch.Type)
 	}
 	id, callID := ch.str("id"), ch.str("toolCallId")
 	switch ch.Type {
@@ -297,6 +297,10 @@ func (c *uiChecker) check(ch chunk) {
 		}
 	case "finish":
 		c.checkFinish(ch)
+	case "abort":
+		// The `ai` server ends an aborted stream with abort instead of
+		// finish (stream-text.ts); open parts may stay open.
+		c.finished = true
 	}
 }
 
@@ -340,7 +344,7 @@ func (c *uiChecker) end() error {
 	case c.chunks == 0:
 		c.errs = append(c.errs, errors.New("empty stream"))
 	case !c.finished:
-		c.errs = append(c.errs, errors.New("stream ended without a finish chunk"))
+		c.errs = append(c.errs, errors.New("stream ended without a finish or abort chunk"))
 	case !c.done:
 		c.errs = append(c.errs, errors.New("stream ended without data: [DONE]"))
 	}

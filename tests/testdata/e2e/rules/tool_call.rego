@@ -1,0 +1,15 @@
+package turngate.tool_call
+
+import rego.v1
+
+# The reference's beforeToolCall examples, as the e2e tests expect them.
+
+block contains "delete is disabled in read-only mode" if {
+	input.tool.name == "delete"
+	input.body.mode == "read-only"
+}
+
+patch contains {"op": "replace", "path": "/limit", "value": 50} if {
+	input.tool.name == "search"
+	input.tool.input.limit > 50
+}
