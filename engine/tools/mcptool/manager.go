@@ -144,6 +144,12 @@ func (m *Manager) Tools() []engine.Tool {
 	return slices.Clone(*m.tools.Load())
 }
 
+// HasServer reports whether server is configured.
+func (m *Manager) HasServer(server string) bool {
+	_, ok := m.byName[server]
+	return ok
+}
+
 // ServerTool returns the tool that server lists under toolName (its own
 // name, not the exposed one) with an Executor calling it, whether or not
 // the tool is exposed. The second result is false when the server is

@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 // resourceURL is the name the schema is compiled under; it only appears in
@@ -51,7 +54,28 @@ func Check(raw json.RawMessage) error {
 		return fmt.Errorf("adding schema: %w", err)
 	}
 	if _, err := c.Compile(resourceURL); err != nil {
+		var invalid *jsonschema.SchemaValidationError
+		var verr *jsonschema.ValidationError
+		if errors.As(err, &invalid) && errors.As(invalid.Err, &verr) {
+			return fmt.Errorf("not a valid JSON Schema: %s", strings.Join(leaves(verr, nil), "; "))
+		}
 		return fmt.Errorf("compiling schema: %w", err)
 	}
 	return nil
+}
+
+// printer renders validation messages.
+var printer = message.NewPrinter(language.English)
+
+// leaves appends one line per innermost failure of e, "at <location>:
+// <message>": the metaschema's allOf/anyOf wrappers say nothing useful.
+func leaves(e *jsonschema.ValidationError, out []string) []string {
+	if len(e.Causes) == 0 {
+		loc := "/" + strings.Join(e.InstanceLocation, "/")
+		return append(out, fmt.Sprintf("at %s: %s", loc, e.ErrorKind.LocalizedString(printer)))
+	}
+	for _, c := range e.Causes {
+		out = leaves(c, out)
+	}
+	return out
 }
