@@ -3,6 +3,7 @@ package opa
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -71,6 +72,7 @@ type Policy struct {
 	toolCall   *rego.PreparedEvalQuery // nil when no module declares the package
 	toolResult *rego.PreparedEvalQuery
 	src        sources
+	schemas    *schemaCache
 }
 
 // HasToolCall reports whether some module defines package turngate.tool_call.
@@ -103,7 +105,7 @@ func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors)
 		b.addCompileErrors(c.Errors)
 		return nil, b.result()
 	}
-	p := &Policy{opts: opts, src: b.src}
+	p := &Policy{opts: opts, src: b.src, schemas: &schemaCache{}}
 	store := newStore(doc)
 	for _, q := range []struct {
 		ref ast.Ref
@@ -193,10 +195,6 @@ func (b *build) parseModules(files []policy.File) map[string]*ast.Module {
 			b.addCompileErrors(err)
 			continue
 		}
-		if m == nil {
-			b.errs = append(b.errs, &policy.Error{Code: policy.CodeParse, Location: policy.Location{File: f.Path}, Message: "empty module: a Rego file needs a package declaration"})
-			continue
-		}
 		b.checkSandbox(m)
 		parsed[f.Path] = m
 	}
@@ -238,8 +236,13 @@ func (b *build) sandboxCall(ref ast.Ref, loc *ast.Location) {
 
 // addCompileErrors converts OPA's parse or compile errors.
 func (b *build) addCompileErrors(err error) {
-	errs, ok := err.(ast.Errors)
-	if !ok {
+	var errs ast.Errors
+	var one *ast.Error
+	switch {
+	case errors.As(err, &errs):
+	case errors.As(err, &one):
+		errs = ast.Errors{one}
+	default:
 		b.errs = append(b.errs, &policy.Error{Code: policy.CodeCompile, Message: err.Error()})
 		return
 	}

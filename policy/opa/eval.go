@@ -35,7 +35,7 @@ import (
 // string, a substitute without output, an invalid patch op or one that does
 // not apply, or a model input that is not JSON).
 func (p *Policy) ToolCall(ctx context.Context, tc *engine.ToolCallContext) (*engine.ToolCallDecision, Trace, error) {
-	in, err := toolCallInput(tc)
+	in, err := toolCallInput(tc, p.schemas)
 	if err != nil {
 		return nil, Trace{}, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("building tool_call input: %v", err)}
 	}
@@ -56,7 +56,7 @@ func (p *Policy) ToolCall(ctx context.Context, tc *engine.ToolCallContext) (*eng
 // are skipped). Patches apply first, then redactions. Failures are returned
 // as for ToolCall.
 func (p *Policy) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, Trace, error) {
-	in, err := toolResultInput(rc)
+	in, err := toolResultInput(rc, p.schemas)
 	if err != nil {
 		return nil, Trace{}, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("building tool_result input: %v", err)}
 	}
@@ -71,19 +71,15 @@ func (p *Policy) ToolResult(ctx context.Context, rc *engine.ToolCallResultContex
 
 // eval runs a prepared decision query under the policy's deadline and
 // returns the decision document.
-func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, pkg string, input map[string]any) (ast.Value, Trace, error) {
+func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, pkg string, input ast.Value) (ast.Value, Trace, error) {
 	var tr Trace
 	if pq == nil {
 		return nil, tr, &policy.Error{Code: policy.CodeUndefined, Message: fmt.Sprintf("data.%s is undefined: no module declares package %s", pkg, pkg)}
 	}
-	v, err := ast.InterfaceToValue(input)
-	if err != nil {
-		return nil, tr, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("converting data.%s input: %v", pkg, err)}
-	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.timeout())
 	defer cancel()
 	prints := &printHook{}
-	rs, err := pq.Eval(ctx, rego.EvalParsedInput(v), rego.EvalPrintHook(prints))
+	rs, err := pq.Eval(ctx, rego.EvalParsedInput(input), rego.EvalPrintHook(prints))
 	tr.Prints = prints.lines
 	if err != nil {
 		return nil, tr, p.evalError(ctx, pkg, err)

@@ -3,13 +3,18 @@ package opa
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
+
+	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/turngate/turngate/engine"
 )
 
-// ToolCallInput builds the Rego input document data.turngate.tool_call sees
-// for tc (what `turngate eval` shows). INPUT.md documents it; in short:
+// ToolCallInput returns the Rego input document data.turngate.tool_call sees
+// for tc, as JSON-shaped Go values (what `turngate eval` shows). INPUT.md
+// documents it; in short:
 //
 //	tool.name         string   the called tool's name
 //	tool.kind         string   "http", "mcp", "agent", "client" or "builtin"
@@ -31,45 +36,14 @@ import (
 //	                           {tool, call_id, input, decision, success, step_number}
 //	messages_count    number   how many messages the model has seen
 //
-// A model input that is not valid JSON appears as null; evaluating such a
-// call fails with CodeValidation.
+// A field holding invalid JSON appears as null; evaluating such a call fails
+// with CodeValidation.
 func ToolCallInput(tc *engine.ToolCallContext) map[string]any {
-	in, _ := toolCallInput(tc)
-	return in
+	v, _ := toolCallInput(tc, nil)
+	return goValue(v)
 }
 
-func toolCallInput(tc *engine.ToolCallContext) (map[string]any, error) {
-	in := identityDoc(&tc.Identity, 14)
-	tool, err := toolDoc(tc.ToolName, &tc.Tool, tc.Dynamic, tc.Input)
-	in["tool"] = tool
-	in["call_id"] = tc.ToolCallID
-	in["step_number"] = tc.StepNumber
-	in["messages_count"] = len(tc.Messages)
-	body := tc.Body
-	if body == nil {
-		body = map[string]any{}
-	}
-	in["body"] = body
-	prev := make([]any, len(tc.PreviousCalls))
-	for i, pc := range tc.PreviousCalls {
-		pin, perr := decodeJSON(pc.Input, map[string]any{})
-		if perr != nil && err == nil {
-			err = fmt.Errorf("previous call %s input: %w", pc.ToolCallID, perr)
-		}
-		prev[i] = map[string]any{
-			"tool":        pc.ToolName,
-			"call_id":     pc.ToolCallID,
-			"input":       pin,
-			"decision":    pc.Decision,
-			"success":     pc.Success,
-			"step_number": pc.StepNumber,
-		}
-	}
-	in["previous_calls"] = prev
-	return in, err
-}
-
-// ToolResultInput builds the Rego input document data.turngate.tool_result
+// ToolResultInput returns the Rego input document data.turngate.tool_result
 // sees for rc. It has the tool-call fields that exist after execution (tool,
 // call_id, step_number, agent, session_id, request_id, entry_path, depth,
 // principal, messages_count; no body or previous_calls) plus:
@@ -82,83 +56,157 @@ func toolCallInput(tc *engine.ToolCallContext) (map[string]any, error) {
 //	effective_input   any      the input the tool ran with (null if not rewritten)
 //	duration_ms       number   execution time in milliseconds
 //
-// Invalid JSON in a field appears as null; evaluating fails with
+// A field holding invalid JSON appears as null; evaluating fails with
 // CodeValidation.
 func ToolResultInput(rc *engine.ToolCallResultContext) map[string]any {
-	in, _ := toolResultInput(rc)
-	return in
+	v, _ := toolResultInput(rc, nil)
+	return goValue(v)
 }
 
-func toolResultInput(rc *engine.ToolCallResultContext) (map[string]any, error) {
-	in := identityDoc(&rc.Identity, 17)
-	tool, err := toolDoc(rc.ToolName, &rc.Tool, rc.Dynamic, rc.Input)
-	in["tool"] = tool
-	in["call_id"] = rc.ToolCallID
-	in["step_number"] = rc.StepNumber
-	in["messages_count"] = len(rc.Messages)
-	out, oerr := decodeJSON(rc.Output, nil)
-	eff, eerr := decodeJSON(rc.EffectiveInput, nil)
-	in["output"] = out
-	in["effective_input"] = eff
-	in["success"] = rc.Success
-	in["error"] = rc.Error
-	in["decision"] = rc.Decision
-	in["executed"] = rc.Executed
-	in["duration_ms"] = rc.DurationMs
-	for _, e := range []struct {
-		what string
-		err  error
-	}{{"output", oerr}, {"effective input", eerr}} {
-		if e.err != nil && err == nil {
-			err = fmt.Errorf("%s: %w", e.what, e.err)
+func goValue(v ast.Value) map[string]any {
+	x, err := ast.JSON(v)
+	if err != nil {
+		return nil // unreachable: the builders produce JSON values only
+	}
+	m, _ := x.(map[string]any)
+	return m
+}
+
+// The input documents are built as ast values directly: converting Go maps
+// with ast.InterfaceToValue would double the work on every decision.
+
+func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache) (ast.Value, error) {
+	var errs []error
+	prev := make([]*ast.Term, len(tc.PreviousCalls))
+	for i, pc := range tc.PreviousCalls {
+		pin, err := jsonTerm(pc.Input, emptyObject)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("previous call %s input: %w", pc.ToolCallID, err))
+		}
+		prev[i] = ast.ObjectTerm(
+			item("tool", ast.StringTerm(pc.ToolName)),
+			item("call_id", ast.StringTerm(pc.ToolCallID)),
+			item("input", pin),
+			item("decision", ast.StringTerm(pc.Decision)),
+			item("success", ast.InternedTerm(pc.Success)),
+			item("step_number", ast.InternedTerm(pc.StepNumber)),
+		)
+	}
+	body := emptyObject
+	if len(tc.Body) > 0 {
+		v, err := ast.InterfaceToValue(tc.Body)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("body: %w", err))
+		} else {
+			body = ast.NewTerm(v)
 		}
 	}
-	return in, err
+	tool, err := toolTerm(tc.ToolName, &tc.Tool, tc.Dynamic, tc.Input, schemas)
+	errs = append(errs, err)
+	items := append(identityItems(&tc.Identity),
+		item("tool", tool),
+		item("call_id", ast.StringTerm(tc.ToolCallID)),
+		item("step_number", ast.InternedTerm(tc.StepNumber)),
+		item("messages_count", ast.InternedTerm(len(tc.Messages))),
+		item("body", body),
+		item("previous_calls", ast.ArrayTerm(prev...)),
+	)
+	return ast.NewObject(items...), errors.Join(errs...)
 }
 
-// identityDoc starts an input document with the turn's identity; size is the
-// expected number of fields.
-func identityDoc(id *engine.Identity, size int) map[string]any {
-	roles := id.Principal.Roles
-	if roles == nil {
-		roles = []string{}
+func toolResultInput(rc *engine.ToolCallResultContext, schemas *schemaCache) (ast.Value, error) {
+	tool, terr := toolTerm(rc.ToolName, &rc.Tool, rc.Dynamic, rc.Input, schemas)
+	out, oerr := jsonTerm(rc.Output, ast.NullTerm())
+	if oerr != nil {
+		oerr = fmt.Errorf("output: %w", oerr)
 	}
-	in := make(map[string]any, size)
-	in["agent"] = id.Agent
-	in["session_id"] = id.SessionID
-	in["request_id"] = id.RequestID
-	in["entry_path"] = id.EntryPath
-	in["depth"] = id.Depth
-	in["principal"] = map[string]any{
-		"tenant":  id.Principal.Tenant,
-		"subject": id.Principal.Subject,
-		"roles":   roles,
+	eff, eerr := jsonTerm(rc.EffectiveInput, ast.NullTerm())
+	if eerr != nil {
+		eerr = fmt.Errorf("effective input: %w", eerr)
 	}
-	return in
+	items := append(identityItems(&rc.Identity),
+		item("tool", tool),
+		item("call_id", ast.StringTerm(rc.ToolCallID)),
+		item("step_number", ast.InternedTerm(rc.StepNumber)),
+		item("messages_count", ast.InternedTerm(len(rc.Messages))),
+		item("output", out),
+		item("effective_input", eff),
+		item("success", ast.InternedTerm(rc.Success)),
+		item("error", ast.StringTerm(rc.Error)),
+		item("decision", ast.StringTerm(rc.Decision)),
+		item("executed", ast.InternedTerm(rc.Executed)),
+		item("duration_ms", ast.FloatNumberTerm(rc.DurationMs)),
+	)
+	return ast.NewObject(items...), errors.Join(terr, oerr, eerr)
 }
 
-// toolDoc is input.tool: the tool's description plus the model's input.
-func toolDoc(name string, info *engine.ToolInfo, dynamic bool, input json.RawMessage) (map[string]any, error) {
+var emptyObject = ast.ObjectTerm()
+
+func item(k string, v *ast.Term) [2]*ast.Term {
+	return ast.Item(ast.StringTerm(k), v)
+}
+
+// identityItems are the turn's identity fields, with room for the rest of
+// an input document.
+func identityItems(id *engine.Identity) [][2]*ast.Term {
+	roles := make([]*ast.Term, len(id.Principal.Roles))
+	for i, r := range id.Principal.Roles {
+		roles[i] = ast.StringTerm(r)
+	}
+	items := make([][2]*ast.Term, 0, 17)
+	return append(items,
+		item("agent", ast.StringTerm(id.Agent)),
+		item("session_id", ast.StringTerm(id.SessionID)),
+		item("request_id", ast.StringTerm(id.RequestID)),
+		item("entry_path", ast.StringTerm(id.EntryPath)),
+		item("depth", ast.InternedTerm(id.Depth)),
+		item("principal", ast.ObjectTerm(
+			item("tenant", ast.StringTerm(id.Principal.Tenant)),
+			item("subject", ast.StringTerm(id.Principal.Subject)),
+			item("roles", ast.ArrayTerm(roles...)),
+		)),
+	)
+}
+
+// toolTerm is input.tool: the tool's description plus the model's input.
+func toolTerm(name string, info *engine.ToolInfo, dynamic bool, input json.RawMessage, schemas *schemaCache) (*ast.Term, error) {
 	if name == "" {
 		name = info.Name
 	}
-	in, err := decodeJSON(input, map[string]any{})
+	in, err := jsonTerm(input, emptyObject)
 	if err != nil {
 		err = fmt.Errorf("tool call input: %w", err)
 	}
-	schema, serr := decodeJSON(info.InputSchema, nil)
-	if serr != nil && err == nil {
-		err = fmt.Errorf("tool input schema: %w", serr)
+	schema, serr := schemas.get(info.InputSchema)
+	if serr != nil {
+		err = errors.Join(err, fmt.Errorf("tool input schema: %w", serr))
 	}
-	return map[string]any{
-		"name":        name,
-		"kind":        info.Kind,
-		"server":      info.Server,
-		"description": info.Description,
-		"dynamic":     dynamic || info.Dynamic,
-		"input":       in,
-		"schema":      schema,
-	}, err
+	return ast.ObjectTerm(
+		item("name", ast.StringTerm(name)),
+		item("kind", ast.StringTerm(info.Kind)),
+		item("server", ast.StringTerm(info.Server)),
+		item("description", ast.StringTerm(info.Description)),
+		item("dynamic", ast.InternedTerm(dynamic || info.Dynamic)),
+		item("input", in),
+		item("schema", schema),
+	), err
+}
+
+// jsonTerm converts raw JSON (numbers kept exact) to a term; empty raw
+// yields empty, invalid JSON yields null and an error.
+func jsonTerm(raw json.RawMessage, empty *ast.Term) (*ast.Term, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return empty, nil
+	}
+	x, err := decodeJSON(raw, nil)
+	if err != nil {
+		return ast.NullTerm(), err
+	}
+	v, err := ast.InterfaceToValue(x)
+	if err != nil {
+		return ast.NullTerm(), err
+	}
+	return ast.NewTerm(v), nil
 }
 
 // decodeJSON decodes raw keeping numbers exact; empty raw yields empty.
@@ -176,4 +224,39 @@ func decodeJSON(raw json.RawMessage, empty any) (any, error) {
 		return nil, fmt.Errorf("invalid JSON: trailing data after the value")
 	}
 	return v, nil
+}
+
+// maxCachedSchemas bounds a Policy's schema cache. A gateway offers tens of
+// tools; the bound only guards against tool sets generated per request.
+const maxCachedSchemas = 512
+
+// schemaCache memoises converted tool input schemas: a tool's schema is the
+// largest part of every input document and rarely changes. A nil cache
+// converts every time.
+type schemaCache struct {
+	mu sync.RWMutex
+	m  map[string]*ast.Term
+}
+
+func (c *schemaCache) get(raw json.RawMessage) (*ast.Term, error) {
+	if c == nil {
+		return jsonTerm(raw, ast.NullTerm())
+	}
+	c.mu.RLock()
+	t, ok := c.m[string(raw)]
+	c.mu.RUnlock()
+	if ok {
+		return t, nil
+	}
+	t, err := jsonTerm(raw, ast.NullTerm())
+	if err != nil {
+		return t, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedSchemas {
+		c.m = make(map[string]*ast.Term)
+	}
+	c.m[string(raw)] = t
+	c.mu.Unlock()
+	return t, nil
 }
