@@ -1,0 +1,171 @@
+// Package replay is test support for the HTTP providers: an in-process
+// server that replays captured raw HTTP responses and records what it
+// received, and golden-file rendering of stream parts.
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/turngate/turngate/engine"
+)
+
+// Received is one request the server got.
+type Received struct {
+	Method, Path string
+	Header       http.Header
+	Body         []byte
+}
+
+// Server replays one raw HTTP response (status line, headers, blank line,
+// body; a file captured from a real server) for every request.
+type Server struct {
+	*httptest.Server
+	mu       sync.Mutex
+	received []Received
+}
+
+// NewServer starts a server replaying the response in file. It is closed
+// when the test ends.
+func NewServer(t testing.TB, file string) *Server {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("reading fixture: %v", err)
+	}
+	return NewServerBytes(t, raw)
+}
+
+// NewServerBytes starts a server replaying raw, a raw HTTP response.
+func NewServerBytes(t testing.TB, raw []byte) *Server {
+	t.Helper()
+	status, header, body, err := parse(raw)
+	if err != nil {
+		t.Fatalf("parsing fixture: %v", err)
+	}
+	s := &Server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.received = append(s.received, Received{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: b})
+		s.mu.Unlock()
+		for k, vs := range header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(status)
+		// Write event by event, flushing, as a real server streams.
+		for _, piece := range bytes.SplitAfter(body, []byte("\n\n")) {
+			w.Write(piece)
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// parse reads a raw response leniently: the body is everything after the
+// blank line, byte for byte (http.ReadResponse would apply framing).
+func parse(raw []byte) (int, http.Header, []byte, error) {
+	sep := []byte("\n\n")
+	if i := bytes.Index(raw, []byte("\r\n\r\n")); i >= 0 && (bytes.Index(raw, sep) < 0 || i < bytes.Index(raw, sep)) {
+		sep = []byte("\r\n\r\n")
+	}
+	head, body, ok := bytes.Cut(raw, sep)
+	if !ok {
+		return 0, nil, nil, errors.New("no blank line after the headers")
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(io.MultiReader(bytes.NewReader(head), strings.NewReader("\r\n\r\n"))), nil)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return resp.StatusCode, resp.Header, body, nil
+}
+
+// Received returns the requests received so far.
+func (s *Server) Received() []Received {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Received(nil), s.received...)
+}
+
+// Render drains st and renders every part as one JSON line, then the
+// stream's error, if any. An input that is not valid JSON is rendered as a
+// "rawInput" string.
+func Render(st engine.Stream) string {
+	var b strings.Builder
+	for st.Next() {
+		p := st.Current()
+		var raw string
+		if len(p.Input) > 0 && !json.Valid(p.Input) {
+			raw, p.Input = string(p.Input), nil
+		}
+		line, err := json.Marshal(p)
+		if err != nil {
+			fmt.Fprintf(&b, "unrenderable part: %v\n", err)
+			continue
+		}
+		if raw != "" {
+			line = append(line[:len(line)-1], fmt.Sprintf(",%q:%q}", "rawInput", raw)...)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := st.Err(); err != nil {
+		fmt.Fprintf(&b, "error: %s\n", RenderError(err))
+	}
+	st.Close()
+	return b.String()
+}
+
+// RenderError renders an error with an UpstreamError's fields spelt out.
+func RenderError(err error) string {
+	var ue *engine.UpstreamError
+	if errors.As(err, &ue) {
+		return fmt.Sprintf("UpstreamError{Status:%d Retryable:%t RetryAfter:%s Message:%q}", ue.Status, ue.Retryable, ue.RetryAfter, ue.Message)
+	}
+	return err.Error()
+}
+
+// Golden compares got with the file at path, rewriting it when update.
+func Golden(t testing.TB, path, got string, update bool) {
+	t.Helper()
+	if update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run with -update): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s mismatch\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
+}
+
+// IndentJSON pretty-prints a JSON body for golden files.
+func IndentJSON(t testing.TB, body []byte) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := json.Indent(&out, body, "", "  "); err != nil {
+		t.Fatalf("request body is not JSON: %v\n%s", err, body)
+	}
+	return out.String() + "\n"
+}

@@ -1,0 +1,102 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDecoder(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want string // events as type|data, one per line
+		err  error
+	}{
+		{"lf", "data: a\n\ndata: b\n\n", "|a\n|b\n", nil},
+		{"crlf and cr", "event: x\r\ndata: a\r\n\r\ndata: b\r\r", "x|a\n|b\n", nil},
+		{"multi-line data", "data: {\ndata: }\n\n", "|{\n}\n", nil},
+		{"comments and unknown fields", ": ping\nid: 7\nretry: 10\nfoo: bar\ndata: a\n\n", "|a\n", nil},
+		{"no space after colon", "data:a\n\n", "|a\n", nil},
+		{"empty data line counts", "data:\n\n", "|\n", nil},
+		{"event without data is dropped", "event: ping\n\ndata: a\n\n", "|a\n", nil},
+		{"trailing event without blank line is discarded", "data: a\n\ndata: b", "|a\n", nil},
+		{"line too long", "data: " + strings.Repeat("x", MaxLineBytes+1) + "\n\n", "", ErrLineTooLong},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := NewDecoder(strings.NewReader(tt.in))
+			var got strings.Builder
+			for d.Next() {
+				fmt.Fprintf(&got, "%s|%s\n", d.Event().Type, d.Event().Data)
+			}
+			if got.String() != tt.want {
+				t.Errorf("events = %q, want %q", got.String(), tt.want)
+			}
+			if !errors.Is(d.Err(), tt.err) {
+				t.Errorf("Err = %v, want %v", d.Err(), tt.err)
+			}
+		})
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	tests := []struct {
+		name   string
+		header map[string]string
+		want   time.Duration
+	}{
+		{"none", nil, 0},
+		{"seconds", map[string]string{"Retry-After": "3"}, 3 * time.Second},
+		{"ms wins", map[string]string{"Retry-After": "3", "Retry-After-Ms": "250"}, 250 * time.Millisecond},
+		{"bad ms falls back", map[string]string{"Retry-After": "2", "Retry-After-Ms": "soon"}, 2 * time.Second},
+		{"past date", map[string]string{"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0},
+		{"negative", map[string]string{"Retry-After": "-5"}, 0},
+		{"garbage", map[string]string{"Retry-After": "later"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tt.header {
+				h.Set(k, v)
+			}
+			if got := RetryAfter(h); got != tt.want {
+				t.Errorf("RetryAfter = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestErrorMessage(t *testing.T) {
+	tests := []struct{ body, want string }{
+		{`{"error":{"message":"m","type":"t"}}`, "t: m"},
+		{`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, "overloaded_error: Overloaded"},
+		{`{"error":"plain"}`, "plain"},
+		{`{"message":"top"}`, "top"},
+		{"  not json  ", "not json"},
+		{strings.Repeat("x", 600), strings.Repeat("x", 512) + "…"},
+	}
+	for _, tt := range tests {
+		if got := ErrorMessage([]byte(tt.body)); got != tt.want {
+			t.Errorf("ErrorMessage(%.20q) = %q, want %q", tt.body, got, tt.want)
+		}
+	}
+}
+
+func FuzzDecoder(f *testing.F) {
+	f.Add([]byte("event: x\r\ndata: a\r\n\r\ndata: b\n\n"))
+	f.Add([]byte("data: [DONE]\n\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		d := NewDecoder(strings.NewReader(string(in)))
+		total := 0
+		for d.Next() {
+			total += len(d.Event().Data)
+			if total > len(in) {
+				t.Fatalf("decoded %d data bytes from %d input bytes", total, len(in))
+			}
+		}
+	})
+}

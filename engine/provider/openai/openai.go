@@ -1,0 +1,248 @@
+// Package openai streams OpenAI-compatible Chat Completions (OpenAI, vLLM,
+// Ollama, and other servers speaking the same wire format) behind
+// engine.Provider.
+//
+// It speaks the wire format directly rather than through the SDK so that
+// it controls the exact request body (every sampling field, provider
+// options merged as extra fields), reads reasoning_content deltas that
+// the SDK's types do not carry, and reports truncated streams, which the
+// SDK accepts silently. The format follows openai-go v3's ssestream and
+// stream accumulator; the tests replay streams captured from real servers.
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/engine/provider/internal/wire"
+)
+
+// DefaultBaseURL is OpenAI's API root; vLLM and Ollama serve the same API
+// under their own host's /v1.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// Config configures a Provider.
+type Config struct {
+	// Name keys this provider in ModelRequest.ProviderOptions and in
+	// providerMetadata (default "openai").
+	Name string
+	// BaseURL is the API root including /v1 (default DefaultBaseURL).
+	BaseURL string
+	// APIKey is sent as a bearer token; empty sends none (local servers).
+	APIKey string
+	// Headers are sent with every request; request headers override them.
+	Headers map[string]string
+	// Timeout bounds the wait for response headers; zero means none. The
+	// stream itself is bounded by the engine's timeouts.
+	Timeout time.Duration
+	// MaxTokensField is the body field for ModelRequest.MaxOutputTokens:
+	// "max_tokens" (default; vLLM, Ollama) or "max_completion_tokens"
+	// (OpenAI's reasoning models).
+	MaxTokensField string
+	// HTTPClient sends the requests (default http.DefaultClient). It
+	// should not retry: the engine does.
+	HTTPClient *http.Client
+}
+
+// Provider streams Chat Completions. It is safe for concurrent use.
+type Provider struct {
+	cfg Config
+}
+
+// New returns a Provider for cfg, defaults applied.
+func New(cfg Config) *Provider {
+	if cfg.Name == "" {
+		cfg.Name = "openai"
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	if cfg.MaxTokensField == "" {
+		cfg.MaxTokensField = "max_tokens"
+	}
+	return &Provider{cfg: cfg}
+}
+
+// Stream sends req and returns its stream. Failures before the stream
+// starts are *engine.UpstreamError (or ctx's error).
+func (p *Provider) Stream(ctx context.Context, req *engine.ModelRequest) (engine.Stream, error) {
+	body, warnings, err := p.body(req)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	if p.cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+p.cfg.APIKey)
+	}
+	for k, v := range p.cfg.Headers {
+		h.Set(k, v)
+	}
+	for k, v := range req.Headers {
+		h.Set(k, v)
+	}
+	resp, err := wire.Post(ctx, wire.Request{Client: p.cfg.HTTPClient, URL: p.cfg.BaseURL + "/chat/completions",
+		Header: h, Body: body, HeaderTimeout: p.cfg.Timeout})
+	if err != nil {
+		return nil, err
+	}
+	return wire.NewStream(ctx, resp, &handler{name: p.cfg.Name, warnings: warnings}), nil
+}
+
+// body builds the request body. Keys are written sorted, so bodies are
+// byte-for-byte reproducible.
+func (p *Provider) body(req *engine.ModelRequest) ([]byte, []string, error) {
+	b := map[string]any{
+		"model":          req.Model,
+		"messages":       messages(req),
+		"stream":         true,
+		"stream_options": map[string]any{"include_usage": true},
+	}
+	var warnings []string
+	if len(req.Tools) > 0 {
+		tools := make([]any, len(req.Tools))
+		for i, t := range req.Tools {
+			fn := map[string]any{"name": t.Name, "parameters": schemaOrEmpty(t.InputSchema)}
+			if t.Description != "" {
+				fn["description"] = t.Description
+			}
+			tools[i] = map[string]any{"type": "function", "function": fn}
+		}
+		b["tools"] = tools
+	}
+	if tc := req.ToolChoice; tc != nil && tc.Type != "" {
+		if tc.Type == engine.ToolChoiceTool {
+			b["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": tc.ToolName}}
+		} else {
+			b["tool_choice"] = tc.Type
+		}
+	}
+	setPtr(b, p.cfg.MaxTokensField, req.MaxOutputTokens)
+	setPtr(b, "temperature", req.Temperature)
+	setPtr(b, "top_p", req.TopP)
+	setPtr(b, "presence_penalty", req.PresencePenalty)
+	setPtr(b, "frequency_penalty", req.FrequencyPenalty)
+	setPtr(b, "seed", req.Seed)
+	if req.TopK != nil {
+		warnings = append(warnings, "topK is not part of the Chat Completions API and was not sent; set it in providerOptions."+p.cfg.Name+" for servers that accept top_k")
+	}
+	if len(req.StopSequences) > 0 {
+		b["stop"] = req.StopSequences
+	}
+	if o := req.Output; o != nil {
+		if len(o.Schema) == 0 {
+			b["response_format"] = map[string]any{"type": "json_object"}
+		} else {
+			name := o.Name
+			if name == "" {
+				name = "output"
+			}
+			b["response_format"] = map[string]any{"type": "json_schema",
+				"json_schema": map[string]any{"name": name, "schema": o.Schema}}
+		}
+	}
+	if extra, ok := req.ProviderOptions[p.cfg.Name].(map[string]any); ok {
+		for k, v := range extra {
+			b[k] = v
+		}
+	}
+	body, err := json.Marshal(b)
+	if err != nil {
+		return nil, nil, &engine.UpstreamError{Message: "encoding request: " + err.Error()}
+	}
+	return body, warnings, nil
+}
+
+// setPtr sets b[key] to *v when v is not nil.
+func setPtr[T any](b map[string]any, key string, v *T) {
+	if v != nil {
+		b[key] = *v
+	}
+}
+
+// schemaOrEmpty returns a tool's schema, or the empty object schema the
+// API requires when a tool declares none.
+func schemaOrEmpty(s json.RawMessage) json.RawMessage {
+	if len(s) == 0 {
+		return json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return s
+}
+
+// messages maps the system prompt and model messages to Chat Completions
+// messages: assistant tool calls as tool_calls, each tool result as its
+// own role "tool" message. Reasoning parts are not sent back.
+func messages(req *engine.ModelRequest) []any {
+	var out []any
+	if req.System != "" {
+		out = append(out, map[string]any{"role": "system", "content": req.System})
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case engine.RoleSystem, engine.RoleUser:
+			out = append(out, map[string]any{"role": m.Role, "content": m.Text()})
+		case engine.RoleAssistant:
+			msg := map[string]any{"role": "assistant", "content": nil}
+			if text := m.Text(); text != "" {
+				msg["content"] = text
+			}
+			var calls []any
+			for _, c := range m.Content {
+				if c.Type == engine.ContentToolCall {
+					calls = append(calls, map[string]any{"id": c.ToolCallID, "type": "function",
+						"function": map[string]any{"name": c.ToolName, "arguments": string(c.Input)}})
+				}
+			}
+			if calls != nil {
+				msg["tool_calls"] = calls
+			}
+			out = append(out, msg)
+		case engine.RoleTool:
+			for _, c := range m.Content {
+				if c.Type == engine.ContentToolResult {
+					out = append(out, map[string]any{"role": "tool", "tool_call_id": c.ToolCallID, "content": outputText(c.Output)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// outputText is a tool output as the content string: a JSON string
+// unquoted, anything else as its JSON text.
+func outputText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// finishReasons maps Chat Completions finish reasons to the AI SDK's.
+var finishReasons = map[string]string{
+	"stop":           engine.FinishStop,
+	"length":         engine.FinishLength,
+	"tool_calls":     engine.FinishToolCalls,
+	"function_call":  engine.FinishToolCalls,
+	"content_filter": engine.FinishContentFilter,
+}
+
+// mapFinish maps a raw finish reason, "other" for unknown ones.
+func mapFinish(raw string) string {
+	if r, ok := finishReasons[raw]; ok {
+		return r
+	}
+	return engine.FinishOther
+}
+
+// errorf builds a stream error that is no HTTP failure.
+func errorf(format string, args ...any) error {
+	return &engine.UpstreamError{Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,267 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/engine/provider/internal/replay"
+	"github.com/turngate/turngate/engine/provider/internal/wire"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func ptr[T any](v T) *T { return &v }
+
+func userMsg(text string) engine.ModelMessage {
+	return engine.ModelMessage{Role: engine.RoleUser, Content: []engine.ContentPart{{Type: engine.ContentText, Text: text}}}
+}
+
+var weatherTool = engine.ToolInfo{Name: "get_weather", Description: "Get the current weather for a city", Kind: engine.ToolKindHTTP,
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}`)}
+
+// TestStreamFixtures replays every captured response in testdata/responses
+// and compares the parts (or the error) with testdata/golden.
+func TestStreamFixtures(t *testing.T) {
+	files, _ := filepath.Glob("testdata/responses/*.http")
+	if len(files) == 0 {
+		t.Fatal("no fixtures")
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".http")
+		t.Run(name, func(t *testing.T) {
+			srv := replay.NewServer(t, f)
+			p := New(Config{BaseURL: srv.URL + "/v1", APIKey: "sk-test"})
+			st, err := p.Stream(context.Background(), &engine.ModelRequest{Model: "m", Messages: []engine.ModelMessage{userMsg("Hi there")}})
+			var got string
+			if err != nil {
+				got = "stream: " + replay.RenderError(err) + "\n"
+			} else {
+				got = replay.Render(st)
+			}
+			replay.Golden(t, filepath.Join("testdata", "golden", name+".txt"), got, *update)
+		})
+	}
+}
+
+func TestUpstreamErrors(t *testing.T) {
+	tests := []struct {
+		fixture string
+		want    engine.UpstreamError
+	}{
+		{"rate_limited", engine.UpstreamError{Status: 429, Retryable: true, RetryAfter: 7 * time.Second,
+			Message: "requests: Rate limit reached for requests"}},
+		{"rate_limited_ms", engine.UpstreamError{Status: 429, Retryable: true, RetryAfter: 1500 * time.Millisecond,
+			Message: "requests: Rate limit reached for requests"}},
+		{"server_error", engine.UpstreamError{Status: 500, Retryable: true,
+			Message: "upstream connect error or disconnect/reset before headers"}},
+		{"bad_request", engine.UpstreamError{Status: 400,
+			Message: "invalid_request_error: Invalid value for 'temperature': expected a number between 0 and 2."}},
+		{"not_found_no_retry", engine.UpstreamError{Status: 503,
+			Message: "invalid_request_error: The model `mock-error` does not exist."}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fixture, func(t *testing.T) {
+			srv := replay.NewServer(t, filepath.Join("testdata", "responses", tt.fixture+".http"))
+			_, err := New(Config{BaseURL: srv.URL}).Stream(context.Background(), &engine.ModelRequest{Model: "m"})
+			var ue *engine.UpstreamError
+			if !errors.As(err, &ue) {
+				t.Fatalf("error = %v, want *engine.UpstreamError", err)
+			}
+			if *ue != tt.want {
+				t.Errorf("got  %+v\nwant %+v", *ue, tt.want)
+			}
+		})
+	}
+}
+
+// TestRequestBody checks the exact body and headers the server receives.
+func TestRequestBody(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		req  engine.ModelRequest
+	}{
+		{"every_field", Config{Headers: map[string]string{"X-Team": "a", "X-Override": "config"}, MaxTokensField: "max_completion_tokens"},
+			engine.ModelRequest{
+				Model: "gpt-test", System: "Be brief.", Messages: []engine.ModelMessage{userMsg("Weather in Paris?")},
+				Tools: []engine.ToolInfo{weatherTool, {Name: "now", Kind: engine.ToolKindBuiltin}},
+				ToolChoice: &engine.ToolChoice{Type: engine.ToolChoiceTool, ToolName: "get_weather"},
+				MaxOutputTokens: ptr(256), Temperature: ptr(0.2), TopP: ptr(0.9), TopK: ptr(40),
+				PresencePenalty: ptr(0.1), FrequencyPenalty: ptr(0.3), StopSequences: []string{"END"}, Seed: ptr(int64(7)),
+				Headers:         map[string]string{"X-Override": "request"},
+				ProviderOptions: map[string]any{"openai": map[string]any{"reasoning_effort": "low", "user": "u1"}, "anthropic": map[string]any{"ignored": true}},
+				Output:          &engine.OutputSpec{Name: "answer", Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`)},
+			}},
+		{"tool_round_trip", Config{}, engine.ModelRequest{
+			Model: "mock-model", Tools: []engine.ToolInfo{weatherTool},
+			ToolChoice: &engine.ToolChoice{Type: engine.ToolChoiceAuto},
+			Messages: []engine.ModelMessage{
+				userMsg("Weather in Paris and Tokyo?"),
+				{Role: engine.RoleAssistant, Content: []engine.ContentPart{
+					{Type: engine.ContentReasoning, Text: "two cities"},
+					{Type: engine.ContentText, Text: "Checking."},
+					{Type: engine.ContentToolCall, ToolCallID: "call_0002", ToolName: "get_weather", Input: json.RawMessage(`{"city":"Paris"}`)},
+					{Type: engine.ContentToolCall, ToolCallID: "call_0003", ToolName: "get_weather", Input: json.RawMessage(`{"city":"Tokyo"}`)},
+				}},
+				{Role: engine.RoleTool, Content: []engine.ContentPart{
+					{Type: engine.ContentToolResult, ToolCallID: "call_0002", ToolName: "get_weather", Output: json.RawMessage(`{"city":"Paris","weather":"sunny","tempC":21}`)},
+					{Type: engine.ContentToolResult, ToolCallID: "call_0003", ToolName: "get_weather", Output: json.RawMessage(`"tool failed: timeout"`), IsError: true},
+				}},
+			}}},
+		{"json_object_output", Config{APIKey: "sk-x"}, engine.ModelRequest{Model: "m", Messages: []engine.ModelMessage{userMsg("x")},
+			Output: &engine.OutputSpec{}, ToolChoice: &engine.ToolChoice{Type: engine.ToolChoiceNone}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := replay.NewServer(t, "testdata/responses/text.http")
+			tt.cfg.BaseURL = srv.URL + "/v1/"
+			st, err := New(tt.cfg).Stream(context.Background(), &tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := replay.Render(st)
+			got := srv.Received()
+			if len(got) != 1 {
+				t.Fatalf("server got %d requests", len(got))
+			}
+			r := got[0]
+			if r.Method != http.MethodPost || r.Path != "/v1/chat/completions" {
+				t.Errorf("request = %s %s", r.Method, r.Path)
+			}
+			if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("content-type = %q", ct)
+			}
+			wantAuth := ""
+			if tt.cfg.APIKey != "" {
+				wantAuth = "Bearer " + tt.cfg.APIKey
+			}
+			if a := r.Header.Get("Authorization"); a != wantAuth {
+				t.Errorf("authorization = %q, want %q", a, wantAuth)
+			}
+			for k, v := range tt.cfg.Headers {
+				if want := v; tt.req.Headers[k] != "" {
+					want = tt.req.Headers[k]
+					v = want
+				}
+				if got := r.Header.Get(k); got != v {
+					t.Errorf("header %s = %q, want %q", k, got, v)
+				}
+			}
+			replay.Golden(t, filepath.Join("testdata", "requests", tt.name+".json"), replay.IndentJSON(t, r.Body), *update)
+			if tt.req.TopK != nil && !strings.Contains(out, "topK is not part of") {
+				t.Errorf("no topK warning in the finish part:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestCancelStopsStream cancels while the server holds the stream open.
+func TestCancelStopsStream(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := New(Config{BaseURL: srv.URL}).Stream(ctx, &engine.ModelRequest{Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := 0; i < 2; i++ { // text-start, text-delta
+		if !st.Next() {
+			t.Fatalf("part %d missing: %v", i, st.Err())
+		}
+	}
+	go cancel()
+	if st.Next() {
+		t.Fatalf("Next after cancel returned %+v", st.Current())
+	}
+	if !errors.Is(st.Err(), context.Canceled) {
+		t.Errorf("Err = %v, want context.Canceled", st.Err())
+	}
+}
+
+// TestHeaderTimeout: a server that never answers is a retryable failure.
+func TestHeaderTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body) // the server notices the client leaving only after the body
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	_, err := New(Config{BaseURL: srv.URL, Timeout: time.Millisecond}).Stream(context.Background(), &engine.ModelRequest{Model: "m"})
+	var ue *engine.UpstreamError
+	if !errors.As(err, &ue) || !ue.Retryable || ue.Status != 0 || !strings.Contains(ue.Message, "no response headers") {
+		t.Errorf("error = %v, want a retryable header timeout", err)
+	}
+}
+
+func TestTransportErrorIsRetryable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	_, err := New(Config{BaseURL: url}).Stream(context.Background(), &engine.ModelRequest{Model: "m"})
+	var ue *engine.UpstreamError
+	if !errors.As(err, &ue) || !ue.Retryable || ue.Status != 0 {
+		t.Errorf("error = %v, want a retryable transport error", err)
+	}
+}
+
+// FuzzStreamParser feeds arbitrary bodies through the chunk handler: it
+// must end (finish part or error) without panicking.
+func FuzzStreamParser(f *testing.F) {
+	files, _ := filepath.Glob("testdata/responses/*.http")
+	for _, file := range files {
+		raw, _ := os.ReadFile(file)
+		if _, body, ok := bytes.Cut(raw, []byte("\n\n")); ok {
+			f.Add(body)
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		st := wire.NewStream(context.Background(), io.NopCloser(bytes.NewReader(body)), &handler{name: "openai"})
+		n := 0
+		var last engine.StreamPart
+		for st.Next() {
+			last = st.Current()
+			n++
+		}
+		if st.Err() == nil && n > 0 && last.Type != engine.StreamFinish {
+			t.Fatalf("stream ended cleanly without a finish part: %+v", last)
+		}
+	})
+}
+
+func BenchmarkStreamParallelTools(b *testing.B) {
+	raw, err := os.ReadFile("testdata/responses/parallel_tools.http")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, body, _ := bytes.Cut(raw, []byte("\n\n"))
+	for b.Loop() {
+		st := wire.NewStream(context.Background(), io.NopCloser(bytes.NewReader(body)), &handler{name: "openai"})
+		for st.Next() {
+		}
+		if st.Err() != nil {
+			b.Fatal(st.Err())
+		}
+	}
+}
