@@ -28,10 +28,10 @@ func TestCompileErrors(t *testing.T) {
 		opts  Options
 		codes []string
 	}{
-		{"sandbox", []string{"sandbox.rego"}, Options{}, []string{policy.CodeSandbox, policy.CodeSandbox, policy.CodeSandbox}},
+		{"sandbox", []string{"sandbox.rego"}, testOptions, []string{policy.CodeSandbox, policy.CodeSandbox, policy.CodeSandbox}},
 		{"sandbox_allow_network", []string{"sandbox.rego"}, Options{AllowNetwork: true}, []string{policy.CodeSandbox}},
-		{"parse", []string{"parse.rego", "parse2.rego"}, Options{}, nil},
-		{"compile", []string{"compile.rego"}, Options{}, nil},
+		{"parse", []string{"parse.rego", "parse2.rego"}, testOptions, nil},
+		{"compile", []string{"compile.rego"}, testOptions, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,7 +64,7 @@ func TestCompileErrors(t *testing.T) {
 
 func TestDataDocuments(t *testing.T) {
 	rf := loadDir(t, "testdata/tenants")
-	p, errs := Compile(rf.modules, rf.data, Options{})
+	p, errs := Compile(rf.modules, rf.data, testOptions)
 	if errs != nil {
 		t.Fatalf("Compile: %v", errs)
 	}
@@ -154,7 +154,7 @@ func TestDataErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, errs := Compile(tt.modules, tt.data, Options{})
+			_, errs := Compile(tt.modules, tt.data, testOptions)
 			if got := errs.Error(); errs == nil || got != tt.want {
 				t.Errorf("errors:\n%v\nwant:\n%s", errs, tt.want)
 			}

@@ -83,7 +83,7 @@ func FuzzCompile(f *testing.F) {
 		p, errs := Compile(
 			[]policy.File{{Path: "fuzz.rego", Data: []byte(module)}},
 			[]policy.File{{Path: dataPath, Data: []byte(data)}},
-			Options{},
+			testOptions,
 		)
 		if (p == nil) == (errs == nil) {
 			t.Fatalf("Compile returned policy %v and errors %v", p, errs)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/policy"
@@ -112,3 +113,7 @@ func errCode(err error) string {
 	}
 	return ""
 }
+
+// testOptions has deadlines generous enough for a loaded machine under the
+// race detector; only the timeout test uses a tight one.
+var testOptions = Options{Timeout: time.Minute, TestTimeout: time.Minute}

@@ -58,7 +58,7 @@ func TestToolResultInputDocument(t *testing.T) {
 
 // Every documented path is visible to rules, with exact numbers.
 func TestToolCallInputPaths(t *testing.T) {
-	p := mustCompile(t, Options{}, map[string]string{"a.rego": pkg + `
+	p := mustCompile(t, testOptions, map[string]string{"a.rego": pkg + `
 block contains "all fields seen" if {
 	input.tool.name == "search"
 	input.tool.kind == "mcp"
@@ -90,7 +90,7 @@ block contains "all fields seen" if {
 }
 
 func TestPrintOutputCaptured(t *testing.T) {
-	p := mustCompile(t, Options{}, map[string]string{"a.rego": pkg + `block contains "x" if {
+	p := mustCompile(t, testOptions, map[string]string{"a.rego": pkg + `block contains "x" if {
 	print("tool called:", input.tool.name)
 	false
 }`})
@@ -106,7 +106,7 @@ func TestPrintOutputCaptured(t *testing.T) {
 // One Policy serves concurrent turns (run with -race).
 func TestConcurrentEvaluation(t *testing.T) {
 	rf := loadDir(t, "testdata/cookbook")
-	p, errs := Compile(rf.modules, rf.data, Options{})
+	p, errs := Compile(rf.modules, rf.data, testOptions)
 	if errs != nil {
 		t.Fatal(errs)
 	}
@@ -140,7 +140,7 @@ func TestHasPackages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := mustCompile(t, Options{}, tt.modules)
+			p := mustCompile(t, testOptions, tt.modules)
 			if p.HasToolCall() != tt.toolCall || p.HasToolResult() != tt.toolRslt {
 				t.Errorf("HasToolCall, HasToolResult = %v, %v; want %v, %v", p.HasToolCall(), p.HasToolResult(), tt.toolCall, tt.toolRslt)
 			}
@@ -149,7 +149,7 @@ func TestHasPackages(t *testing.T) {
 }
 
 func TestEmptyModule(t *testing.T) {
-	_, errs := Compile([]policy.File{{Path: "empty.rego", Data: []byte("# nothing here\n")}}, nil, Options{})
+	_, errs := Compile([]policy.File{{Path: "empty.rego", Data: []byte("# nothing here\n")}}, nil, testOptions)
 	if errs == nil || errs[0].Code != policy.CodeParse {
 		t.Fatalf("errors = %v, want a parse error", errs)
 	}

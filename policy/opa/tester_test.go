@@ -11,7 +11,7 @@ import (
 
 func TestRunTests(t *testing.T) {
 	rf := loadDir(t, "testdata/runtests")
-	results, errs := RunTests(context.Background(), rf.modules, rf.tests, rf.data, Options{})
+	results, errs := RunTests(context.Background(), rf.modules, rf.tests, rf.data, testOptions)
 	if errs != nil {
 		t.Fatalf("RunTests: %v", errs)
 	}
@@ -69,7 +69,7 @@ func TestRunTestsErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, errs := RunTests(context.Background(), []policy.File{mod}, tt.tests, tt.data, Options{})
+			_, errs := RunTests(context.Background(), []policy.File{mod}, tt.tests, tt.data, testOptions)
 			if errs == nil || errs.Error() != tt.want {
 				t.Errorf("errors:\n%v\nwant:\n%s", errs, tt.want)
 			}

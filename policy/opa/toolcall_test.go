@@ -13,7 +13,7 @@ import (
 // The reference's beforeToolCall examples, as the Rego in testdata/cookbook.
 func TestCookbook(t *testing.T) {
 	rf := loadDir(t, "testdata/cookbook")
-	p, errs := Compile(rf.modules, rf.data, Options{})
+	p, errs := Compile(rf.modules, rf.data, testOptions)
 	if errs != nil {
 		t.Fatalf("Compile: %v", errs)
 	}
@@ -50,7 +50,7 @@ func TestCookbook(t *testing.T) {
 		})
 	}
 
-	results, errs := RunTests(context.Background(), rf.modules, rf.tests, rf.data, Options{})
+	results, errs := RunTests(context.Background(), rf.modules, rf.tests, rf.data, testOptions)
 	if errs != nil {
 		t.Fatalf("RunTests: %v", errs)
 	}
@@ -216,7 +216,7 @@ block contains sprintf("%s/%s may not call %s from %s", [input.principal.tenant,
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := mustCompile(t, Options{}, tt.modules)
+			p := mustCompile(t, testOptions, tt.modules)
 			got, tr, err := p.ToolCall(context.Background(), tt.tc)
 			if err != nil {
 				t.Fatalf("ToolCall: %v", err)
@@ -251,7 +251,7 @@ func TestPatchOrderDeterministic(t *testing.T) {
 	}
 	var first json.RawMessage
 	for i := range 10 {
-		p := mustCompile(t, Options{}, mods) // map order varies run to run
+		p := mustCompile(t, testOptions, mods) // map order varies run to run
 		d, _, err := p.ToolCall(context.Background(), call("x", `{"list":[],"n":1}`))
 		if err != nil {
 			t.Fatalf("ToolCall: %v", err)

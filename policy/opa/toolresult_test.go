@@ -97,7 +97,7 @@ redact contains concat("", [sprintf("/%v", [p]) | some p in path]) if {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := mustCompile(t, Options{}, tt.modules)
+			p := mustCompile(t, testOptions, tt.modules)
 			if p.HasToolCall() || !p.HasToolResult() {
 				t.Errorf("HasToolCall = %v, HasToolResult = %v; want false, true", p.HasToolCall(), p.HasToolResult())
 			}
@@ -134,7 +134,7 @@ func TestToolResultFailsClosed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := mustCompile(t, Options{}, tt.modules)
+			p := mustCompile(t, testOptions, tt.modules)
 			d, _, err := p.ToolResult(context.Background(), tt.rc)
 			if got := errCode(err); got != tt.code || d != nil {
 				t.Fatalf("ToolResult = %+v, %v; want a %s error", d, err, tt.code)
@@ -147,7 +147,7 @@ func TestToolResultInput(t *testing.T) {
 	rc := result("x", `{"n":1}`)
 	rc.Success, rc.Error, rc.Decision, rc.DurationMs = false, "boom", engine.DecisionRewrite, 12.5
 	rc.EffectiveInput = json.RawMessage(`{"q":"y"}`)
-	p := mustCompile(t, Options{}, map[string]string{"a.rego": resultPkg + `
+	p := mustCompile(t, testOptions, map[string]string{"a.rego": resultPkg + `
 redact contains "/n" if {
 	input.output.n == 1
 	input.success == false
