@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// updateRules rewrites the rules commands' golden files:
+// go test ./cmd/turngate -run TestRulesCommands -update-rules
+var updateRules = flag.Bool("update-rules", false, "rewrite the rules commands' golden files")
+
+func TestRulesCommands(t *testing.T) {
+	const dir = "testdata/rules"
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		golden string // compared with stdout; empty means stdout must be empty
+	}{
+		{"check broken pretty", []string{"check", dir + "/broken"}, 1, "check_broken.golden"},
+		{"check broken json", []string{"check", "--format", "json", dir + "/broken"}, 1, "check_broken_json.golden"},
+		{"check good", []string{"check", dir + "/good"}, 0, "check_good.golden"},
+		{"check good json, flag after dir", []string{"check", dir + "/good", "--format=json"}, 0, "check_good_json.golden"},
+		{"test good", []string{"test", dir + "/good"}, 0, "test_good.golden"},
+		{"test good verbose", []string{"test", "-v", dir + "/good"}, 0, "test_good_verbose.golden"},
+		{"test failing", []string{"test", dir + "/failing"}, 1, "test_failing.golden"},
+		{"test failing json", []string{"test", "--format", "json", dir + "/failing"}, 1, "test_failing_json.golden"},
+		{"test broken", []string{"test", dir + "/broken"}, 1, "check_broken.golden"},
+		{"eval beforeToolCall patch", []string{"eval", "--hook", "beforeToolCall", "--input", dir + "/inputs/tool_call.yaml", dir + "/good"}, 0, "eval_tool_call.golden"},
+		{"eval beforeToolCall block", []string{"eval", "--hook", "beforeToolCall", "--input", dir + "/inputs/delete.json", dir + "/good"}, 0, "eval_delete.golden"},
+		{"eval beforeTurn", []string{"eval", "--hook", "beforeTurn", "--input", dir + "/inputs/turn.yaml", dir + "/good"}, 0, "eval_turn.golden"},
+		{"eval beforeStep", []string{"eval", "--hook", "beforeStep", "--input", dir + "/inputs/step.yaml", dir + "/good"}, 0, "eval_step.golden"},
+		{"eval toolResult", []string{"eval", "--hook", "toolResult", "--input", dir + "/inputs/tool_result.json", dir + "/good"}, 0, "eval_tool_result.golden"},
+		{"eval broken rules", []string{"eval", "--hook", "beforeTurn", "--input", dir + "/inputs/turn.yaml", dir + "/broken"}, 1, "check_broken.golden"},
+		{"eval misspelt input", []string{"eval", "--hook", "beforeToolCall", "--input", dir + "/inputs/misspelt.yaml", dir + "/good"}, 1, ""},
+		{"eval unknown hook", []string{"eval", "--hook", "afterTurn", "--input", dir + "/inputs/turn.yaml", dir + "/good"}, 1, ""},
+		{"eval missing input file", []string{"eval", "--hook", "beforeTurn", "--input", dir + "/inputs/nope.yaml", dir + "/good"}, 1, ""},
+		{"eval without hook", []string{"eval", "--input", dir + "/inputs/turn.yaml", dir + "/good"}, 2, ""},
+		{"check without dir", []string{"check"}, 2, ""},
+		{"check two dirs", []string{"check", dir + "/good", dir + "/broken"}, 2, ""},
+		{"check bad format", []string{"check", "--format", "xml", dir + "/good"}, 2, ""},
+		{"check unknown flag", []string{"check", "--strict", dir + "/good"}, 2, ""},
+		{"check help", []string{"check", "-h"}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, &stdout, &stderr)
+			}
+			if tc.golden == "" {
+				if stdout.Len() > 0 {
+					t.Errorf("stdout = %q, want empty", &stdout)
+				}
+				if tc.code != 0 && stderr.Len() == 0 {
+					t.Error("stderr is empty; want the reason for the failure")
+				}
+				return
+			}
+			if stderr.Len() > 0 {
+				t.Errorf("stderr = %q, want empty", &stderr)
+			}
+			compareGolden(t, filepath.Join(dir, tc.golden), stdout.String())
+		})
+	}
+}
+
+// compareGolden compares got with the golden file at path, or rewrites it
+// under -update-rules.
+func compareGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *updateRules {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run with -update-rules to create it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (run with -update-rules to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestShippedRules is CI's `turngate check rules/ && turngate test rules/`.
+func TestShippedRules(t *testing.T) {
+	for _, cmd := range []string{"check", "test"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{cmd, "../../rules"}, &stdout, &stderr); code != 0 {
+			t.Errorf("turngate %s ../../rules: exit %d\n%s%s", cmd, code, &stdout, &stderr)
+		}
+		if !strings.HasPrefix(stdout.String(), "ok: ") && !strings.HasSuffix(stdout.String(), "PASS\n") {
+			t.Errorf("turngate %s ../../rules printed %q", cmd, &stdout)
+		}
+	}
+}
