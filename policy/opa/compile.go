@@ -73,6 +73,9 @@ type Policy struct {
 	toolResult *rego.PreparedEvalQuery
 	src        sources
 	schemas    *schemaCache
+	// rules maps each decision rule (data.turngate.tool_call.block, …) to
+	// its definition, or to nil when several modules define it.
+	rules map[string]*ast.Location
 }
 
 // HasToolCall reports whether some module defines package turngate.tool_call.
@@ -105,7 +108,7 @@ func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors)
 		b.addCompileErrors(c.Errors)
 		return nil, b.result()
 	}
-	p := &Policy{opts: opts, src: b.src, schemas: &schemaCache{}}
+	p := &Policy{opts: opts, src: b.src, schemas: &schemaCache{}, rules: ruleLocations(c)}
 	store := newStore(doc)
 	for _, q := range []struct {
 		ref ast.Ref
@@ -122,6 +125,26 @@ func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors)
 		*q.dst = &pq
 	}
 	return p, nil
+}
+
+// ruleLocations maps every rule of the decision packages to its single
+// definition (nil if it has several).
+func ruleLocations(c *ast.Compiler) map[string]*ast.Location {
+	locs := map[string]*ast.Location{}
+	for _, m := range c.Modules {
+		if !m.Package.Path.Equal(toolCallRef) && !m.Package.Path.Equal(toolResultRef) {
+			continue
+		}
+		for _, r := range m.Rules {
+			name := m.Package.Path.String() + "." + r.Head.Ref()[0].String()
+			if _, seen := locs[name]; seen {
+				locs[name] = nil
+				continue
+			}
+			locs[name] = r.Location
+		}
+	}
+	return locs
 }
 
 func declaresPackage(c *ast.Compiler, ref ast.Ref) bool {

@@ -362,6 +362,8 @@ func marshalJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// validationError reports a malformed decision rule; Rule names it as
+// data.<pkg>.<rule> so the caller can point at its definition.
 func validationError(pkg, rule, format string, args ...any) *policy.Error {
-	return &policy.Error{Code: policy.CodeValidation, Message: "data." + pkg + "." + rule + " " + fmt.Sprintf(format, args...)}
+	return &policy.Error{Code: policy.CodeValidation, Rule: "data." + pkg + "." + rule, Message: fmt.Sprintf(format, args...)}
 }

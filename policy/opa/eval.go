@@ -45,7 +45,7 @@ func (p *Policy) ToolCall(ctx context.Context, tc *engine.ToolCallContext) (*eng
 	}
 	d, fired, err := decideToolCall(doc, tc.Input)
 	tr.RulesFired = fired
-	return d, tr, err
+	return d, tr, p.locate(err)
 }
 
 // ToolResult evaluates data.turngate.tool_result for rc (input:
@@ -66,7 +66,22 @@ func (p *Policy) ToolResult(ctx context.Context, rc *engine.ToolCallResultContex
 	}
 	d, fired, err := decideToolResult(doc, rc.Output)
 	tr.RulesFired = fired
-	return d, tr, err
+	return d, tr, p.locate(err)
+}
+
+// locate points a malformed-decision error at its rule's definition when
+// exactly one module defines that rule.
+func (p *Policy) locate(err error) error {
+	pe, ok := err.(*policy.Error)
+	if !ok || pe.Rule == "" || pe.Location.File != "" {
+		return err
+	}
+	if loc := p.rules[pe.Rule]; loc != nil {
+		located := p.src.error(pe.Code, loc, pe.Message)
+		located.Rule = pe.Rule
+		return located
+	}
+	return err
 }
 
 // eval runs a prepared decision query under the policy's deadline and

@@ -317,6 +317,7 @@ func TestToolCallFailsClosed(t *testing.T) {
 			modules: map[string]string{"a.rego": pkg + `block contains 42 if true`},
 			tc:      call("x", `{}`),
 			code:    policy.CodeValidation,
+			line:    3,
 		},
 		{
 			name:    "block is not a set",
@@ -329,6 +330,7 @@ func TestToolCallFailsClosed(t *testing.T) {
 			modules: map[string]string{"a.rego": pkg + `substitute := {"input": 1} if true`},
 			tc:      call("x", `{}`),
 			code:    policy.CodeValidation,
+			line:    3,
 		},
 		{
 			name:    "substitute with a misspelt key",
@@ -365,6 +367,7 @@ func TestToolCallFailsClosed(t *testing.T) {
 			modules: map[string]string{"a.rego": pkg + `patch contains {"op": "remove", "path": "/missing"} if true`},
 			tc:      call("x", `{"present":1}`),
 			code:    policy.CodeValidation,
+			line:    3,
 		},
 		{
 			name:    "patch test op failing",
