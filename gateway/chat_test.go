@@ -1,28 +1,20 @@
 package gateway
 
 import (
-	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/turngate/turngate/engine"
 )
 
-// render writes chunks one per line, for golden files.
-func render(chunks []chunk) []byte {
-	var b strings.Builder
-	for _, c := range chunks {
-		data, _ := json.Marshal(c)
-		b.Write(data)
-		b.WriteByte('\n')
-	}
-	return []byte(b.String())
-}
+// msgIDs matches generated message ids in raw streams.
+var msgIDs = regexp.MustCompile(`"messageId":"msg_[0-9a-f-]+"`)
 
 func TestChatServerToolTurn(t *testing.T) {
 	g := newTestGateway(t, "basic")
-	chunks := readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "weather in Paris")))
-	golden(t, "chat_weather.jsonl", render(stableIDs(chunks)))
+	chunks, raw := readUIStreamRaw(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "weather in Paris")))
+	golden(t, "chat_weather.sse", msgIDs.ReplaceAll(raw, []byte(`"messageId":"<id>"`)))
 
 	var out map[string]any
 	for _, c := range chunks {
@@ -40,22 +32,6 @@ func TestChatServerToolTurn(t *testing.T) {
 	if msgs[1].ID != chunks[0].str("messageId") {
 		t.Errorf("stored assistant id %q, stream start id %q", msgs[1].ID, chunks[0].str("messageId"))
 	}
-}
-
-// stableIDs replaces generated message ids for golden comparison.
-func stableIDs(chunks []chunk) []chunk {
-	out := make([]chunk, len(chunks))
-	for i, c := range chunks {
-		cp := chunk{}
-		for k, v := range c {
-			cp[k] = v
-		}
-		if _, ok := cp["messageId"]; ok {
-			cp["messageId"] = "<id>"
-		}
-		out[i] = cp
-	}
-	return out
 }
 
 func TestChatBlockedAndRewrittenToolCalls(t *testing.T) {

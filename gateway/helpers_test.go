@@ -38,17 +38,16 @@ type testGateway struct {
 	key string
 }
 
-// testConfig is the embedded default config with the test's store and
-// rules, and no audit output.
+// testConfig is testdata/config.yaml with the test's own store and the
+// rules directory testdata/rules/<rules>.
 func testConfig(t *testing.T, rules string) *config.Config {
 	t.Helper()
-	cfg, err := config.Default()
+	cfg, err := config.Load(filepath.Join("testdata", "config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Store.Path = filepath.Join(t.TempDir(), "turngate.db")
 	cfg.Rules.Dir = filepath.Join("testdata", "rules", rules)
-	cfg.Audit.Sink = config.SinkNone
 	return cfg
 }
 
@@ -95,17 +94,23 @@ func newTestGateway(t *testing.T, rules string, mods ...func(*config.Config)) *t
 
 // close shuts the gateway down (idempotent).
 func (g *testGateway) close() {
-	if g.srv == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := g.srv.Shutdown(ctx); err != nil {
+	if err := g.shutdown(ctx); err != nil {
 		g.t.Errorf("shutdown: %v", err)
 	}
+}
+
+// shutdown shuts the gateway down with ctx (idempotent).
+func (g *testGateway) shutdown(ctx context.Context) error {
+	if g.srv == nil {
+		return nil
+	}
+	err := g.srv.Shutdown(ctx)
 	g.http.Close()
 	g.store.Close()
 	g.srv = nil
+	return err
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -194,6 +199,12 @@ func (c chunk) str(k string) string { s, _ := c[k].(string); return s }
 // readUIStream reads a UI message stream response and checks it against
 // the protocol rules (protocols.md A.3-A.13).
 func readUIStream(t *testing.T, resp *http.Response) []chunk {
+	chunks, _ := readUIStreamRaw(t, resp)
+	return chunks
+}
+
+// readUIStreamRaw is readUIStream that also returns the raw body.
+func readUIStreamRaw(t *testing.T, resp *http.Response) ([]chunk, []byte) {
 	t.Helper()
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -208,7 +219,11 @@ func readUIStream(t *testing.T, resp *http.Response) []chunk {
 			t.Errorf("header %s = %q, want %q", k, got, v)
 		}
 	}
-	payloads, done := sseEvents(t, resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading stream: %v", err)
+	}
+	payloads, done := sseEvents(t, bytes.NewReader(raw))
 	if !done {
 		t.Error("stream did not end with data: [DONE]")
 	}
@@ -221,7 +236,7 @@ func readUIStream(t *testing.T, resp *http.Response) []chunk {
 		chunks = append(chunks, c)
 	}
 	checkUIStream(t, chunks)
-	return chunks
+	return chunks, raw
 }
 
 // validFinish are the finishReason values the AI SDK accepts.
@@ -248,14 +263,14 @@ func checkUIStream(t *testing.T, chunks []chunk) {
 	openReasoning := map[string]bool{}
 	calls := map[string]bool{}
 	inStep := false
-	finished := false
+	finished, aborted := false, false
 	for i, c := range chunks {
 		typ := c.str("type")
 		if !knownChunks[typ] && !strings.HasPrefix(typ, "data-") {
 			t.Errorf("chunk %d: unknown type %q", i, typ)
 		}
-		if finished {
-			t.Errorf("chunk %d (%s) after finish", i, typ)
+		if finished || aborted {
+			t.Errorf("chunk %d (%s) after the end", i, typ)
 		}
 		switch typ {
 		case "start":
@@ -304,12 +319,15 @@ func checkUIStream(t *testing.T, chunks []chunk) {
 				t.Errorf("chunk %d: invalid finishReason %v", i, r)
 			}
 			finished = true
+		case "abort":
+			// An aborted turn ends with abort, as the ai server's does.
+			aborted = true
 		}
 	}
-	if !finished {
-		t.Error("stream has no finish chunk")
+	if !finished && !aborted {
+		t.Error("stream ends with neither finish nor abort")
 	}
-	if len(openText) > 0 && chunks[len(chunks)-1].str("finishReason") != "error" {
+	if len(openText) > 0 && !aborted && chunks[len(chunks)-1].str("finishReason") != "error" {
 		t.Errorf("text parts left open: %v", openText)
 	}
 }
