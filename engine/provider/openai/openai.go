@@ -13,7 +13,6 @@ package openai
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -109,7 +108,7 @@ func (p *Provider) body(req *engine.ModelRequest) ([]byte, []string, error) {
 	if len(req.Tools) > 0 {
 		tools := make([]any, len(req.Tools))
 		for i, t := range req.Tools {
-			fn := map[string]any{"name": t.Name, "parameters": schemaOrEmpty(t.InputSchema)}
+			fn := map[string]any{"name": t.Name, "parameters": wire.SchemaOrEmpty(t.InputSchema)}
 			if t.Description != "" {
 				fn["description"] = t.Description
 			}
@@ -124,12 +123,12 @@ func (p *Provider) body(req *engine.ModelRequest) ([]byte, []string, error) {
 			b["tool_choice"] = tc.Type
 		}
 	}
-	setPtr(b, p.cfg.MaxTokensField, req.MaxOutputTokens)
-	setPtr(b, "temperature", req.Temperature)
-	setPtr(b, "top_p", req.TopP)
-	setPtr(b, "presence_penalty", req.PresencePenalty)
-	setPtr(b, "frequency_penalty", req.FrequencyPenalty)
-	setPtr(b, "seed", req.Seed)
+	wire.SetPtr(b, p.cfg.MaxTokensField, req.MaxOutputTokens)
+	wire.SetPtr(b, "temperature", req.Temperature)
+	wire.SetPtr(b, "top_p", req.TopP)
+	wire.SetPtr(b, "presence_penalty", req.PresencePenalty)
+	wire.SetPtr(b, "frequency_penalty", req.FrequencyPenalty)
+	wire.SetPtr(b, "seed", req.Seed)
 	if req.TopK != nil {
 		warnings = append(warnings, "topK is not part of the Chat Completions API and was not sent; set it in providerOptions."+p.cfg.Name+" for servers that accept top_k")
 	}
@@ -148,32 +147,12 @@ func (p *Provider) body(req *engine.ModelRequest) ([]byte, []string, error) {
 				"json_schema": map[string]any{"name": name, "schema": o.Schema}}
 		}
 	}
-	if extra, ok := req.ProviderOptions[p.cfg.Name].(map[string]any); ok {
-		for k, v := range extra {
-			b[k] = v
-		}
-	}
+	wire.MergeOptions(b, req.ProviderOptions, p.cfg.Name)
 	body, err := json.Marshal(b)
 	if err != nil {
 		return nil, nil, &engine.UpstreamError{Message: "encoding request: " + err.Error()}
 	}
 	return body, warnings, nil
-}
-
-// setPtr sets b[key] to *v when v is not nil.
-func setPtr[T any](b map[string]any, key string, v *T) {
-	if v != nil {
-		b[key] = *v
-	}
-}
-
-// schemaOrEmpty returns a tool's schema, or the empty object schema the
-// API requires when a tool declares none.
-func schemaOrEmpty(s json.RawMessage) json.RawMessage {
-	if len(s) == 0 {
-		return json.RawMessage(`{"type":"object","properties":{}}`)
-	}
-	return s
 }
 
 // messages maps the system prompt and model messages to Chat Completions
@@ -207,22 +186,12 @@ func messages(req *engine.ModelRequest) []any {
 		case engine.RoleTool:
 			for _, c := range m.Content {
 				if c.Type == engine.ContentToolResult {
-					out = append(out, map[string]any{"role": "tool", "tool_call_id": c.ToolCallID, "content": outputText(c.Output)})
+					out = append(out, map[string]any{"role": "tool", "tool_call_id": c.ToolCallID, "content": wire.OutputText(c.Output)})
 				}
 			}
 		}
 	}
 	return out
-}
-
-// outputText is a tool output as the content string: a JSON string
-// unquoted, anything else as its JSON text.
-func outputText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return string(raw)
 }
 
 // finishReasons maps Chat Completions finish reasons to the AI SDK's.
@@ -240,9 +209,4 @@ func mapFinish(raw string) string {
 		return r
 	}
 	return engine.FinishOther
-}
-
-// errorf builds a stream error that is no HTTP failure.
-func errorf(format string, args ...any) error {
-	return &engine.UpstreamError{Message: fmt.Sprintf(format, args...)}
 }

@@ -96,8 +96,8 @@ func TestRequestBody(t *testing.T) {
 		{"every_field", Config{Headers: map[string]string{"X-Team": "a", "X-Override": "config"}, MaxTokensField: "max_completion_tokens"},
 			engine.ModelRequest{
 				Model: "gpt-test", System: "Be brief.", Messages: []engine.ModelMessage{userMsg("Weather in Paris?")},
-				Tools: []engine.ToolInfo{weatherTool, {Name: "now", Kind: engine.ToolKindBuiltin}},
-				ToolChoice: &engine.ToolChoice{Type: engine.ToolChoiceTool, ToolName: "get_weather"},
+				Tools:           []engine.ToolInfo{weatherTool, {Name: "now", Kind: engine.ToolKindBuiltin}},
+				ToolChoice:      &engine.ToolChoice{Type: engine.ToolChoiceTool, ToolName: "get_weather"},
 				MaxOutputTokens: ptr(256), Temperature: ptr(0.2), TopP: ptr(0.9), TopK: ptr(40),
 				PresencePenalty: ptr(0.1), FrequencyPenalty: ptr(0.3), StopSequences: []string{"END"}, Seed: ptr(int64(7)),
 				Headers:         map[string]string{"X-Override": "request"},

@@ -90,14 +90,14 @@ func (h *handler) Event(ev wire.Event, emit func(engine.StreamPart)) (bool, erro
 		return true, nil
 	}
 	if ev.Type == "error" {
-		return false, streamError(data)
+		return false, wire.StreamError(data)
 	}
 	var c chunk
 	if err := json.Unmarshal(data, &c); err != nil {
-		return false, errorf("decoding stream chunk: %v", err)
+		return false, wire.Errorf("decoding stream chunk: %v", err)
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
-		return false, streamError(data)
+		return false, wire.StreamError(data)
 	}
 	if c.ID != "" {
 		h.id, h.model, h.fingerprint = c.ID, c.Model, c.SystemFingerprint
@@ -170,7 +170,7 @@ func (h *handler) toolCall(tc toolCallDelta, emit func(engine.StreamPart)) error
 	c, ok := h.calls[tc.Index]
 	if !ok {
 		if len(h.calls) >= MaxToolCalls {
-			return errorf("stream has more than %d tool calls", MaxToolCalls)
+			return wire.Errorf("stream has more than %d tool calls", MaxToolCalls)
 		}
 		h.closeReasoning(emit)
 		c = &toolCall{}
@@ -245,7 +245,7 @@ func (h *handler) complete(emit func(engine.StreamPart)) {
 // reason arrived (the SDK accepts that too), truncated otherwise.
 func (h *handler) End(emit func(engine.StreamPart)) error {
 	if h.finishRaw == "" {
-		return errorf("stream ended before a finish_reason: the response was truncated")
+		return wire.Errorf("stream ended before a finish_reason: the response was truncated")
 	}
 	h.complete(emit)
 	return nil
@@ -268,15 +268,4 @@ func (h *handler) closeReasoning(emit func(engine.StreamPart)) {
 		emit(engine.StreamPart{Type: engine.StreamReasoningEnd, ID: h.reasoningID})
 		h.reasoningID = ""
 	}
-}
-
-// streamError is the error of an in-stream error object.
-func streamError(data []byte) error {
-	var obj struct {
-		Error struct {
-			Type string `json:"type"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(data, &obj)
-	return &engine.UpstreamError{Retryable: wire.RetryableErrorType(obj.Error.Type), Message: "error in stream: " + wire.ErrorMessage(data)}
 }
