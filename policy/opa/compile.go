@@ -99,13 +99,14 @@ func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors)
 	b := newBuild(opts)
 	parsed := b.parseModules(modules)
 	doc := b.loadData(data)
-	if len(b.errs) > 0 {
+	if !b.compilable() {
 		return nil, b.result()
 	}
 	c := b.compiler(doc)
-	c.Compile(parsed)
-	if c.Failed() {
+	if c.Compile(parsed); c.Failed() {
 		b.addCompileErrors(c.Errors)
+	}
+	if len(b.errs) > 0 {
 		return nil, b.result()
 	}
 	p := &Policy{opts: opts, src: b.src, schemas: &schemaCache{}, rules: ruleLocations(c)}
@@ -193,6 +194,12 @@ type location struct {
 
 func newBuild(opts Options) *build {
 	return &build{opts: opts, caps: capabilities(opts), src: sources{}, sandboxed: map[location]bool{}}
+}
+
+// compilable reports whether every file parsed. Sandbox violations do not
+// stop compilation, so their report comes with the compiler's.
+func (b *build) compilable() bool {
+	return len(b.errs) == len(b.sandboxed)
 }
 
 // compiler returns a compiler configured for the sandbox whose rules may not

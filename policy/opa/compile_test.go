@@ -32,6 +32,8 @@ func TestCompileErrors(t *testing.T) {
 		{"sandbox_allow_network", []string{"sandbox.rego"}, Options{AllowNetwork: true}, []string{policy.CodeSandbox}},
 		{"parse", []string{"parse.rego", "parse2.rego"}, testOptions, nil},
 		{"compile", []string{"compile.rego"}, testOptions, nil},
+		{"all_at_once", []string{"sandbox.rego", "parse2.rego", "compile.rego"}, testOptions,
+			[]string{policy.CodeParse, policy.CodeSandbox, policy.CodeSandbox, policy.CodeSandbox}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

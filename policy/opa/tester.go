@@ -41,7 +41,7 @@ func RunTests(ctx context.Context, modules, tests, data []policy.File, opts Opti
 	b := newBuild(opts)
 	parsed := b.parseModules(slices.Concat(modules, tests))
 	doc := b.loadData(data)
-	if len(b.errs) > 0 {
+	if !b.compilable() {
 		return nil, b.result()
 	}
 	store := newStore(doc)
@@ -56,6 +56,8 @@ func RunTests(ctx context.Context, modules, tests, data []policy.File, opts Opti
 	ch, err := runner.RunTests(ctx, nil)
 	if err != nil {
 		b.addCompileErrors(err)
+	}
+	if len(b.errs) > 0 {
 		return nil, b.result()
 	}
 	var results []TestResult
