@@ -261,3 +261,6 @@ func objectOrEmpty(in json.RawMessage) json.RawMessage {
 	}
 	return in
 }
+
+// Provider is an engine model provider.
+var _ engine.Provider = (*Provider)(nil)

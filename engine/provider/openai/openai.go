@@ -210,3 +210,6 @@ func mapFinish(raw string) string {
 	}
 	return engine.FinishOther
 }
+
+// Provider is an engine model provider.
+var _ engine.Provider = (*Provider)(nil)

@@ -425,3 +425,6 @@ func (r *rule) render(vars map[string]string) *reply {
 	}
 	return out
 }
+
+// Provider is an engine model provider.
+var _ engine.Provider = (*Provider)(nil)
