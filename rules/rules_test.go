@@ -236,7 +236,9 @@ func TestCookbook(t *testing.T) {
 				}
 			}},
 		{"08-hide-reasoning-on-continuation", policy.HookBeforeTurn, map[string]any{"continuation": true},
-			func(t *testing.T, res *ruleset.EvalResult) { wantJSON(t, "overrides", res.Result, `{"sendReasoning": false}`) }},
+			func(t *testing.T, res *ruleset.EvalResult) {
+				wantJSON(t, "overrides", res.Result, `{"sendReasoning": false}`)
+			}},
 		{"09-recovery-turn", policy.HookBeforeTurn, map[string]any{"body": map[string]any{"recovering": true}},
 			func(t *testing.T, res *ruleset.EvalResult) {
 				wantJSON(t, "overrides", res.Result, `{"maxRetries": 0, "timeout": {"totalMs": 30000, "chunkMs": 5000}}`)
@@ -256,7 +258,9 @@ func TestCookbook(t *testing.T) {
 		{"12-fast-model-after-tool-results", policy.HookBeforeStep, map[string]any{"stepNumber": 1, "steps": []any{
 			map[string]any{"stepNumber": 0, "toolResults": []any{map[string]any{"toolCallId": "c1", "toolName": "search", "output": "hit"}}},
 		}},
-			func(t *testing.T, res *ruleset.EvalResult) { wantJSON(t, "overrides", res.Result, `{"model": "fast-summary"}`) }},
+			func(t *testing.T, res *ruleset.EvalResult) {
+				wantJSON(t, "overrides", res.Result, `{"model": "fast-summary"}`)
+			}},
 		{"13-trim-messages-on-later-steps", policy.HookBeforeStep, map[string]any{"stepNumber": 2, "messages": append(long[:10:10], textMsg("assistant", "last"))},
 			func(t *testing.T, res *ruleset.EvalResult) {
 				msgs, _ := result(t, res)["messages"].([]any)

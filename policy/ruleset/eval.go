@@ -14,6 +14,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/celrules"
+	"github.com/turngate/turngate/policy/opa"
 )
 
 // MaxEvalInputBytes bounds a dry-run input document.
@@ -31,6 +32,11 @@ type EvalResult struct {
 	RulesFired []string          `json:"rulesFired"`
 	SetBy      map[string]string `json:"setBy,omitempty"`
 	Error      string            `json:"error,omitempty"`
+	// Prints is what Rego print() calls wrote.
+	Prints []string `json:"prints,omitempty"`
+	// Input is the Rego input document the policy saw (beforeToolCall,
+	// toolResult), for writing rules against it.
+	Input map[string]any `json:"input,omitempty"`
 }
 
 // Eval dry-runs one hook ("beforeTurn", "beforeStep", "beforeToolCall" or
@@ -46,8 +52,17 @@ type EvalResult struct {
 // error is reported in the result, and only a bad hook name or input is
 // returned as an error.
 func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalResult, error) {
-	var rec *policy.Record
+	var (
+		rec    *policy.Record
+		prints []string
+		regoIn map[string]any
+	)
 	capture := policy.RecorderFunc(func(x *policy.Record) { rec = x })
+	hooksOn := func(r *Revision) *hooks {
+		h := r.hooks(capture, FailClosed)
+		h.prints = &prints
+		return h
+	}
 	switch hook {
 	case policy.HookBeforeTurn, policy.HookBeforeStep:
 		in, err := celInput(hook, input)
@@ -58,7 +73,7 @@ func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalRe
 		if in.Now != nil { // the input's clock is CEL's now
 			rr = r.withClock(*in.Now)
 		}
-		h := rr.Hooks(capture, FailClosed)
+		h := hooksOn(rr)
 		if hook == policy.HookBeforeTurn {
 			_, _ = h.BeforeTurn(ctx, in.TurnContext())
 		} else {
@@ -69,13 +84,15 @@ func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalRe
 		if err := DecodeInput(input, &tc); err != nil {
 			return nil, err
 		}
-		_, _ = r.Hooks(capture, FailClosed).BeforeToolCall(ctx, &tc)
+		regoIn = opa.ToolCallInput(&tc)
+		_, _ = hooksOn(r).BeforeToolCall(ctx, &tc)
 	case policy.HookToolResult:
 		var rc engine.ToolCallResultContext
 		if err := DecodeInput(input, &rc); err != nil {
 			return nil, err
 		}
-		_, _ = r.Hooks(capture, FailClosed).ToolResult(ctx, &rc)
+		regoIn = opa.ToolResultInput(&rc)
+		_, _ = hooksOn(r).ToolResult(ctx, &rc)
 	default:
 		return nil, fmt.Errorf("unknown hook %q (want %s, %s, %s or %s)", hook,
 			policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult)
@@ -88,6 +105,8 @@ func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalRe
 		RulesFired: rec.RulesFired,
 		SetBy:      rec.SetBy,
 		Error:      rec.Error,
+		Prints:     prints,
+		Input:      regoIn,
 	}
 	if res.RulesFired == nil {
 		res.RulesFired = []string{}

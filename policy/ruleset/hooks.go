@@ -37,6 +37,10 @@ func (fp FailurePolicy) String() string {
 // policy. Every evaluation sends a policy.Record to rec (nil discards them).
 // The observation hooks do nothing; the gateway adds its own observers.
 func (r *Revision) Hooks(rec policy.Recorder, fp FailurePolicy) engine.Hooks {
+	return r.hooks(rec, fp)
+}
+
+func (r *Revision) hooks(rec policy.Recorder, fp FailurePolicy) *hooks {
 	if rec == nil {
 		rec = policy.RecorderFunc(func(*policy.Record) {})
 	}
@@ -49,12 +53,15 @@ type hooks struct {
 	rev *Revision
 	rec policy.Recorder
 	fp  FailurePolicy
+	// prints, when set (by Eval), receives what Rego print() wrote.
+	prints *[]string
 }
 
 // trace is what one evaluation reports besides its result.
 type trace struct {
-	fired []string
-	setBy map[string]string
+	fired  []string
+	setBy  map[string]string
+	prints []string
 }
 
 // evaluate runs one hook evaluation, fills in and sends its record, and
@@ -74,6 +81,9 @@ func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 	out, tr, err := eval(ctx, r.Time)
 	r.DurationMicros = time.Since(start).Microseconds()
 	r.RulesFired, r.SetBy = tr.fired, tr.setBy
+	if h.prints != nil {
+		*h.prints = tr.prints
+	}
 	if err != nil {
 		r.Outcome = policy.OutcomeError
 		r.Error = err.Error()
@@ -153,4 +163,4 @@ func (h *hooks) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext
 // celTrace and regoTrace adapt the two evaluators' traces.
 func celTrace(tr celrules.Trace) trace { return trace{fired: tr.RulesFired, setBy: tr.SetBy} }
 
-func regoTrace(tr opa.Trace) trace { return trace{fired: tr.RulesFired} }
+func regoTrace(tr opa.Trace) trace { return trace{fired: tr.RulesFired, prints: tr.Prints} }
