@@ -78,11 +78,13 @@ type Policy struct {
 	rules map[string]*ast.Location
 }
 
-// HasToolCall reports whether some module defines package turngate.tool_call.
+// HasToolCall reports whether some module defines package
+// turngate.tool_call. Without one, ToolCall fails with CodeUndefined;
+// callers record "not evaluated" instead of calling it.
 func (p *Policy) HasToolCall() bool { return p.toolCall != nil }
 
 // HasToolResult reports whether some module defines package
-// turngate.tool_result.
+// turngate.tool_result. Without one, ToolResult fails with CodeUndefined.
 func (p *Policy) HasToolResult() bool { return p.toolResult != nil }
 
 // Compile parses every module as Rego v1 and every data file, compiles them

@@ -91,13 +91,18 @@ func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, pkg strin
 	if pq == nil {
 		return nil, tr, &policy.Error{Code: policy.CodeUndefined, Message: fmt.Sprintf("data.%s is undefined: no module declares package %s", pkg, pkg)}
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.opts.timeout())
+	if err := ctx.Err(); err != nil {
+		// OPA notices cancellation asynchronously; a short evaluation could
+		// still succeed for a turn that is already over.
+		return nil, tr, p.evalError(ctx, ctx, pkg, err)
+	}
+	evalCtx, cancel := context.WithTimeout(ctx, p.opts.timeout())
 	defer cancel()
 	prints := &printHook{}
-	rs, err := pq.Eval(ctx, rego.EvalParsedInput(input), rego.EvalPrintHook(prints))
+	rs, err := pq.Eval(evalCtx, rego.EvalParsedInput(input), rego.EvalPrintHook(prints))
 	tr.Prints = prints.lines
 	if err != nil {
-		return nil, tr, p.evalError(ctx, pkg, err)
+		return nil, tr, p.evalError(ctx, evalCtx, pkg, err)
 	}
 	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
 		return nil, tr, &policy.Error{Code: policy.CodeUndefined, Message: fmt.Sprintf("data.%s is undefined", pkg)}
@@ -109,9 +114,15 @@ func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, pkg strin
 	return doc, tr, nil
 }
 
-// evalError converts an evaluation failure to a positioned diagnostic.
-func (p *Policy) evalError(ctx context.Context, pkg string, err error) *policy.Error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+// evalError converts an evaluation failure to a positioned diagnostic. ctx
+// is the caller's context, evalCtx the one bounded by Options.Timeout.
+func (p *Policy) evalError(ctx, evalCtx context.Context, pkg string, err error) *policy.Error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &policy.Error{Code: policy.CodeTimeout, Message: fmt.Sprintf("evaluating data.%s: the caller's deadline passed", pkg)}
+	case ctx.Err() != nil:
+		return &policy.Error{Code: policy.CodeEval, Message: fmt.Sprintf("evaluating data.%s: %v", pkg, ctx.Err())}
+	case errors.Is(evalCtx.Err(), context.DeadlineExceeded):
 		return &policy.Error{Code: policy.CodeTimeout, Message: fmt.Sprintf("evaluating data.%s: exceeded the %v deadline", pkg, p.opts.timeout())}
 	}
 	var te *topdown.Error

@@ -142,8 +142,27 @@ func toolResultInput(rc *engine.ToolCallResultContext, schemas *schemaCache) (as
 
 var emptyObject = ast.ObjectTerm()
 
+// inputKeys are the input documents' key terms, built once: ast terms are
+// immutable, so every evaluation shares them.
+var inputKeys = func() map[string]*ast.Term {
+	m := map[string]*ast.Term{}
+	for _, k := range []string{
+		"agent", "session_id", "request_id", "entry_path", "depth", "principal", "tenant", "subject", "roles",
+		"tool", "name", "kind", "server", "description", "dynamic", "input", "schema",
+		"call_id", "step_number", "messages_count", "body", "previous_calls", "decision", "success",
+		"output", "effective_input", "error", "executed", "duration_ms",
+	} {
+		m[k] = ast.StringTerm(k)
+	}
+	return m
+}()
+
 func item(k string, v *ast.Term) [2]*ast.Term {
-	return ast.Item(ast.StringTerm(k), v)
+	kt, ok := inputKeys[k]
+	if !ok {
+		kt = ast.StringTerm(k)
+	}
+	return ast.Item(kt, v)
 }
 
 // identityItems are the turn's identity fields, with room for the rest of

@@ -405,3 +405,26 @@ func TestToolCallFailsClosed(t *testing.T) {
 		})
 	}
 }
+
+func TestCallerContext(t *testing.T) {
+	p := mustCompile(t, testOptions, map[string]string{"a.rego": pkg + `block contains "x" if input.tool.name == "x"`})
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel2()
+	for _, tt := range []struct {
+		name string
+		ctx  context.Context
+		code string
+	}{
+		{"cancelled turn", cancelled, policy.CodeEval},
+		{"turn deadline passed", expired, policy.CodeTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d, _, err := p.ToolCall(tt.ctx, call("x", `{}`))
+			if errCode(err) != tt.code || d != nil {
+				t.Fatalf("ToolCall = %+v, %v; want a %s error", d, err, tt.code)
+			}
+		})
+	}
+}
