@@ -176,6 +176,13 @@ func TestToolPolicyInStream(t *testing.T) {
 		if !strings.Contains(s.text(), "read-only") {
 			t.Errorf("the model's answer %q does not relay the block reason", s.text())
 		}
+		rec := g.waitAudit("the blocked delete", toolDecision("policy-block", "delete"))
+		if d, _ := rec["decision"].(map[string]any); d["action"] != "block" {
+			t.Errorf("audit record = %v, want decision.action block", rec)
+		}
+		if line := g.metricLine("turngate_tool_calls_total", `tool="delete"`, `decision="block"`); line == "" {
+			t.Error("no turngate_tool_calls_total sample for the blocked delete")
+		}
 	})
 
 	t.Run("allowed without read-only", func(t *testing.T) {
@@ -197,6 +204,10 @@ func TestToolPolicyInStream(t *testing.T) {
 		}
 		if err := json.Unmarshal(tc.Output, &out); err != nil || out.Limit != 50 {
 			t.Errorf("search ran with %s, want limit 50", tc.Output)
+		}
+		rec := g.waitAudit("the rewritten search", toolDecision("policy-patch", "search"))
+		if rec["outcome"] != "matched" {
+			t.Errorf("audit record = %v, want outcome matched", rec)
 		}
 		msgs := g.history("demo", "policy-patch")
 		if len(msgs) != 2 || msgs[1].Role != "assistant" {
@@ -258,6 +269,11 @@ func TestRulesHotReload(t *testing.T) {
 	tc, ok := s.toolCall("weather")
 	if !ok || !strings.Contains(string(tc.Output), "weather lookups are paused") {
 		t.Fatalf("the edited rule did not block weather:\n%s", s)
+	}
+	old := g.waitAudit("the first weather call", toolDecision("reload-1", "weather"))
+	rec := g.waitAudit("the blocked weather call", toolDecision("reload-2", "weather"))
+	if rec["revision"] == old["revision"] {
+		t.Errorf("both turns' audit records name revision %v; the second must run on the edited rules", rec["revision"])
 	}
 }
 

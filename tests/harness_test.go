@@ -120,6 +120,8 @@ type gateway struct {
 	exited chan struct{}
 	// runs counts the processes started, for the log headers.
 	runs int
+	// key is the bearer API key sent with requests (none if empty).
+	key string
 }
 
 // startGateway starts turngate serve with opts and waits until /healthz
@@ -268,20 +270,33 @@ var client = &http.Client{Timeout: requestTimeout}
 // the body is closed when the test ends.
 func (g *gateway) do(method, path string, body any) *http.Response {
 	g.t.Helper()
+	if body == nil {
+		return g.raw(method, path, "", nil)
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		g.t.Fatalf("encoding request body: %v", err)
+	}
+	return g.raw(method, path, "application/json", data)
+}
+
+// raw sends body as is with the given content type (none if empty), and
+// the gateway's API key if it has one.
+func (g *gateway) raw(method, path, contentType string, body []byte) *http.Response {
+	g.t.Helper()
 	var r io.Reader
 	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			g.t.Fatalf("encoding request body: %v", err)
-		}
-		r = bytes.NewReader(data)
+		r = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, g.URL+path, r)
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if g.key != "" {
+		req.Header.Set("Authorization", "Bearer "+g.key)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -289,6 +304,12 @@ func (g *gateway) do(method, path string, body any) *http.Response {
 	}
 	g.t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// as returns a view of g that sends key as its bearer API key. The view
+// shares g's process; only g itself stops it.
+func (g *gateway) as(key string) *gateway {
+	return &gateway{t: g.t, URL: g.URL, key: key}
 }
 
 // json sends a request and decodes a JSON response into out (if not nil),
@@ -393,6 +414,9 @@ func (g *gateway) getJSON(path string, out any) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if g.key != "" {
+		req.Header.Set("Authorization", "Bearer "+g.key)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err
@@ -443,4 +467,64 @@ func fixture(t *testing.T, name string) string {
 	dir := t.TempDir()
 	copyDir(t, filepath.Join("testdata", name), dir)
 	return dir
+}
+
+// auditRecords returns the JSON lines the stdout audit sink has written so
+// far; other lines are skipped.
+func (g *gateway) auditRecords() []map[string]any {
+	var out []map[string]any
+	for line := range strings.SplitSeq(g.Stdout.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// waitAudit polls the audit log until a record matches and returns it.
+func (g *gateway) waitAudit(what string, match func(rec map[string]any) bool) map[string]any {
+	g.t.Helper()
+	var found map[string]any
+	poll(g.t, "an audit record for "+what, func() error {
+		for _, rec := range g.auditRecords() {
+			if match(rec) {
+				found = rec
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d records", len(g.auditRecords()))
+	})
+	return found
+}
+
+// toolDecision matches a beforeToolCall audit record of session and tool.
+func toolDecision(session, tool string) func(map[string]any) bool {
+	return func(rec map[string]any) bool {
+		return rec["hook"] == "beforeToolCall" && rec["sessionId"] == session && rec["toolName"] == tool
+	}
+}
+
+// metricLine returns the first line of GET /metrics that starts with name
+// and contains every label pair, or "".
+func (g *gateway) metricLine(name string, labels ...string) string {
+	g.t.Helper()
+	resp := g.do(http.MethodGet, "/metrics", nil)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		g.t.Fatalf("GET /metrics: status %d: %v", resp.StatusCode, err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if ok {
+			return line
+		}
+	}
+	return ""
 }
