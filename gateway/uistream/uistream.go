@@ -145,15 +145,16 @@ func (r *Registry) Start(key string) *Buffer {
 	return b
 }
 
-// Finish closes b and removes it from key if it is still the registered
-// buffer there.
+// Finish removes b from key if it is still the registered buffer there,
+// then closes it: a client that saw the end of the stream and reconnects
+// finds no stream.
 func (r *Registry) Finish(key string, b *Buffer) {
-	b.Close()
 	r.mu.Lock()
 	if r.buffers[key] == b {
 		delete(r.buffers, key)
 	}
 	r.mu.Unlock()
+	b.Close()
 }
 
 // Get returns the in-flight Buffer of key, or nil.
