@@ -53,8 +53,10 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString(e.Location.String())
-	b.WriteString(": ")
+	if e.Location.File != "" {
+		b.WriteString(e.Location.String())
+		b.WriteString(": ")
+	}
 	b.WriteString(e.Code)
 	if e.Rule != "" {
 		fmt.Fprintf(&b, ": rule %q", e.Rule)
