@@ -81,6 +81,8 @@ func startE2E(t *testing.T) (*gateway, *gate) {
 		Dir:    fixture(t, "e2e"),
 		Env:    []string{"TURNGATE_TEST_GATE_URL=" + gt.URL},
 	})
+	// Runs before the gateway's stop: no turn is left waiting on the gate.
+	t.Cleanup(gt.release)
 	return g, gt
 }
 
@@ -155,6 +157,12 @@ func TestEmbeddedDefaults(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data")); err != nil {
 		t.Errorf("the default store is not under ./data: %v", err)
+	}
+
+	// The shipped rules refuse delete for a read-only client.
+	blocked := g.chat("demo", userChat("quickstart-2", "u1", "delete /tmp/report.txt", map[string]any{"mode": "read-only"}))
+	if tc, ok := blocked.toolCall("delete"); !ok || !strings.Contains(string(tc.Output), "read-only") {
+		t.Errorf("the shipped rules did not block delete in read-only mode:\n%s", blocked)
 	}
 }
 

@@ -1,8 +1,7 @@
 package tests
 
 import (
-	"bufio"
-	"fmt"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -29,9 +28,13 @@ func TestREADMEQuickStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped in -short mode: runs README's quick start command (go run) from a fresh clone")
 	}
-	command, err := quickStartCommand(filepath.Join(repoRoot, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	command, err := quickStartCommand(string(readme))
+	if err != nil {
+		t.Fatalf("README.md: %v", err)
 	}
 	dir := filepath.Join(t.TempDir(), "clone")
 	if out, err := exec.Command("git", "clone", "--quiet", "--no-hardlinks", repoRoot, dir).CombinedOutput(); err != nil {
@@ -106,26 +109,20 @@ func stopGroup(t *testing.T, pgid int, exited <-chan struct{}) {
 }
 
 // quickStartCommand returns the first ```sh block after the "Quick start"
-// heading of the README at path.
-func quickStartCommand(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("reading README: %w", err)
-	}
-	defer f.Close()
+// heading of a README.
+func quickStartCommand(readme string) (string, error) {
 	var (
 		inSection, inBlock bool
 		block              []string
 	)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
+	for line := range strings.SplitSeq(readme, "\n") {
+		line = strings.TrimRight(line, "\r")
 		switch {
 		case inBlock && strings.HasPrefix(line, "```"):
 			if cmd := strings.TrimSpace(strings.Join(block, "\n")); cmd != "" {
 				return cmd, nil
 			}
-			return "", fmt.Errorf("%s: the first sh block under Quick start is empty", path)
+			return "", errors.New("the first sh block under Quick start is empty")
 		case inBlock:
 			block = append(block, line)
 		case strings.HasPrefix(line, "#"):
@@ -134,8 +131,32 @@ func quickStartCommand(path string) (string, error) {
 			inBlock = true
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return "", fmt.Errorf("reading README: %w", err)
+	return "", errors.New("no ```sh block under a \"Quick start\" heading")
+}
+
+// TestQuickStartCommand pins down which block the README test runs.
+func TestQuickStartCommand(t *testing.T) {
+	tests := []struct {
+		name, readme, want, err string
+	}{
+		{"first sh block of the section", "# x\n```sh\nnot this\n```\n## Quick start (fresh)\ntext\n```go\nno\n```\n```sh\ngo run ./cmd/turngate serve\n```\n```sh\ngo test ./...\n```\n", "go run ./cmd/turngate serve", ""},
+		{"crlf", "## Quick start\r\n```sh\r\nmake run\r\n```\r\n", "make run", ""},
+		{"section ended", "## Quick start\ntext\n## Other\n```sh\nno\n```\n", "", "no ```sh block"},
+		{"empty block", "## Quick start\n```sh\n\n```\n", "", "is empty"},
+		{"no section", "# turngate\n```sh\nno\n```\n", "", "no ```sh block"},
 	}
-	return "", fmt.Errorf("%s: no ```sh block under a \"Quick start\" heading", path)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := quickStartCommand(tt.readme)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
 }
