@@ -1,0 +1,327 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// This file runs every example of examples/ as its README tells an
+// operator to: from the example's folder (a copy, so ./data stays out of
+// the repository), on its turngate.yaml, against the built binary. Each
+// example has a scenario that asserts what a user would see — the UI
+// stream, the stored history, the audit log, a dry run — plus subtests
+// that run `turngate check` and `turngate test` on its rules and its own
+// check.sh.
+
+// exampleCase is one folder of examples/ and the scenario that shows it.
+type exampleCase struct {
+	name string
+	run  func(t *testing.T, x *exampleRun)
+}
+
+// exampleRun is one example's gateway, running in a copy of its folder.
+type exampleRun struct {
+	*gateway
+	// dir is the copy the gateway runs in.
+	dir string
+}
+
+// exampleCases lists every example; TestExamplesIndexed checks that the
+// list, the folders and examples/README.md agree.
+var exampleCases = []exampleCase{
+	{"continuation-turns", exampleContinuationTurns},
+	{"read-only-mode", exampleReadOnlyMode},
+}
+
+// TestExamples runs each example's scenario, its rule checks and its
+// check.sh.
+func TestExamples(t *testing.T) {
+	for _, ex := range exampleCases {
+		t.Run(ex.name, func(t *testing.T) {
+			t.Parallel()
+			src := filepath.Join(repoRoot, "examples", ex.name)
+			t.Run("turngate check", func(t *testing.T) {
+				runTurngate(t, src, "check", "rules/")
+			})
+			t.Run("turngate test", func(t *testing.T) {
+				runTurngate(t, src, "test", "rules/")
+			})
+			t.Run("scenario", func(t *testing.T) {
+				dir := t.TempDir()
+				copyDir(t, src, dir)
+				if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
+					t.Fatal(err)
+				}
+				g := startGateway(t, gatewayOptions{Config: "turngate.yaml", Dir: dir})
+				ex.run(t, &exampleRun{gateway: g, dir: dir})
+			})
+			t.Run("check.sh", func(t *testing.T) {
+				runCheckScript(t, src)
+			})
+		})
+	}
+}
+
+// TestExamplesIndexed checks that every folder of examples/ has a
+// scenario here, the files its README promises, and a row in the index.
+func TestExamplesIndexed(t *testing.T) {
+	root := filepath.Join(repoRoot, "examples")
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var folders []string
+	for _, e := range entries {
+		if e.IsDir() {
+			folders = append(folders, e.Name())
+		}
+	}
+	var cases []string
+	for _, ex := range exampleCases {
+		cases = append(cases, ex.name)
+	}
+	slices.Sort(cases)
+	if !slices.Equal(folders, cases) {
+		t.Errorf("examples/ folders %v differ from the tested examples %v", folders, cases)
+	}
+	for _, name := range folders {
+		for _, f := range []string{"turngate.yaml", "README.md", "check.sh", "rules"} {
+			if _, err := os.Stat(filepath.Join(root, name, f)); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		if !bytes.Contains(index, []byte("("+name+"/)")) {
+			t.Errorf("examples/README.md does not link %s/", name)
+		}
+	}
+}
+
+// runTurngate runs the built binary with args in dir and fails the test
+// if it exits non-zero.
+func runTurngate(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("turngate %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// runCheckScript runs the example's check.sh (on a copy of the folder)
+// with the built binary, as an operator would.
+func runCheckScript(t *testing.T, src string) {
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("check.sh needs %s: %v", tool, err)
+		}
+	}
+	// The copy sits two levels below a directory with lib.sh, as the
+	// example does in the repository.
+	root := t.TempDir()
+	copyDir(t, filepath.Join(repoRoot, "examples"), root)
+	dir := filepath.Join(root, filepath.Base(src))
+	if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "check.sh")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TURNGATE="+binary)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "PASS: ") {
+		t.Fatalf("check.sh: %v\n%s\ngateway log:\n%s", err, out, readFileOrEmpty(filepath.Join(dir, "data", "gateway.log")))
+	}
+}
+
+func readFileOrEmpty(path string) string {
+	data, _ := os.ReadFile(path)
+	return string(data)
+}
+
+// audit returns the records of the example's file audit sink
+// (./data/audit.log) for session.
+func (x *exampleRun) audit(session string) []map[string]any {
+	f, err := os.Open(filepath.Join(x.dir, "data", "audit.log"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, maxSSELine)
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["sessionId"] == session {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// turnAudit waits until the audit log holds turns turn records of session
+// and returns all of the session's records.
+func (x *exampleRun) turnAudit(session string, turns int) []map[string]any {
+	x.t.Helper()
+	var recs []map[string]any
+	poll(x.t, fmt.Sprintf("%d turn records of %s in the audit log", turns, session), func() error {
+		recs = x.audit(session)
+		n := 0
+		for _, r := range recs {
+			if r["kind"] == "turn" {
+				n++
+			}
+		}
+		if n < turns {
+			return fmt.Errorf("%d turn records among %d", n, len(recs))
+		}
+		return nil
+	})
+	return recs
+}
+
+// decisions returns the matched decision records of hook among recs.
+func decisions(recs []map[string]any, hook string) []map[string]any {
+	var out []map[string]any
+	for _, r := range recs {
+		if r["hook"] == hook && r["outcome"] == "matched" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// fired reports whether rec names rule in its rulesFired.
+func fired(rec map[string]any, rule string) bool {
+	list, _ := rec["rulesFired"].([]any)
+	return slices.Contains(list, any(rule))
+}
+
+// jsonOf renders v as compact JSON, for comparisons and messages.
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	return mustJSON(t, v)
+}
+
+// clientToolOutput is the body useChat sends after a client tool ran: the
+// user message and the assistant message with the call's output.
+func clientToolOutput(session, userID, userText string, s *uiStream, call *toolCall, output any) chatBody {
+	var input any
+	_ = json.Unmarshal(call.Input, &input)
+	return chatBody{
+		"id":      session,
+		"trigger": "submit-message",
+		"messages": []map[string]any{
+			{"id": userID, "role": "user", "parts": []map[string]any{{"type": "text", "text": userText}}},
+			{"id": s.messageID(), "role": "assistant", "parts": []map[string]any{{
+				"type": "tool-" + call.Name, "toolCallId": call.ID, "state": "output-available",
+				"input": input, "output": output,
+			}}},
+		},
+	}
+}
+
+// countTypes counts the stream's chunks of type typ.
+func countTypes(s *uiStream, typ string) int {
+	n := 0
+	for _, c := range s.Chunks {
+		if c.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// hasPrefixType reports whether any chunk's type starts with prefix.
+func hasPrefixType(s *uiStream, prefix string) bool {
+	return slices.ContainsFunc(s.types(), func(typ string) bool { return strings.HasPrefix(typ, prefix) })
+}
+
+// mustMatch fails unless re matches s.
+func mustMatch(t *testing.T, what, s, re string) {
+	t.Helper()
+	if !regexp.MustCompile(re).MatchString(s) {
+		t.Errorf("%s = %q, want a match for %q", what, s, re)
+	}
+}
+
+// exampleContinuationTurns: the continuation after a client tool result
+// runs on the fast model and streams no reasoning.
+func exampleContinuationTurns(t *testing.T, x *exampleRun) {
+	const session, text = "cont-1", "Book a table for 4"
+	first := x.chat("concierge", userChat(session, "u1", text, nil))
+	mustMatch(t, "user turn text", first.text(), `^\[big model\]`)
+	if !hasPrefixType(first, "reasoning-") {
+		t.Errorf("the user turn streams no reasoning:\n%s", first)
+	}
+	call, ok := first.toolCall("confirm")
+	if !ok || call.State != "tool-input-available" || first.finishReason() != "tool-calls" {
+		t.Fatalf("the user turn does not hand confirm to the client:\n%s", first)
+	}
+
+	second := x.chat("concierge", clientToolOutput(session, "u1", text, first, call, "yes"), call.ID)
+	mustMatch(t, "continuation text", second.text(), `^\[fast model\] The user answered "yes"`)
+	if hasPrefixType(second, "reasoning-") {
+		t.Errorf("the continuation streams reasoning:\n%s", second)
+	}
+	if second.messageID() != first.messageID() {
+		t.Errorf("the continuation streams message %q, want the continued %q", second.messageID(), first.messageID())
+	}
+
+	msgs := x.history("concierge", session)
+	if len(msgs) != 2 || !strings.Contains(msgs[1].text(), "[fast model]") {
+		t.Fatalf("history = %+v, want the user message and one assistant message ending with the fast model's answer", msgs)
+	}
+
+	recs := x.turnAudit(session, 2)
+	got := decisions(recs, "beforeTurn")
+	if len(got) != 1 {
+		t.Fatalf("matched beforeTurn records = %v, want one (the continuation's)", got)
+	}
+	if d := jsonOf(t, got[0]["decision"]); d != `{"model":"fast","sendReasoning":false}` {
+		t.Errorf("continuation decision = %s, want the fast model without reasoning", d)
+	}
+	for _, rule := range []string{"continuation.yaml#cheap-model-on-continuation", "continuation.yaml#hide-reasoning-on-continuation"} {
+		if !fired(got[0], rule) {
+			t.Errorf("rulesFired = %v, want %s", got[0]["rulesFired"], rule)
+		}
+	}
+}
+
+// exampleReadOnlyMode: delete is blocked in read-only mode, allowed
+// otherwise.
+func exampleReadOnlyMode(t *testing.T, x *exampleRun) {
+	s := x.chat("files", userChat("ro-1", "u1", "delete notes.txt", map[string]any{"mode": "read-only"}))
+	call, ok := s.toolCall("delete")
+	if !ok || string(call.Output) != `"delete is disabled in read-only mode"` {
+		t.Fatalf("delete is not answered with the block reason:\n%s", s)
+	}
+	if !strings.Contains(s.text(), "read-only mode") {
+		t.Errorf("the answer %q does not relay the reason", s.text())
+	}
+	msgs := x.history("files", "ro-1")
+	if len(msgs) != 2 || !strings.Contains(jsonOf(t, msgs[1]), "delete is disabled in read-only mode") {
+		t.Errorf("stored answer = %+v, want the blocked call", msgs)
+	}
+	recs := decisions(x.turnAudit("ro-1", 1), "beforeToolCall")
+	if len(recs) != 1 || jsonOf(t, recs[0]["decision"]) != `{"action":"block","reason":"delete is disabled in read-only mode"}` {
+		t.Errorf("beforeToolCall records = %v, want one block", recs)
+	}
+
+	s = x.chat("files", userChat("rw-1", "u1", "delete notes.txt", nil))
+	if call, ok := s.toolCall("delete"); !ok || string(call.Output) != `{"deleted":"notes.txt"}` {
+		t.Errorf("without the mode delete does not run:\n%s", s)
+	}
+}
