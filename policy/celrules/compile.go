@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
-	"github.com/google/cel-go/common/ast"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
@@ -69,6 +69,9 @@ type Set struct {
 	opts      Options
 	turnRules []*rule
 	stepRules []*rule
+	// turnLoops and stepLoops report whether any of a hook's expressions
+	// has a loop, so evaluation sets a deadline only when one can matter.
+	turnLoops, stepLoops bool
 }
 
 // rule is one compiled rule.
@@ -86,8 +89,22 @@ type ruleSet struct {
 
 // expr is one compiled expression and where it is written.
 type expr struct {
-	prg cel.Program
-	loc policy.Location
+	prg   cel.Program
+	loops bool // has comprehensions: cost-tracked and interruptible
+	loc   policy.Location
+}
+
+// loops reports whether any of the rule's expressions has a loop.
+func (r *rule) loops() bool {
+	if r.when != nil && r.when.loops {
+		return true
+	}
+	for _, s := range r.sets {
+		if s.expr.loops {
+			return true
+		}
+	}
+	return false
 }
 
 // HasBeforeTurn reports whether the set has beforeTurn rules.
@@ -142,8 +159,10 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 			}
 			if spec.hook == policy.HookBeforeTurn {
 				s.turnRules = append(s.turnRules, r)
+				s.turnLoops = s.turnLoops || r.loops()
 			} else {
 				s.stepRules = append(s.stepRules, r)
+				s.stepLoops = s.stepLoops || r.loops()
 			}
 		}
 		sortByPosition(c.errs[first:])
@@ -236,15 +255,27 @@ func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field 
 			est.Max, c.opts.MaxEstimatedCost)), spec.name, field)
 		return nil
 	}
-	prg, err := env.Program(ast,
-		cel.CostLimit(c.opts.CostLimit),
-		cel.InterruptCheckFrequency(interruptEvery),
-		cel.EvalOptions(cel.OptOptimize))
+	// Only comprehensions can make an expression run long: without them its
+	// work is linear in the context and the static estimate bounds it, so
+	// loop-free expressions evaluate without the context. Expressions with
+	// loops are interruptible; cel-go's runtime cost tracker (several µs per
+	// evaluation) is added when the worst-case estimate exceeds CostLimit. An
+	// estimate within the limit is a proof for contexts within the size
+	// bounds below; larger contexts are cut off by the evaluation deadline.
+	loops := len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	if loops {
+		opts = append(opts, cel.InterruptCheckFrequency(interruptEvery))
+		if est.Max > c.opts.CostLimit {
+			opts = append(opts, cel.CostLimit(c.opts.CostLimit))
+		}
+	}
+	prg, err := env.Program(ast, opts...)
 	if err != nil {
 		c.add(src.errorAt(policy.CodeCompile, line, col, "planning expression: "+err.Error()), spec.name, field)
 		return nil
 	}
-	return &expr{prg: prg, loc: policy.Location{File: src.path, Line: line, Column: col}}
+	return &expr{prg: prg, loops: loops, loc: policy.Location{File: src.path, Line: line, Column: col}}
 }
 
 // checkConstant validates, at load, a field value that does not depend on
@@ -363,7 +394,7 @@ const (
 // constInt returns the value of an int literal argument.
 func constInt(n checker.AstNode) (int64, bool) {
 	e := n.Expr()
-	if e.Kind() != ast.LiteralKind {
+	if e.Kind() != celast.LiteralKind {
 		return 0, false
 	}
 	i, ok := e.AsLiteral().(types.Int)

@@ -29,13 +29,9 @@ type Trace struct {
 // whole hook (the caller fails closed); it is a *policy.Error naming the
 // rule and field.
 func (s *Set) BeforeTurn(ctx context.Context, tc *engine.TurnContext, now time.Time) (*engine.TurnConfig, Trace, error) {
-	act := &activation{
-		turn:      &object{turnType, tc},
-		principal: &object{principalType, &tc.Principal},
-		now:       types.Timestamp{Time: now},
-	}
+	act := newActivation(tc, nil, &tc.Principal, now)
 	var cfg engine.TurnConfig
-	tr, err := s.eval(ctx, s.turnRules, act, func(f *fieldSpec, v any) { f.turn(&cfg, v) })
+	tr, err := s.eval(ctx, s.turnRules, s.turnLoops, act, func(f *fieldSpec, v any) { f.turn(&cfg, v) })
 	if err != nil || tr.RulesFired == nil {
 		return nil, tr, err
 	}
@@ -51,14 +47,9 @@ func (s *Set) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext, now
 	if turn == nil {
 		turn = &engine.TurnContext{Identity: sc.Identity, System: sc.System, Messages: sc.Messages, Model: sc.Model}
 	}
-	act := &activation{
-		turn:      &object{turnType, turn},
-		step:      &object{stepType, sc},
-		principal: &object{principalType, &sc.Principal},
-		now:       types.Timestamp{Time: now},
-	}
+	act := newActivation(turn, sc, &sc.Principal, now)
 	var cfg engine.StepConfig
-	tr, err := s.eval(ctx, s.stepRules, act, func(f *fieldSpec, v any) { f.step(&cfg, v) })
+	tr, err := s.eval(ctx, s.stepRules, s.stepLoops, act, func(f *fieldSpec, v any) { f.step(&cfg, v) })
 	if err != nil || tr.RulesFired == nil {
 		return nil, tr, err
 	}
@@ -66,12 +57,9 @@ func (s *Set) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext, now
 }
 
 // eval runs rules in order, applying each fired rule's fields.
-func (s *Set) eval(ctx context.Context, rules []*rule, act *activation, apply func(*fieldSpec, any)) (Trace, error) {
+func (s *Set) eval(ctx context.Context, rules []*rule, loops bool, act *activation, apply func(*fieldSpec, any)) (Trace, error) {
 	var tr Trace
-	if len(rules) == 0 {
-		return tr, nil
-	}
-	if d, ok := ctx.Deadline(); !ok || time.Until(d) > s.opts.EvalTimeout {
+	if d, ok := ctx.Deadline(); loops && (!ok || time.Until(d) > s.opts.EvalTimeout) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.opts.EvalTimeout)
 		defer cancel()
@@ -90,10 +78,11 @@ func (s *Set) eval(ctx context.Context, rules []*rule, act *activation, apply fu
 				continue
 			}
 		}
-		tr.RulesFired = append(tr.RulesFired, r.id)
-		if tr.SetBy == nil {
-			tr.SetBy = make(map[string]string, len(r.sets))
+		if tr.RulesFired == nil {
+			tr.RulesFired = make([]string, 0, len(rules))
+			tr.SetBy = make(map[string]string, 8)
 		}
+		tr.RulesFired = append(tr.RulesFired, r.id)
 		for _, set := range r.sets {
 			v, err := set.expr.eval(ctx, act, r.id, set.field.name)
 			if err != nil {
@@ -115,7 +104,15 @@ func (s *Set) eval(ctx context.Context, rules []*rule, act *activation, apply fu
 // CodeCost, a cancelled or expired context CodeTimeout, anything else
 // CodeEval.
 func (e *expr) eval(ctx context.Context, act *activation, ruleID, field string) (ref.Val, error) {
-	v, _, err := e.prg.ContextEval(ctx, act)
+	var (
+		v   ref.Val
+		err error
+	)
+	if e.loops {
+		v, _, err = e.prg.ContextEval(ctx, act)
+	} else {
+		v, _, err = e.prg.Eval(act)
+	}
 	if err == nil {
 		return v, nil
 	}
@@ -135,19 +132,33 @@ func (e *expr) fail(ruleID, field, code, msg string) *policy.Error {
 	return &policy.Error{Code: code, Location: e.loc, Rule: ruleID, Field: field, Message: msg}
 }
 
-// activation binds the hook's variables without a map allocation.
+// activation binds the hook's variables in one allocation (cel-go's map
+// activations cost several).
 type activation struct {
-	turn, step, principal, now ref.Val
+	turn, step, principal object
+	now                   types.Timestamp
+}
+
+func newActivation(tc *engine.TurnContext, sc *engine.PrepareStepContext, p *engine.Principal, now time.Time) *activation {
+	a := &activation{
+		turn:      object{turnType, tc},
+		principal: object{principalType, p},
+		now:       types.Timestamp{Time: now},
+	}
+	if sc != nil {
+		a.step = object{stepType, sc}
+	}
+	return a
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
 	switch name {
 	case "turn":
-		return a.turn, true
+		return &a.turn, true
 	case "step":
-		return a.step, a.step != nil
+		return &a.step, a.step.ptr != nil
 	case "principal":
-		return a.principal, true
+		return &a.principal, true
 	case "now":
 		return a.now, true
 	}

@@ -348,3 +348,30 @@ beforeTurn:
 		})
 	}
 }
+
+// TestConcurrentEval shares one Set between goroutines (run with -race).
+func TestConcurrentEval(t *testing.T) {
+	s := mustCompile(t, benchRules(policy.HookBeforeTurn, 10), benchRules(policy.HookBeforeStep, 10))
+	done := make(chan error)
+	for range 4 {
+		go func() {
+			tc := benchTurn()
+			for range 50 {
+				if _, _, err := s.BeforeTurn(context.Background(), tc, epoch); err != nil {
+					done <- err
+					return
+				}
+				if _, _, err := s.BeforeStep(context.Background(), &engine.PrepareStepContext{Turn: tc, StepNumber: 2}, epoch); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -21,7 +21,9 @@ func msg(role string, parts ...engine.ContentPart) engine.ModelMessage {
 	return engine.ModelMessage{Role: role, Content: parts}
 }
 
-func textPart(s string) engine.ContentPart { return engine.ContentPart{Type: engine.ContentText, Text: s} }
+func textPart(s string) engine.ContentPart {
+	return engine.ContentPart{Type: engine.ContentText, Text: s}
+}
 
 // conversation is the AI SDK's pruneMessages test shape: a user question,
 // two tool calls answered in one tool message, a follow-up with a third
