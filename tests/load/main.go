@@ -1,0 +1,223 @@
+// Command load measures a turngate gateway under load over real HTTP and SSE.
+//
+// It either targets a running gateway (-url) or builds and starts one itself
+// (-start) on a generated configuration: an agent on the scripted model with
+// a set number of text chunks per step and a delay between stream parts, and
+// a rules directory of generated Rego and CEL rules. Modes:
+//
+//	turns         C concurrent sessions of 2-step turns with 1 server tool call
+//	idle-streams  N open streams that stay idle; the gateway's RSS
+//	policy        beforeToolCall decisions/s through POST /v1/admin/rules/eval
+//	soak          turns for a long duration, sampling goroutines and heap
+//	relay         the per-chunk relay cost: one session at two chunk counts
+//	opa-compare   in-process Rego decisions versus an OPA server on loopback
+//
+// Every mode prints a table, or JSON with -json. docs/PERFORMANCE.md has the
+// commands and the latest figures. Nothing here is asserted in tests.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// params are the load program's inputs.
+type params struct {
+	Mode     string        `json:"mode"`
+	URL      string        `json:"url,omitempty"`
+	Start    bool          `json:"start"`
+	PID      int           `json:"pid,omitempty"`
+	APIKey   string        `json:"-"`
+	Agent    string        `json:"agent"`
+	Conc     int           `json:"concurrency"`
+	Duration time.Duration `json:"duration"`
+	Turns    int           `json:"turns,omitempty"`
+	Warmup   time.Duration `json:"warmup"`
+
+	Chunks       int           `json:"chunksPerStep"`
+	ChunkDelay   time.Duration `json:"chunkDelay"`
+	SessionTurns int           `json:"turnsPerSession"`
+	Rego         int           `json:"regoRules"`
+	CEL          int           `json:"celRules"`
+	Audit        string        `json:"audit"`
+	StoreDir     string        `json:"storeDir,omitempty"`
+
+	Streams int           `json:"streams,omitempty"`
+	Hold    time.Duration `json:"hold,omitempty"`
+	Sample  time.Duration `json:"sample,omitempty"`
+
+	OPA        string `json:"-"`
+	CPUProfile string `json:"cpuProfile,omitempty"`
+	Keep       bool   `json:"-"`
+	JSON       bool   `json:"-"`
+	Verbose    bool   `json:"-"`
+}
+
+// Modes.
+const (
+	modeTurns   = "turns"
+	modeIdle    = "idle-streams"
+	modePolicy  = "policy"
+	modeSoak    = "soak"
+	modeRelay   = "relay"
+	modeCompare = "opa-compare"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	p, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "load: %v\n", err)
+		return 2
+	}
+	rep, err := runMode(ctx, p, stderr)
+	if rep != nil {
+		if werr := rep.write(stdout, p.JSON); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "load: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string, stderr io.Writer) (*params, error) {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	p := &params{}
+	fs.StringVar(&p.Mode, "mode", modeTurns, "what to measure: turns, idle-streams, policy, soak, relay or opa-compare")
+	fs.StringVar(&p.URL, "url", "", "base `URL` of a running gateway (instead of -start)")
+	fs.BoolVar(&p.Start, "start", false, "build and start a gateway on a generated config and rules")
+	fs.IntVar(&p.PID, "pid", 0, "with -url: the gateway's process id, for CPU and RSS from /proc")
+	fs.StringVar(&p.APIKey, "api-key", os.Getenv("TURNGATE_API_KEY"), "with -url: bearer key (default $TURNGATE_API_KEY)")
+	fs.StringVar(&p.Agent, "agent", "", "agent to chat with (default: bench with -start, demo with -url)")
+	fs.IntVar(&p.Conc, "c", 64, "concurrent sessions (or policy clients)")
+	fs.DurationVar(&p.Duration, "duration", 20*time.Second, "how long to measure (after -warmup)")
+	fs.IntVar(&p.Turns, "turns", 0, "stop after this many measured turns or decisions (0: use -duration)")
+	fs.DurationVar(&p.Warmup, "warmup", 3*time.Second, "load before measuring starts")
+	fs.IntVar(&p.Chunks, "chunks", 8, "with -start: text chunks the scripted model streams per step")
+	fs.DurationVar(&p.ChunkDelay, "chunk-delay", time.Millisecond, "with -start: the scripted model's pause between stream parts")
+	fs.IntVar(&p.SessionTurns, "session-turns", 8, "turns per session before a worker starts a new one")
+	fs.IntVar(&p.Rego, "rego", 20, "with -start: generated Rego rules (beforeToolCall)")
+	fs.IntVar(&p.CEL, "cel", 10, "with -start: generated CEL rules (beforeTurn and beforeStep)")
+	fs.StringVar(&p.Audit, "audit", "file", "with -start: the gateway's audit sink (file or none)")
+	fs.StringVar(&p.StoreDir, "store-dir", "", "with -start: `directory` of the SQLite file (default: the temporary directory; /dev/shm takes disk syncs out)")
+	fs.IntVar(&p.Streams, "n", 10000, "idle-streams: streams to hold open")
+	fs.DurationVar(&p.Hold, "hold", 10*time.Second, "idle-streams: how long to hold them open")
+	fs.DurationVar(&p.Sample, "sample", 10*time.Second, "soak: interval between samples of /metrics")
+	fs.StringVar(&p.OPA, "opa", "", "opa-compare: an opa binary (default: built from go.mod's OPA version)")
+	fs.StringVar(&p.CPUProfile, "cpuprofile", "", "with -start: write the gateway's CPU profile of the measured window to `file`, and its goroutines halfway through to file.goroutines")
+	fs.BoolVar(&p.Keep, "keep", false, "with -start: keep the temporary directory (config, rules, logs)")
+	fs.BoolVar(&p.JSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&p.Verbose, "v", false, "log progress to stderr")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return p, p.validate()
+}
+
+func (p *params) validate() error {
+	switch p.Mode {
+	case modeTurns, modeIdle, modePolicy, modeSoak, modeRelay:
+		if p.Start == (p.URL != "") {
+			return fmt.Errorf("-mode %s needs exactly one of -start and -url", p.Mode)
+		}
+	case modeCompare:
+		if p.Start || p.URL != "" {
+			return errors.New("-mode opa-compare runs in process: it takes neither -start nor -url")
+		}
+	default:
+		return fmt.Errorf("unknown -mode %q (want turns, idle-streams, policy, soak, relay or opa-compare)", p.Mode)
+	}
+	switch {
+	case p.Conc < 1:
+		return errors.New("-c must be at least 1")
+	case p.Duration <= 0 && p.Turns <= 0:
+		return errors.New("set a positive -duration or -turns")
+	case p.Chunks < 1:
+		return errors.New("-chunks must be at least 1")
+	case p.ChunkDelay < 0 || p.Warmup < 0 || p.Hold < 0:
+		return errors.New("durations must not be negative")
+	case p.Rego < 1 || p.CEL < 0:
+		return errors.New("-rego must be at least 1 and -cel not negative")
+	case p.SessionTurns < 1:
+		return errors.New("-session-turns must be at least 1")
+	case p.Streams < 1:
+		return errors.New("-n must be at least 1")
+	case p.Sample <= 0:
+		return errors.New("-sample must be positive")
+	case p.Audit != "file" && p.Audit != "none":
+		return fmt.Errorf("-audit must be file or none, not %q", p.Audit)
+	case p.CPUProfile != "" && !p.Start:
+		return errors.New("-cpuprofile needs -start (the gateway is built with a pprof listener)")
+	}
+	if p.Agent == "" {
+		p.Agent = "demo"
+		if p.Start {
+			p.Agent = benchAgent
+		}
+	}
+	p.URL = strings.TrimSuffix(p.URL, "/")
+	return nil
+}
+
+// runMode runs the selected measurement. The report is returned even with
+// an error when some figures were gathered.
+func runMode(ctx context.Context, p *params, log io.Writer) (*report, error) {
+	rep := newReport(p)
+	if p.Mode == modeCompare {
+		return rep, compareOPA(ctx, p, rep, logger(p, log))
+	}
+	gw, err := openGateway(ctx, p, logger(p, log))
+	if err != nil {
+		return nil, err
+	}
+	defer gw.close()
+	switch p.Mode {
+	case modeTurns:
+		err = runTurns(ctx, p, gw, rep)
+	case modeIdle:
+		err = runIdle(ctx, p, gw, rep)
+	case modePolicy:
+		err = runPolicy(ctx, p, gw, rep)
+	case modeSoak:
+		err = runSoak(ctx, p, gw, rep)
+	case modeRelay:
+		err = runRelay(ctx, p, gw, rep)
+	}
+	if perr := gw.finishProfile(); perr != nil && err == nil {
+		err = perr
+	}
+	return rep, err
+}
+
+// logger returns a progress logger: stderr with -v, discarded otherwise.
+func logger(p *params, w io.Writer) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		if p.Verbose {
+			fmt.Fprintf(w, "load: "+format+"\n", args...)
+		}
+	}
+}
