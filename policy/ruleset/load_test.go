@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -210,21 +211,29 @@ func TestLoadConfigMapLayout(t *testing.T) {
 	}
 }
 
-func FuzzDecodeInput(f *testing.F) {
+// FuzzEval feeds dry-run inputs (what the admin API and `turngate eval`
+// accept from users) to every hook: a clear error or a result, never a
+// panic or a hang.
+func FuzzEval(f *testing.F) {
 	for _, seed := range []string{
-		`{"toolName": "search", "input": {"limit": 100}}`,
-		"toolName: search\ninput:\n  limit: 100\n",
+		`{"toolName": "search", "tool": {"name": "search"}, "input": {"limit": 100}}`,
+		"toolName: delete\ninput: {path: /x}\nbody: {mode: read-only}\n",
+		"turn: {continuation: true, maxSteps: 50}\nnow: 2025-01-01T00:00:00Z\n",
 		"continuation: true\nbody: {mode: read-only}\n",
-		`{"stepNumber": 1, "steps": [{"toolCalls": []}]}`,
-		"", "[", "a: [", "- 1\n- 2\n",
+		`{"stepNumber": 1, "steps": [{"toolCalls": [], "toolResults": [{"toolName": "x"}]}]}`,
+		`{"output": {"secret": 1, "a": [{"token": "t"}]}, "success": true}`,
+		`{"input": "not json object"}`, `{"input": {"a": 1e999}}`,
+		"", "[", "a: [", "- 1\n- 2\n", "null", "{}",
 	} {
 		f.Add([]byte(seed))
 	}
+	rev := mustLoad(f, rulesDir(f, defaultSet()), Options{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var tc struct {
-			ToolName string         `json:"toolName"`
-			Input    map[string]any `json:"input"`
+		for _, hook := range []string{policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult} {
+			res, err := rev.Eval(context.Background(), hook, data)
+			if (res == nil) == (err == nil) {
+				t.Fatalf("%s: result %v and error %v", hook, res, err)
+			}
 		}
-		_ = DecodeInput(data, &tc) // must not panic or hang
 	})
 }
