@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +40,11 @@ type exampleRun struct {
 // list, the folders and examples/README.md agree.
 var exampleCases = []exampleCase{
 	{"continuation-turns", exampleContinuationTurns},
+	{"long-chat-step-budget", exampleLongChatStepBudget},
 	{"read-only-mode", exampleReadOnlyMode},
+	{"restrict-active-tools", exampleRestrictActiveTools},
+	{"selected-file-context", exampleSelectedFileContext},
+	{"stop-on-final-answer", exampleStopOnFinalAnswer},
 }
 
 // TestExamples runs each example's scenario, its rule checks and its
@@ -323,5 +328,127 @@ func exampleReadOnlyMode(t *testing.T, x *exampleRun) {
 	s = x.chat("files", userChat("rw-1", "u1", "delete notes.txt", nil))
 	if call, ok := s.toolCall("delete"); !ok || string(call.Output) != `{"deleted":"notes.txt"}` {
 		t.Errorf("without the mode delete does not run:\n%s", s)
+	}
+}
+
+// exampleRestrictActiveTools: delete is never offered, getWeather is.
+func exampleRestrictActiveTools(t *testing.T, x *exampleRun) {
+	s := x.chat("assistant", userChat("del-1", "u1", "delete notes.txt", nil))
+	if _, ok := s.toolCall("delete"); ok {
+		t.Errorf("the model called delete, which the rule does not offer:\n%s", s)
+	}
+	if !strings.Contains(s.text(), `I would call the "delete" tool, but it is not offered`) {
+		t.Errorf("text = %q, want the scripted model's note that delete is not offered", s.text())
+	}
+	recs := decisions(x.turnAudit("del-1", 1), "beforeTurn")
+	if len(recs) != 1 || jsonOf(t, recs[0]["decision"]) != `{"activeTools":["read","write","getWeather"]}` {
+		t.Errorf("beforeTurn records = %v, want the activeTools override", recs)
+	}
+
+	s = x.chat("assistant", userChat("wx-1", "u1", "What is the weather in Paris?", nil))
+	if call, ok := s.toolCall("getWeather"); !ok || !strings.Contains(string(call.Output), `"city":"Paris"`) {
+		t.Errorf("getWeather did not run:\n%s", s)
+	}
+}
+
+// exampleSelectedFileContext: the selected file reaches the turn's system
+// prompt (audit log, token usage) and the dry run.
+func exampleSelectedFileContext(t *testing.T, x *exampleRun) {
+	x.chat("coder", userChat("sel-1", "u1", "Why does this panic?", map[string]any{"selectedFile": "src/main.go"}))
+	x.chat("coder", userChat("plain-1", "u1", "Why does this panic?", nil))
+	sel, plain := x.turnAudit("sel-1", 1), x.turnAudit("plain-1", 1)
+
+	recs := decisions(sel, "beforeTurn")
+	want := map[string]any{"system": "You are a coding assistant.\n\nUser is editing: src/main.go"}
+	if len(recs) != 1 || jsonOf(t, recs[0]["decision"]) != jsonOf(t, want) {
+		t.Errorf("beforeTurn records = %v, want the system prompt with the selected file", recs)
+	}
+	if got := decisions(plain, "beforeTurn"); len(got) != 0 {
+		t.Errorf("the rule fired without a selected file: %v", got)
+	}
+	if a, b := inputTokens(t, sel), inputTokens(t, plain); a <= b {
+		t.Errorf("input tokens with the selected file = %v, without = %v; want more with it", a, b)
+	}
+
+	var res struct {
+		Outcome string         `json:"outcome"`
+		Result  map[string]any `json:"result"`
+	}
+	x.json(http.MethodPost, "/v1/admin/rules/eval", map[string]any{
+		"hook":  "beforeTurn",
+		"input": map[string]any{"turn": map[string]any{"system": "S.", "body": map[string]any{"selectedFile": "README.md"}}},
+	}, http.StatusOK, &res)
+	if res.Outcome != "matched" || res.Result["system"] != "S.\n\nUser is editing: README.md" {
+		t.Errorf("dry run = %+v, want the new system prompt", res)
+	}
+}
+
+// inputTokens returns the usage.inputTokens of the first turn record.
+func inputTokens(t *testing.T, recs []map[string]any) float64 {
+	t.Helper()
+	for _, r := range recs {
+		if r["kind"] == "turn" {
+			u, _ := r["usage"].(map[string]any)
+			n, _ := u["inputTokens"].(float64)
+			return n
+		}
+	}
+	t.Fatalf("no turn record among %v", recs)
+	return 0
+}
+
+// exampleLongChatStepBudget: a short chat runs 6 steps, a chat of 101
+// messages 3.
+func exampleLongChatStepBudget(t *testing.T, x *exampleRun) {
+	s := x.chat("researcher", userChat("short-1", "u1", "research turngate", nil))
+	if n := len(s.toolCalls()); n != 6 || !strings.HasSuffix(s.text(), "Stopped after 6 steps (maxSteps).") {
+		t.Errorf("short chat: %d searches, text %q; want 6 and the maxSteps note", n, s.text())
+	}
+
+	msgs := make([]map[string]any, 0, 101)
+	for i := range 100 {
+		msgs = append(msgs, map[string]any{"id": fmt.Sprint("m", i), "role": "user",
+			"parts": []map[string]any{{"type": "text", "text": fmt.Sprint("note ", i)}}})
+	}
+	msgs = append(msgs, map[string]any{"id": "q", "role": "user",
+		"parts": []map[string]any{{"type": "text", "text": "research turngate"}}})
+	var res struct {
+		Status  string    `json:"status"`
+		Message uiMessage `json:"message"`
+	}
+	x.json(http.MethodPost, "/v1/agents/researcher/sessions/long-1/messages", map[string]any{"messages": msgs}, http.StatusOK, &res)
+	searches := 0
+	for _, p := range res.Message.Parts {
+		if p.Type == "tool-search" {
+			searches++
+		}
+	}
+	if res.Status != "completed" || searches != 3 || !strings.HasSuffix(res.Message.text(), "Stopped after 3 steps (maxSteps).") {
+		t.Errorf("long chat: status %s, %d searches, text %q; want 3 and the maxSteps note", res.Status, searches, res.Message.text())
+	}
+	recs := x.turnAudit("long-1", 1)
+	if d := decisions(recs, "beforeTurn"); len(d) != 1 || jsonOf(t, d[0]["decision"]) != `{"maxSteps":3}` ||
+		!fired(d[0], "step_budget.yaml#short-budget-for-long-chats") {
+		t.Errorf("beforeTurn records = %v, want maxSteps 3 from short-budget-for-long-chats", d)
+	}
+}
+
+// exampleStopOnFinalAnswer: the loop ends after the finalAnswer step.
+func exampleStopOnFinalAnswer(t *testing.T, x *exampleRun) {
+	s := x.chat("researcher", userChat("final-1", "u1", "question: what is turngate?", nil))
+	calls := s.toolCalls()
+	if len(calls) != 2 || calls[1].Name != "finalAnswer" || calls[1].State != "tool-output-available" {
+		t.Fatalf("want a search then a finalAnswer call:\n%s", s)
+	}
+	if got := s.text(); strings.Contains(got, "EXTRA STEP") || got != `Stopped after 2 steps (stopWhen hasToolCall "finalAnswer").` {
+		t.Errorf("text = %q, want only the stop note", got)
+	}
+	msgs := x.history("researcher", "final-1")
+	if strings.Contains(jsonOf(t, msgs), "EXTRA STEP") {
+		t.Errorf("the stored answer holds the extra step: %+v", msgs)
+	}
+	recs := decisions(x.turnAudit("final-1", 1), "beforeTurn")
+	if len(recs) != 1 || jsonOf(t, recs[0]["decision"]) != `{"stopWhen":[{"toolName":"finalAnswer","type":"hasToolCall"}]}` {
+		t.Errorf("beforeTurn records = %v, want the stop condition", recs)
 	}
 }
