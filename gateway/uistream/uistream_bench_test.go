@@ -1,0 +1,67 @@
+package uistream
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/turngate/turngate/engine"
+)
+
+// benchEvents are the chunks a turn streams most, as the engine emits them.
+var benchEvents = []struct {
+	name string
+	ev   engine.Event
+}{
+	{"text-delta", engine.Event{Type: "text-delta", ID: "text_0", Delta: "The gateway rela"}},
+	{"tool-input-available", engine.Event{Type: "tool-input-available", ToolCallID: "call_0_0", ToolName: "weather",
+		Input: json.RawMessage(`{"city":"Paris"}`)}},
+	{"tool-output-available", engine.Event{Type: "tool-output-available", ToolCallID: "call_0_0",
+		Output: json.RawMessage(`{"city":"Paris","tempC":21,"weather":"sunny"}`)}},
+}
+
+// BenchmarkFrame measures encoding one UI message stream chunk as an SSE
+// event.
+func BenchmarkFrame(b *testing.B) {
+	for _, bc := range benchEvents {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Frame(bc.ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// discardWriter is a flushable http.ResponseWriter that drops the body.
+type discardWriter struct{ h http.Header }
+
+func (w discardWriter) Header() http.Header         { return w.h }
+func (w discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w discardWriter) WriteHeader(int)             {}
+func (w discardWriter) Flush()                      {}
+
+// BenchmarkRelayChunk measures relaying one text-delta chunk: encoding it,
+// appending it to the response's Buffer and a following client's write,
+// which runs in its own goroutine as in the gateway.
+func BenchmarkRelayChunk(b *testing.B) {
+	ev := benchEvents[0].ev
+	buf := NewBuffer()
+	done := make(chan error, 1)
+	go func() { done <- buf.Follow(context.Background(), discardWriter{h: http.Header{}}) }()
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := Frame(ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf.Append(f)
+	}
+	buf.Close()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
