@@ -440,3 +440,54 @@ func TestReconnectReplay(t *testing.T) {
 func sameChunks(a, b []chunk) bool {
 	return slices.EqualFunc(a, b, func(x, y chunk) bool { return string(x.Raw) == string(y.Raw) })
 }
+
+// TestTurnLockQueue holds a session's turn on the gate and sends two more
+// requests for it: with one queue slot, one waits and the other is refused
+// with 429; the waiting one runs after the first turn, in order.
+func TestTurnLockQueue(t *testing.T) {
+	g, gt := startE2E(t)
+	const session = "lock-1"
+	r := g.openChat("demo", userChat(session, "u1", "slow job epsilon", nil))
+	if _, err := r.until("tool-input-available"); err != nil {
+		t.Fatal(err)
+	}
+	gt.waitCall(t)
+
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	results := make(chan result, 2)
+	for _, text := range []string{"hello two", "hello three"} {
+		go func() {
+			code, body, err := g.try(http.MethodPost, "/v1/agents/demo/sessions/"+session+"/messages", map[string]any{"text": text})
+			results <- result{code, string(body), err}
+		}()
+	}
+	var refused result
+	select {
+	case refused = <-results:
+	case <-time.After(pollTimeout):
+		t.Fatal("neither queued request was refused while the turn held the lock")
+	}
+	if refused.err != nil || refused.code != http.StatusTooManyRequests || !strings.Contains(refused.body, "too_many_queued_turns") {
+		t.Fatalf("first answer = %d %s (%v), want 429 too_many_queued_turns", refused.code, refused.body, refused.err)
+	}
+
+	gt.release()
+	if s, err := r.finish(); err != nil {
+		t.Fatalf("the first turn's stream: %v\n%s", err, s)
+	}
+	queued := <-results
+	if queued.err != nil || queued.code != http.StatusOK || !strings.Contains(queued.body, "Echo: hello") {
+		t.Fatalf("the queued request = %d %s (%v), want its answer", queued.code, queued.body, queued.err)
+	}
+	msgs := g.history("demo", session)
+	if len(msgs) != 4 {
+		t.Fatalf("history = %+v, want two turns", msgs)
+	}
+	if !strings.Contains(msgs[1].text(), "Job finished") || !strings.HasPrefix(msgs[3].text(), "Echo: hello") {
+		t.Errorf("turns out of order: %q then %q", msgs[1].text(), msgs[3].text())
+	}
+}

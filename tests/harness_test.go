@@ -405,33 +405,52 @@ func poll(t *testing.T, what string, check func() error) {
 	}
 }
 
-// getJSON GETs path into out and returns the status; it does not fail the
-// test, so poll loops can use it.
+// getJSON GETs path into out (when the status is 200) and returns the
+// status; it does not fail the test, so poll loops can use it.
 func (g *gateway) getJSON(path string, out any) (int, error) {
+	code, data, err := g.try(http.MethodGet, path, nil)
+	if err != nil {
+		return code, err
+	}
+	if out != nil && code == http.StatusOK {
+		if err := json.Unmarshal(data, out); err != nil {
+			return code, fmt.Errorf("decoding %s: %w", data, err)
+		}
+	}
+	return code, nil
+}
+
+// try sends a request with an optional JSON body and returns the status and
+// the whole response body. It does not fail the test, so goroutines and
+// poll loops can use it.
+func (g *gateway) try(method, path string, body any) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+path, nil)
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, g.URL+path, r)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if g.key != "" {
 		req.Header.Set("Authorization", "Bearer "+g.key)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if out != nil && resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decoding %s: %w", data, err)
-		}
-	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, data, err
 }
 
 // copyDir copies the tree at src into dst (created if needed).
