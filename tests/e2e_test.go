@@ -491,3 +491,41 @@ func TestTurnLockQueue(t *testing.T) {
 		t.Errorf("turns out of order: %q then %q", msgs[1].text(), msgs[3].text())
 	}
 }
+
+// TestGracefulShutdown sends SIGTERM while a turn waits on a tool: the
+// gateway lets the turn finish, the client gets the whole stream, the
+// answer is stored, and the process exits 0.
+func TestGracefulShutdown(t *testing.T) {
+	g, gt := startE2E(t)
+	const session = "shutdown-1"
+	r := g.openChat("demo", userChat(session, "u1", "slow job zeta", nil))
+	if _, err := r.until("tool-input-available"); err != nil {
+		t.Fatal(err)
+	}
+	gt.waitCall(t)
+
+	g.Terminate()
+	poll(t, "the gateway logs its shutdown", func() error {
+		if !strings.Contains(g.Stderr.String(), "shutting down") {
+			return fmt.Errorf("no shutdown log line yet")
+		}
+		return nil
+	})
+	gt.release()
+	s, err := r.finish()
+	if err != nil {
+		t.Fatalf("the in-flight stream: %v\n%s", err, s)
+	}
+	if s.finishReason() != "stop" || !strings.Contains(s.text(), "Job finished") {
+		t.Errorf("the in-flight turn did not finish normally:\n%s", s)
+	}
+	if code := g.Wait(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+
+	g.start()
+	msgs := g.history("demo", session)
+	if len(msgs) != 2 || !strings.Contains(msgs[1].text(), "Job finished") {
+		t.Errorf("stored history = %+v, want the finished answer", msgs)
+	}
+}

@@ -225,6 +225,25 @@ func (g *gateway) Stop() {
 	g.cmd = nil
 }
 
+// Terminate sends SIGTERM and returns without waiting; Wait waits.
+func (g *gateway) Terminate() {
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+}
+
+// Wait waits until the process ends (at most stopTimeout) and returns its
+// exit code.
+func (g *gateway) Wait() int {
+	g.t.Helper()
+	select {
+	case <-g.exited:
+	case <-time.After(stopTimeout):
+		g.t.Fatalf("turngate did not exit within %v", stopTimeout)
+	}
+	code := g.cmd.ProcessState.ExitCode()
+	g.cmd = nil
+	return code
+}
+
 // Kill ends the process with SIGKILL, as a crash would.
 func (g *gateway) Kill() {
 	g.kill()
