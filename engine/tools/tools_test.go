@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,12 +60,14 @@ type readIn struct {
 }
 
 // startMCP serves a real MCP server with one tool, "read", over
-// streamable HTTP.
-func startMCP(t *testing.T) string {
+// streamable HTTP. The counter counts the calls that reached the server.
+func startMCP(t *testing.T) (string, *atomic.Int32) {
 	t.Helper()
+	calls := new(atomic.Int32)
 	s := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "v1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "read", Description: "Reads a file."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in readIn) (*mcp.CallToolResult, any, error) {
+			calls.Add(1)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "contents of " + in.Path}}}, nil, nil
 		})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
@@ -72,7 +75,7 @@ func startMCP(t *testing.T) string {
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	return srv.URL
+	return srv.URL, calls
 }
 
 func startManager(t *testing.T, cfgs []mcptool.ServerConfig) *mcptool.Manager {
@@ -101,7 +104,8 @@ func TestBuild(t *testing.T) {
 		w.Write([]byte(`{"weather":"sunny"}`))
 	}))
 	defer httpSrv.Close()
-	f := load(t, "tools.yaml", map[string]string{"MCP_URL": startMCP(t), "HTTP_URL": httpSrv.URL, "WEATHER_TOKEN": "s3cret"})
+	mcpURL, _ := startMCP(t)
+	f := load(t, "tools.yaml", map[string]string{"MCP_URL": mcpURL, "HTTP_URL": httpSrv.URL, "WEATHER_TOKEN": "s3cret"})
 	m := startManager(t, f.MCPServers)
 
 	built, err := tools.Build(f.Tools, tools.Deps{MCP: m, Agents: researcher})
@@ -168,7 +172,8 @@ func TestBuild(t *testing.T) {
 }
 
 func TestBuildReportsEveryError(t *testing.T) {
-	f := load(t, "invalid.yaml", map[string]string{"MCP_URL": startMCP(t)})
+	mcpURL, _ := startMCP(t)
+	f := load(t, "invalid.yaml", map[string]string{"MCP_URL": mcpURL})
 	m := startManager(t, f.MCPServers)
 	_, err := tools.Build(f.Tools, tools.Deps{MCP: m})
 	if err == nil {
