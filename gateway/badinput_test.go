@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/turngate/turngate/gateway/config"
+)
+
+func TestBadInput(t *testing.T) {
+	g := newTestGateway(t, "basic", func(c *config.Config) {
+		c.Limits.MaxBodyBytes = 4096
+		c.Limits.MaxMessages = 3
+	})
+	user := func(text string) map[string]any {
+		return map[string]any{"id": "u", "role": "user", "parts": []any{map[string]any{"type": "text", "text": text}}}
+	}
+	const chat = "/v1/agents/demo/chat"
+	tests := []struct {
+		name, method, path string
+		body               any
+		contentType        string
+		want               int
+		code               string
+	}{
+		{"malformed JSON", "POST", chat, `{"id":`, "", 400, CodeInvalidJSON},
+		{"not an object", "POST", chat, `[1,2]`, "", 400, CodeInvalidRequest},
+		{"empty body", "POST", chat, ``, "", 400, CodeInvalidJSON},
+		{"invalid UTF-8", "POST", chat, "{\"id\":\"s\xff\"}", "", 400, CodeInvalidJSON},
+		{"messages of the wrong type", "POST", chat, `{"id":"s","messages":"hi"}`, "", 400, CodeInvalidRequest},
+		{"text of the wrong type", "POST", chat, `{"id":"s","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":5}]}]}`, "", 400, CodeInvalidRequest},
+		{"missing id", "POST", chat, map[string]any{"messages": []any{user("x")}}, "", 400, CodeInvalidRequest},
+		{"id with a slash", "POST", chat, map[string]any{"id": "a/b", "messages": []any{user("x")}}, "", 400, CodeInvalidRequest},
+		{"no messages", "POST", chat, map[string]any{"id": "s", "messages": []any{}}, "", 400, CodeInvalidRequest},
+		{"too many messages", "POST", chat, map[string]any{"id": "s", "messages": []any{user("a"), user("b"), user("c"), user("d")}}, "", 413, CodeTooLarge},
+		{"unknown trigger", "POST", chat, map[string]any{"id": "s", "trigger": "nope", "messages": []any{user("x")}}, "", 400, CodeInvalidRequest},
+		{"unknown role", "POST", chat, map[string]any{"id": "s", "messages": []any{map[string]any{"id": "u", "role": "robot", "parts": []any{}}}}, "", 400, CodeInvalidRequest},
+		{"empty user text", "POST", chat, map[string]any{"id": "s", "messages": []any{user("")}}, "", 400, CodeInvalidRequest},
+		{"unknown messageId", "POST", chat, map[string]any{"id": "s", "messageId": "zzz", "messages": []any{user("x")}}, "", 400, CodeInvalidRequest},
+		{"body too large", "POST", chat, `{"id":"s","messages":[],"pad":"` + strings.Repeat("x", 5000) + `"}`, "", 413, CodeTooLarge},
+		{"wrong content type", "POST", chat, `{}`, "text/plain", 415, CodeUnsupportedType},
+		{"unknown agent", "POST", "/v1/agents/nobody/chat", map[string]any{"id": "s", "messages": []any{user("x")}}, "", 404, CodeAgentNotFound},
+		{"unknown route", "GET", "/v1/nothing", nil, "", 404, CodeNotFound},
+		{"wrong method", "DELETE", chat, nil, "", 405, "method_not_allowed"},
+		{"missing session", "GET", "/v1/agents/demo/sessions/none/messages", nil, "", 404, CodeNotFound},
+		{"invalid session id", "GET", "/v1/agents/demo/sessions/%20x/messages", nil, "", 404, CodeNotFound},
+		{"save: unknown field", "POST", "/v1/agents/demo/sessions/s/messages", map[string]any{"txt": "x"}, "", 400, CodeInvalidRequest},
+		{"save: assistant message", "POST", "/v1/agents/demo/sessions/s/messages", map[string]any{"messages": []any{map[string]any{"role": "assistant", "parts": []any{}}}}, "", 400, CodeInvalidRequest},
+		{"save: text and messages", "POST", "/v1/agents/demo/sessions/s/messages", map[string]any{"text": "a", "messages": []any{user("b")}}, "", 400, CodeInvalidRequest},
+		{"save: async of the wrong type", "POST", "/v1/agents/demo/sessions/s/messages", `{"text":"a","async":"yes"}`, "", 400, CodeInvalidRequest},
+		{"save: trailing data", "POST", "/v1/agents/demo/sessions/s/messages", `{"text":"a"} {}`, "", 400, CodeInvalidJSON},
+		{"missing submission", "GET", "/v1/agents/demo/sessions/none/submissions/x", nil, "", 404, CodeNotFound},
+		{"eval: no input", "POST", "/v1/admin/rules/eval", map[string]any{"hook": "beforeTurn"}, "", 400, CodeInvalidRequest},
+		{"eval: bad input", "POST", "/v1/admin/rules/eval", map[string]any{"hook": "beforeTurn", "input": map[string]any{"nope": 1}}, "", 400, CodeInvalidRequest},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var headers []string
+			if tc.contentType != "" {
+				headers = []string{"Content-Type", tc.contentType}
+			}
+			resp := g.do(tc.method, tc.path, tc.body, headers...)
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			var body map[string]any
+			if err := json.Unmarshal(data, &body); err != nil {
+				t.Fatalf("status %d, body is not JSON: %s", resp.StatusCode, data)
+			}
+			if resp.StatusCode != tc.want || body["code"] != tc.code {
+				t.Errorf("status %d %s, want %d %s", resp.StatusCode, data, tc.want, tc.code)
+			}
+			if msg, _ := body["message"].(string); msg == "" || strings.Contains(msg, "goroutine") {
+				t.Errorf("message %q", msg)
+			}
+		})
+	}
+}
+
+func TestPanicIsAnInternalError(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	g.srv.agents["demo"] = nil // makes the chat handler dereference nil
+	var body map[string]string
+	g.doJSON("POST", "/v1/agents/demo/chat", chatBody("s", "u", "x"), http.StatusInternalServerError, &body)
+	if body["code"] != CodeInternal || body["message"] != "internal error" {
+		t.Errorf("panic answered %v", body)
+	}
+}
+
+// FuzzDecodeChatRequest checks that no chat body panics the decoder or the
+// plan, and that accepted requests satisfy its checks.
+func FuzzDecodeChatRequest(f *testing.F) {
+	seeds, _ := filepath.Glob(filepath.Join("testdata", "chat", "*.json"))
+	for _, s := range seeds {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"id":"s","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":"hi"}]}],"trigger":"submit-message","x":{"y":[1]}}`))
+	f.Add([]byte(`{"id":"s","messages":[{"role":"assistant","parts":[{"type":"tool-x","toolCallId":"c","state":"output-available","output":null}]}],"messageId":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := decodeChatRequest(data, 100)
+		if err != nil {
+			if toAPIError(err).Status >= 500 {
+				t.Fatalf("decoder error maps to a 5xx: %v", err)
+			}
+			return
+		}
+		if !validID(req.ID) || len(req.Messages) == 0 || len(req.Messages) > 100 {
+			t.Fatalf("accepted an invalid request: %+v", req)
+		}
+		tx := &transcript{}
+		if _, err := chatPlan(t.Context(), req, tx); err != nil && toAPIError(err).Status >= 500 {
+			t.Fatalf("plan error maps to a 5xx: %v", err)
+		}
+	})
+}
