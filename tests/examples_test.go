@@ -41,10 +41,13 @@ type exampleRun struct {
 var exampleCases = []exampleCase{
 	{"continuation-turns", exampleContinuationTurns},
 	{"long-chat-step-budget", exampleLongChatStepBudget},
+	{"prune-tool-calls", examplePruneToolCalls},
 	{"read-only-mode", exampleReadOnlyMode},
+	{"recovery-turn", exampleRecoveryTurn},
 	{"restrict-active-tools", exampleRestrictActiveTools},
 	{"selected-file-context", exampleSelectedFileContext},
 	{"stop-on-final-answer", exampleStopOnFinalAnswer},
+	{"structured-output", exampleStructuredOutput},
 }
 
 // TestExamples runs each example's scenario, its rule checks and its
@@ -450,5 +453,105 @@ func exampleStopOnFinalAnswer(t *testing.T, x *exampleRun) {
 	recs := decisions(x.turnAudit("final-1", 1), "beforeTurn")
 	if len(recs) != 1 || jsonOf(t, recs[0]["decision"]) != `{"stopWhen":[{"toolName":"finalAnswer","type":"hasToolCall"}]}` {
 		t.Errorf("beforeTurn records = %v, want the stop condition", recs)
+	}
+}
+
+// lastTurnMessages returns the messages the last matched beforeTurn
+// decision among recs sent the model, as JSON.
+func lastTurnMessages(t *testing.T, recs []map[string]any) string {
+	t.Helper()
+	d := decisions(recs, "beforeTurn")
+	if len(d) == 0 {
+		t.Fatalf("no matched beforeTurn record among %v", recs)
+	}
+	dec, _ := d[len(d)-1]["decision"].(map[string]any)
+	if dec["messages"] == nil {
+		t.Fatalf("the last beforeTurn decision sets no messages: %v", dec)
+	}
+	return jsonOf(t, dec["messages"])
+}
+
+// examplePruneToolCalls: later turns' contexts lose old tool calls; the
+// coder keeps its client tool's call and result.
+func examplePruneToolCalls(t *testing.T, x *exampleRun) {
+	x.chat("researcher", userChat("research-1", "u1", "search turngate", nil))
+	x.chat("researcher", userChat("research-1", "u2", "thanks, what else?", nil))
+	ctx := lastTurnMessages(t, x.turnAudit("research-1", 2))
+	if !strings.Contains(ctx, `"search turngate"`) || strings.Contains(ctx, `"tool-call"`) || strings.Contains(ctx, `"tool-result"`) {
+		t.Errorf("researcher's pruned context = %s, want the texts without tool calls or results", ctx)
+	}
+	if msgs := x.history("researcher", "research-1"); !strings.Contains(jsonOf(t, msgs), `"tool-search"`) {
+		t.Errorf("the stored history lost the search call: %+v", msgs)
+	}
+
+	const session, pick = "coder-1", "pick a color for the theme"
+	first := x.chat("coder", userChat(session, "u1", pick, nil))
+	call, ok := first.toolCall("pick_color")
+	if !ok {
+		t.Fatalf("no pick_color call:\n%s", first)
+	}
+	x.chat("coder", clientToolOutput(session, "u1", pick, first, call, "blue"), call.ID)
+	x.chat("coder", userChat(session, "u2", "search css themes", nil))
+	x.chat("coder", userChat(session, "u3", "thanks, what else?", nil))
+	ctx = lastTurnMessages(t, x.turnAudit(session, 4))
+	if !strings.Contains(ctx, `"toolName":"pick_color","type":"tool-call"`) || !strings.Contains(ctx, `"output":"blue"`) {
+		t.Errorf("coder's context = %s, want the pick_color call and its result", ctx)
+	}
+	if strings.Contains(ctx, `"toolName":"search"`) {
+		t.Errorf("coder's context = %s, want the older search call pruned", ctx)
+	}
+}
+
+// exampleRecoveryTurn: a normal turn outlasts the slow upstream; a
+// recovering one fails on the chunk timeout.
+func exampleRecoveryTurn(t *testing.T, x *exampleRun) {
+	s := x.chat("assistant", userChat("normal-1", "u1", "hello", nil))
+	if s.text() != "Here is your answer." || s.finishReason() != "stop" {
+		t.Errorf("normal turn: text %q, finish %q; want the whole answer", s.text(), s.finishReason())
+	}
+
+	s = x.chat("assistant", userChat("recover-1", "u1", "hello again", map[string]any{"recovering": true}))
+	e, ok := s.first("error")
+	if !ok || e.str("errorText") != "model stream stalled: no chunk for 100ms (timeout.chunkMs)" || s.finishReason() != "error" {
+		t.Errorf("recovering turn does not fail on the chunk timeout:\n%s", s)
+	}
+	recs := x.turnAudit("recover-1", 1)
+	if d := decisions(recs, "beforeTurn"); len(d) != 1 ||
+		jsonOf(t, d[0]["decision"]) != `{"maxRetries":0,"timeout":{"chunkMs":100,"totalMs":30000}}` {
+		t.Errorf("beforeTurn records = %v, want no retries and the timeout", d)
+	}
+	for _, r := range recs {
+		if r["kind"] == "turn" && r["status"] != "error" {
+			t.Errorf("turn record = %v, want status error", r)
+		}
+	}
+}
+
+// exampleStructuredOutput: the flagged turn answers schema-shaped JSON
+// without tools; other turns search and answer in prose.
+func exampleStructuredOutput(t *testing.T, x *exampleRun) {
+	const question = "assess: disk full on db-1"
+	s := x.chat("triage", userChat("prose-1", "u1", question, nil))
+	if _, ok := s.toolCall("search"); !ok || !strings.Contains(s.text(), "I would rate it high") {
+		t.Errorf("a normal turn does not search and answer in prose:\n%s", s)
+	}
+
+	s = x.chat("triage", userChat("json-1", "u1", question, map[string]any{"mode": "structured-answer"}))
+	if len(s.toolCalls()) != 0 || s.text() != `{"severity":"high"}` {
+		t.Errorf("structured turn: %d tool calls, text %q; want none and the JSON answer", len(s.toolCalls()), s.text())
+	}
+
+	var res struct {
+		Status string          `json:"status"`
+		Output json.RawMessage `json:"output"`
+	}
+	x.json(http.MethodPost, "/v1/agents/triage/sessions/api-1/messages",
+		map[string]any{"text": question, "body": map[string]any{"mode": "structured-answer"}}, http.StatusOK, &res)
+	if res.Status != "completed" || string(res.Output) != `{"severity":"high"}` {
+		t.Errorf("saveMessages = %+v, want the structured output", res)
+	}
+	d := decisions(x.turnAudit("api-1", 1), "beforeTurn")
+	if len(d) != 1 || !strings.HasPrefix(jsonOf(t, d[0]["decision"]), `{"activeTools":[],"output":{"name":"result","schema":{`) {
+		t.Errorf("beforeTurn records = %v, want no tools and the output schema", d)
 	}
 }
