@@ -39,7 +39,7 @@ func (r *relayRun) rows(row func(string, string, ...any)) {
 		row(t.name+": turn latency", "%s", t.run.Latency)
 		row(t.name+": gateway CPU per turn", "%.3f ms", t.cpu)
 	}
-	row("relay latency per chunk", "%.1f µs", r.LatencyPerChunkUs)
+	row("relay latency per chunk", "%.1f µs (includes the model timer's overshoot)", r.LatencyPerChunkUs)
 	row("relay CPU per chunk", "%.1f µs", r.CPUPerChunkUs)
 }
 

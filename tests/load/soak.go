@@ -27,7 +27,7 @@ type soakRun struct {
 	GoroutineGrowthPct float64 `json:"goroutineGrowthPct"`
 }
 
-// settleTime lets the gateway finish aborted turns and close idle
+// settleTime lets the gateway finish its last turns and notice the closed
 // connections before the after-load sample.
 const settleTime = 5 * time.Second
 
@@ -122,8 +122,10 @@ func runSoak(ctx context.Context, p *params, gw *gateway, rep *report) error {
 	}
 }
 
-// settle takes the after-load sample and computes the growth figures.
+// settle takes the after-load sample, once this program's idle
+// connections are closed, and computes the growth figures.
 func (s *soakRun) settle(ctx context.Context, gw *gateway, start time.Time) error {
+	gw.client.CloseIdleConnections()
 	select {
 	case <-time.After(settleTime):
 	case <-ctx.Done():
