@@ -249,3 +249,21 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkExecute(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.Copy(w, r.Body)
+	}))
+	defer srv.Close()
+	ex, err := httptool.New("echo", httptool.Config{URL: srv.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := call(`{"city":"Paris","days":3}`)
+	for b.Loop() {
+		if _, err := ex.Execute(context.Background(), c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -478,3 +478,53 @@ func TestNewManagerRejectsBadConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestConcurrentCallsAcrossRestart(t *testing.T) {
+	srv := startHTTPServer(t, "v1")
+	m := newManager(t, mcptool.ServerConfig{Name: "test", Transport: mcptool.TransportHTTP, URL: srv.url()})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.restart("v2")
+	const calls = 16
+	errs := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			out, err := m.Call(context.Background(), "test", "greet", json.RawMessage(fmt.Sprintf(`{"name":"n%d"}`, i)))
+			if err == nil && string(out) != fmt.Sprintf(`"hello n%d"`, i) {
+				err = fmt.Errorf("call %d: output %s", i, out)
+			}
+			errs <- err
+		}()
+		_ = m.Tools() // readers race with the reconnect's rediscovery
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func BenchmarkCallHTTP(b *testing.B) {
+	mcpServer := newTestServer("v1")
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return mcpServer }, nil))
+	defer func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	}()
+	m, err := mcptool.NewManager([]mcptool.ServerConfig{{Name: "test", Transport: mcptool.TransportHTTP, URL: srv.URL}},
+		mcptool.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	input := json.RawMessage(`{"name":"bench"}`)
+	for b.Loop() {
+		if _, err := m.Call(context.Background(), "test", "greet", input); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
