@@ -40,6 +40,8 @@ type exampleRun struct {
 // list, the folders and examples/README.md agree.
 var exampleCases = []exampleCase{
 	{"continuation-turns", exampleContinuationTurns},
+	{"fast-model-after-tool-results", exampleFastModelAfterToolResults},
+	{"force-search-first-step", exampleForceSearchFirstStep},
 	{"long-chat-step-budget", exampleLongChatStepBudget},
 	{"prune-tool-calls", examplePruneToolCalls},
 	{"read-only-mode", exampleReadOnlyMode},
@@ -48,6 +50,7 @@ var exampleCases = []exampleCase{
 	{"selected-file-context", exampleSelectedFileContext},
 	{"stop-on-final-answer", exampleStopOnFinalAnswer},
 	{"structured-output", exampleStructuredOutput},
+	{"trim-messages-on-later-steps", exampleTrimMessagesOnLaterSteps},
 }
 
 // TestExamples runs each example's scenario, its rule checks and its
@@ -553,5 +556,84 @@ func exampleStructuredOutput(t *testing.T, x *exampleRun) {
 	d := decisions(x.turnAudit("api-1", 1), "beforeTurn")
 	if len(d) != 1 || !strings.HasPrefix(jsonOf(t, d[0]["decision"]), `{"activeTools":[],"output":{"name":"result","schema":{`) {
 		t.Errorf("beforeTurn records = %v, want no tools and the output schema", d)
+	}
+}
+
+// stepDecision returns the beforeStep record of step n among recs.
+func stepDecision(t *testing.T, recs []map[string]any, n int) map[string]any {
+	t.Helper()
+	for _, r := range recs {
+		if r["hook"] == "beforeStep" && r["stepNumber"] == float64(n) {
+			return r
+		}
+	}
+	t.Fatalf("no beforeStep record of step %d among %v", n, recs)
+	return nil
+}
+
+// exampleForceSearchFirstStep: step 0 must call search; step 1 is free.
+func exampleForceSearchFirstStep(t *testing.T, x *exampleRun) {
+	s := x.chat("assistant", userChat("news-1", "u1", "What's new in Go?", nil))
+	calls := s.toolCalls()
+	if len(calls) != 1 || calls[0].Name != "search" || calls[0].State != "tool-output-available" {
+		t.Fatalf("want exactly one search call in step 0:\n%s", s)
+	}
+	if !strings.Contains(s.text(), "Based on the search results:") || countTypes(s, "start-step") != 2 {
+		t.Errorf("text = %q over %d steps, want the answer from the results in step 1", s.text(), countTypes(s, "start-step"))
+	}
+	recs := x.turnAudit("news-1", 1)
+	if d := stepDecision(t, recs, 0); jsonOf(t, d["decision"]) != `{"activeTools":["search"],"toolChoice":{"toolName":"search","type":"tool"}}` {
+		t.Errorf("step 0 record = %v, want search forced", d)
+	}
+	if d := stepDecision(t, recs, 1); d["outcome"] != "no_match" {
+		t.Errorf("step 1 record = %v, want no_match", d)
+	}
+}
+
+// exampleFastModelAfterToolResults: step 0 on the big model, the summary
+// on the fast one.
+func exampleFastModelAfterToolResults(t *testing.T, x *exampleRun) {
+	s := x.chat("assistant", userChat("wx-1", "u1", "What is the weather in Paris?", nil))
+	mustMatch(t, "text", s.text(), `^\[big model\] Let me check the weather in Paris\.\[fast-summary model\] Summary: \{"city":"Paris"`)
+	msgs := x.history("assistant", "wx-1")
+	if len(msgs) != 2 || !strings.Contains(msgs[1].text(), "[fast-summary model]") || strings.Contains(msgs[1].text(), "[big model] Summary") {
+		t.Errorf("stored answer = %+v, want the fast model's summary", msgs)
+	}
+	recs := x.turnAudit("wx-1", 1)
+	if d := stepDecision(t, recs, 1); jsonOf(t, d["decision"]) != `{"model":"fast-summary"}` {
+		t.Errorf("step 1 record = %v, want the fast-summary model", d)
+	}
+	if d := stepDecision(t, recs, 0); d["outcome"] != "no_match" {
+		t.Errorf("step 0 record = %v, want no_match", d)
+	}
+}
+
+// exampleTrimMessagesOnLaterSteps: step 2 sends the last 8 messages.
+func exampleTrimMessagesOnLaterSteps(t *testing.T, x *exampleRun) {
+	const session = "trim-1"
+	var notes []map[string]any
+	for i := 1; i <= 7; i++ {
+		notes = append(notes, map[string]any{"id": fmt.Sprint("n", i), "role": "user",
+			"parts": []map[string]any{{"type": "text", "text": fmt.Sprint("note ", i)}}})
+	}
+	x.json(http.MethodPost, "/v1/agents/researcher/sessions/"+session+"/messages", map[string]any{"messages": notes}, http.StatusOK, nil)
+	s := x.chat("researcher", userChat(session, "u8", "research turngate", nil))
+	if s.text() != "Done researching." || len(s.toolCalls()) != 2 {
+		t.Fatalf("want two searches and the answer:\n%s", s)
+	}
+	recs := x.turnAudit(session, 2)
+	for _, n := range []int{0, 1} {
+		if d := stepDecision(t, recs, n); d["outcome"] != "no_match" {
+			t.Errorf("step %d record = %v, want no_match", n, d)
+		}
+	}
+	d := stepDecision(t, recs, 2)
+	dec, _ := d["decision"].(map[string]any)
+	msgs, _ := dec["messages"].([]any)
+	if len(msgs) != 8 || !fired(d, "trim.yaml#trim-messages-on-later-steps") {
+		t.Fatalf("step 2 record = %v, want 8 messages from the trim rule", d)
+	}
+	if first := jsonOf(t, msgs[0]); first != `{"content":[{"text":"note 6","type":"text"}],"role":"user"}` {
+		t.Errorf("first message sent at step 2 = %s, want note 6", first)
 	}
 }
