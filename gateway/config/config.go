@@ -147,8 +147,10 @@ type Audit struct {
 	Path       string `yaml:"path"`
 	MaxSizeMB  int    `yaml:"maxSizeMB"`
 	MaxBackups int    `yaml:"maxBackups"`
-	// Redact lists dotted field paths (e.g. "decision.input.password")
-	// whose values are replaced in audit records.
+	// Redact lists dotted field paths whose values are replaced in every
+	// audit line they match, e.g. "decision.input.password" (decision
+	// records) or "toolCalls.*.input.password" (turn records); "*" matches
+	// any key or array index.
 	Redact []string `yaml:"redact"`
 }
 

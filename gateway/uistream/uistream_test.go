@@ -1,0 +1,68 @@
+package uistream
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestFollowReplaysThenFollows(t *testing.T) {
+	b := NewBuffer()
+	first, _ := Frame(map[string]string{"type": "start"})
+	b.Append(first)
+
+	rec := httptest.NewRecorder()
+	done := make(chan error)
+	go func() { done <- b.Follow(context.Background(), rec) }()
+	second, _ := Frame(map[string]string{"type": "finish"})
+	b.Append(second)
+	b.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"finish\"}\n\ndata: [DONE]\n\n"
+	if rec.Body.String() != want {
+		t.Errorf("followed %q, want %q", rec.Body.String(), want)
+	}
+	// A late follower gets the whole response.
+	late := httptest.NewRecorder()
+	if err := b.Follow(context.Background(), late); err != nil || late.Body.String() != want {
+		t.Errorf("late follower got %q, %v", late.Body.String(), err)
+	}
+	b.Append(first) // after Close: ignored
+	if n := len(b.Frames()); n != 3 {
+		t.Errorf("%d frames after close, want 3", n)
+	}
+}
+
+func TestFollowStopsWithContext(t *testing.T) {
+	b := NewBuffer()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.Follow(ctx, httptest.NewRecorder()); err == nil {
+		t.Error("Follow on a cancelled context returned nil")
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	r := NewRegistry()
+	b := r.Start("k")
+	if r.Get("k") != b {
+		t.Fatal("Get does not return the started buffer")
+	}
+	newer := r.Start("k")
+	r.Finish("k", b) // an old buffer does not remove the newer one
+	if r.Get("k") != newer || !b.Closed() {
+		t.Error("finishing a replaced buffer removed the newer one")
+	}
+	r.Finish("k", newer)
+	if r.Get("k") != nil {
+		t.Error("finished buffer still registered")
+	}
+	h := httptest.NewRecorder().Header()
+	SetHeaders(h)
+	if h.Get("X-Vercel-AI-UI-Message-Stream") != "v1" || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
+		t.Errorf("headers %v", h)
+	}
+}
