@@ -39,6 +39,9 @@ type exampleRun struct {
 // exampleCases lists every example; TestExamplesIndexed checks that the
 // list, the folders and examples/README.md agree.
 var exampleCases = []exampleCase{
+	{"audit-every-tool-call", exampleAuditEveryToolCall},
+	{"cached-weather", exampleCachedWeather},
+	{"clamp-search-limit", exampleClampSearchLimit},
 	{"continuation-turns", exampleContinuationTurns},
 	{"fast-model-after-tool-results", exampleFastModelAfterToolResults},
 	{"force-search-first-step", exampleForceSearchFirstStep},
@@ -635,5 +638,113 @@ func exampleTrimMessagesOnLaterSteps(t *testing.T, x *exampleRun) {
 	}
 	if first := jsonOf(t, msgs[0]); first != `{"content":[{"text":"note 6","type":"text"}],"role":"user"}` {
 		t.Errorf("first message sent at step 2 = %s, want note 6", first)
+	}
+}
+
+// toolDecisions returns the beforeToolCall records among recs, in order.
+func toolDecisions(recs []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, r := range recs {
+		if r["hook"] == "beforeToolCall" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// turnRecord returns the first turn record among recs.
+func turnRecord(t *testing.T, recs []map[string]any) map[string]any {
+	t.Helper()
+	for _, r := range recs {
+		if r["kind"] == "turn" {
+			return r
+		}
+	}
+	t.Fatalf("no turn record among %v", recs)
+	return nil
+}
+
+// exampleAuditEveryToolCall: each call has its beforeToolCall record and
+// the turn record lists them all; the dry run shows the print line.
+func exampleAuditEveryToolCall(t *testing.T, x *exampleRun) {
+	s := x.chat("assistant", userChat("trip-1", "u1", "Plan a trip to Lisbon", nil))
+	calls := s.toolCalls()
+	if len(calls) != 2 {
+		t.Fatalf("want a weather and a search call:\n%s", s)
+	}
+	recs := x.turnAudit("trip-1", 1)
+	got := toolDecisions(recs)
+	if len(got) != len(calls) {
+		t.Fatalf("beforeToolCall records = %v, want one per call", got)
+	}
+	for i, c := range calls {
+		r := got[i]
+		if r["toolCallId"] != c.ID || r["toolName"] != c.Name || r["outcome"] != "no_match" || r["revision"] == "" {
+			t.Errorf("record %d = %v, want call %s (%s) allowed, with the revision", i, r, c.ID, c.Name)
+		}
+	}
+	tc, _ := turnRecord(t, recs)["toolCalls"].([]any)
+	if len(tc) != 2 {
+		t.Fatalf("turn record toolCalls = %v, want both calls", tc)
+	}
+	for i, c := range calls {
+		rec, _ := tc[i].(map[string]any)
+		if rec["toolCallId"] != c.ID || rec["decision"] != "allow" || jsonOf(t, rec["input"]) != string(c.Input) ||
+			jsonOf(t, rec["output"]) != string(c.Output) {
+			t.Errorf("turn record call %d = %v, want %s with the streamed input and output", i, rec, c.ID)
+		}
+	}
+
+	var res struct {
+		Prints []string `json:"prints"`
+	}
+	x.json(http.MethodPost, "/v1/admin/rules/eval", map[string]any{
+		"hook": "beforeToolCall", "input": map[string]any{"toolName": "weather", "toolCallId": "c1", "input": map[string]any{"city": "Oslo"}},
+	}, http.StatusOK, &res)
+	if !slices.Contains(res.Prints, `Tool called: weather {"city": "Oslo"}`) {
+		t.Errorf("dry run prints = %q, want the logged call", res.Prints)
+	}
+}
+
+// exampleCachedWeather: a cached city is substituted, others run.
+func exampleCachedWeather(t *testing.T, x *exampleRun) {
+	s := x.chat("assistant", userChat("paris-1", "u1", "What is the weather in Paris?", nil))
+	const cached = `{"cached":true,"celsius":24,"city":"Paris","forecast":"sunny"}`
+	if call, ok := s.toolCall("weather"); !ok || string(call.Output) != cached {
+		t.Fatalf("Paris is not answered from the cache:\n%s", s)
+	}
+	if !strings.Contains(s.text(), `"forecast":"sunny"`) {
+		t.Errorf("the answer %q does not use the cached report", s.text())
+	}
+	recs := x.turnAudit("paris-1", 1)
+	if d := toolDecisions(recs); len(d) != 1 || jsonOf(t, d[0]["decision"]) != `{"action":"substitute","output":`+cached+`}` {
+		t.Errorf("beforeToolCall records = %v, want the substitute", d)
+	}
+
+	s = x.chat("assistant", userChat("lima-1", "u1", "What is the weather in Lima?", nil))
+	if call, ok := s.toolCall("weather"); !ok || !strings.HasPrefix(string(call.Output), `{"city":"Lima","tempC":`) {
+		t.Errorf("Lima does not run the tool:\n%s", s)
+	}
+}
+
+// exampleClampSearchLimit: 500 becomes 50, a missing limit 10.
+func exampleClampSearchLimit(t *testing.T, x *exampleRun) {
+	s := x.chat("assistant", userChat("greedy-1", "u1", "search everything about turngate", nil))
+	call, ok := s.toolCall("search")
+	if !ok || string(call.Input) != `{"limit":500,"query":"turngate"}` || !strings.HasPrefix(string(call.Output), `{"limit":50,`) {
+		t.Fatalf("want the model's limit 500 run as 50:\n%s", s)
+	}
+	msgs := x.history("assistant", "greedy-1")
+	if !strings.Contains(jsonOf(t, msgs), `"output":{"limit":50,`) {
+		t.Errorf("stored history = %+v, want the clamped call's output", msgs)
+	}
+	recs := x.turnAudit("greedy-1", 1)
+	if d := toolDecisions(recs); len(d) != 1 || jsonOf(t, d[0]["decision"]) != `{"action":"allow","input":{"limit":50,"query":"turngate"}}` {
+		t.Errorf("beforeToolCall records = %v, want the rewrite", d)
+	}
+
+	s = x.chat("assistant", userChat("quick-1", "u1", "quick search turngate", nil))
+	if call, ok := s.toolCall("search"); !ok || !strings.HasPrefix(string(call.Output), `{"limit":10,`) {
+		t.Errorf("a missing limit is not defaulted to 10:\n%s", s)
 	}
 }
