@@ -3,33 +3,32 @@ package gateway
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/engine/provider/anthropic"
 	"github.com/turngate/turngate/engine/provider/openai"
+	"github.com/turngate/turngate/engine/provider/registry"
 	"github.com/turngate/turngate/engine/provider/scripted"
 	"github.com/turngate/turngate/gateway/config"
 )
 
-// resolver maps model aliases (and "provider/model" names) to providers.
-type resolver struct {
-	providers map[string]engine.Provider
-	aliases   map[string]config.Model
-}
-
-// NewResolver builds the configured providers and returns the resolver of
+// NewResolver builds the configured providers and returns the registry of
 // cfg's model aliases. A model name that is not an alias may name a
 // provider and an upstream model as "provider/model".
 func NewResolver(cfg *config.Config) (engine.ModelResolver, error) {
-	r := &resolver{providers: map[string]engine.Provider{}, aliases: cfg.Models}
+	providers := map[string]engine.Provider{}
 	for _, p := range cfg.Providers {
 		prov, err := newProvider(p)
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
 		}
-		r.providers[p.Name] = prov
+		providers[p.Name] = prov
 	}
-	return r, nil
+	aliases := map[string]registry.Alias{}
+	for name, m := range cfg.Models {
+		aliases[name] = registry.Alias{Provider: m.Provider, Model: m.Model}
+	}
+	return registry.New(providers, aliases)
 }
 
 func newProvider(p config.Provider) (engine.Provider, error) {
@@ -50,19 +49,8 @@ func newProvider(p config.Provider) (engine.Provider, error) {
 		return scripted.New(script, opts...), nil
 	case config.ProviderOpenAI:
 		return openai.New(openai.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers}), nil
+	case config.ProviderAnthropic:
+		return anthropic.New(anthropic.Config{Name: p.Name, BaseURL: p.BaseURL, APIKey: p.APIKey, Headers: p.Headers}), nil
 	}
-	return nil, fmt.Errorf("provider type %q is not available in this build", p.Type)
-}
-
-// Resolve implements engine.ModelResolver.
-func (r *resolver) Resolve(model string) (engine.Provider, string, error) {
-	if m, ok := r.aliases[model]; ok {
-		return r.providers[m.Provider], m.Model, nil
-	}
-	if name, id, ok := strings.Cut(model, "/"); ok {
-		if p, ok := r.providers[name]; ok && id != "" {
-			return p, id, nil
-		}
-	}
-	return nil, "", fmt.Errorf("unknown model %q", model)
+	return nil, fmt.Errorf("unknown provider type %q", p.Type)
 }
