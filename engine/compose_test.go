@@ -192,3 +192,67 @@ func TestComposeChainsAndObservers(t *testing.T) {
 		t.Errorf("log %q, want %q", log, want)
 	}
 }
+
+// panicHooks panics in every hook.
+type panicHooks struct{}
+
+func (panicHooks) BeforeTurn(context.Context, *engine.TurnContext) (*engine.TurnConfig, error) {
+	panic("beforeTurn")
+}
+func (panicHooks) BeforeStep(context.Context, *engine.PrepareStepContext) (*engine.StepConfig, error) {
+	panic("beforeStep")
+}
+func (panicHooks) BeforeToolCall(context.Context, *engine.ToolCallContext) (*engine.ToolCallDecision, error) {
+	panic("beforeToolCall")
+}
+func (panicHooks) ToolResult(context.Context, *engine.ToolCallResultContext) (*engine.ToolResultDecision, error) {
+	panic("toolResult")
+}
+func (panicHooks) AfterToolCall(context.Context, *engine.ToolCallResultContext) {
+	panic("afterToolCall")
+}
+func (panicHooks) OnStepFinish(context.Context, *engine.StepResult) { panic("onStepFinish") }
+func (panicHooks) OnChunk(context.Context, *engine.ChunkContext)    { panic("onChunk") }
+func (panicHooks) OnChatResponse(context.Context, *engine.ChatResponseResult) {
+	panic("onChatResponse")
+}
+func (panicHooks) OnChatError(context.Context, *engine.ChatErrorContext) error { panic("onChatError") }
+
+// TestComposeNeverLetsAPanicEscape calls every hook of a composition whose
+// first member panics everywhere: decision hooks return the panic as an
+// error (fail closed), observation hooks and onChatError go on to the
+// next member.
+func TestComposeNeverLetsAPanicEscape(t *testing.T) {
+	rec := &recorder{chatErr: func(*engine.ChatErrorContext) error { return errors.New("from second") }}
+	h := engine.Compose(panicHooks{}, rec)
+	ctx := context.Background()
+	decisions := []struct {
+		hook string
+		call func() error
+	}{
+		{"beforeTurn", func() error { _, err := h.BeforeTurn(ctx, &engine.TurnContext{}); return err }},
+		{"beforeStep", func() error { _, err := h.BeforeStep(ctx, &engine.PrepareStepContext{}); return err }},
+		{"beforeToolCall", func() error { _, err := h.BeforeToolCall(ctx, &engine.ToolCallContext{}); return err }},
+		{"toolResult", func() error { _, err := h.ToolResult(ctx, &engine.ToolCallResultContext{}); return err }},
+	}
+	for _, d := range decisions {
+		if err := d.call(); err == nil || err.Error() != d.hook+" hook panicked: "+d.hook {
+			t.Errorf("%s: error %v", d.hook, err)
+		}
+	}
+	h.AfterToolCall(ctx, &engine.ToolCallResultContext{ToolName: "A"})
+	h.OnStepFinish(ctx, &engine.StepResult{})
+	h.OnChunk(ctx, &engine.ChunkContext{})
+	h.OnChatResponse(ctx, &engine.ChatResponseResult{Status: engine.StatusCompleted})
+	if err := h.OnChatError(ctx, &engine.ChatErrorContext{Message: "raw"}); err == nil || err.Error() != "from second" {
+		t.Errorf("onChatError: %v", err)
+	}
+	want := []string{"afterToolCall A", "onStepFinish 0", "onChunk…", "onChatResponse completed", "onChatError "}
+	if got := rec.sequence(); !slices.Equal(got, want) {
+		t.Errorf("second member saw %q", got)
+	}
+	// The decision hooks stopped at the panic: the second member was not asked.
+	if len(rec.calls) != 0 {
+		t.Errorf("beforeToolCall reached the second member after a panic")
+	}
+}

@@ -336,9 +336,19 @@ type ChatResponseResult struct {
 
 // Error stages: where in a turn a failure happened.
 const (
-	StageSetup  = "setup"
+	// StageSetup: the turn could not be configured — beforeTurn failed,
+	// the merged configuration is invalid, or a model (the turn's, or a
+	// beforeStep override) does not resolve.
+	StageSetup = "setup"
+	// StageStream: the model stream failed (after retries), stalled, the
+	// turn timed out, the provider panicked, or the structured output
+	// does not match its schema.
 	StageStream = "stream"
-	StageTool   = "tool"
+	// StageTool: a tool failed, panicked, timed out or returned invalid
+	// JSON; the model sees a tool error and the turn goes on.
+	StageTool = "tool"
+	// StagePolicy: a decision hook failed or panicked (beforeStep ends the
+	// turn; beforeToolCall and toolResult become tool errors).
 	StagePolicy = "policy"
 )
 

@@ -8,17 +8,22 @@ import (
 	"github.com/turngate/turngate/engine"
 )
 
+// TestExecutionOrderTwoToolCalls records the hook sequence of a turn with
+// two tool calls in two steps and compares it with the reference's
+// "Execution Order" (think-lifecycle-hooks.md; think-implementation.md
+// §2.14): step 0 calls A, step 1 calls B, step 2 answers.
 func TestExecutionOrderTwoToolCalls(t *testing.T) {
 	fake := newFake(callStep(`A={"q":"a"}`), callStep(`B={"q":"b"}`), textStep("done"))
-	h := newHarness(t, fake, echoTool("A"), echoTool("B"))
+	h := newHarness(t, fake)
+	h.req.Tools = []engine.Tool{logged(h.rec, echoTool("A")), logged(h.rec, echoTool("B"))}
 	res := h.run(context.Background())
 	if res.Status != engine.StatusCompleted {
 		t.Fatalf("status = %s (%s)", res.Status, res.Error)
 	}
 	want := []string{
 		"beforeTurn",
-		"beforeStep 0", "onChunk…", "beforeToolCall A", "afterToolCall A", "onStepFinish 0",
-		"beforeStep 1", "onChunk…", "beforeToolCall B", "afterToolCall B", "onStepFinish 1",
+		"beforeStep 0", "onChunk…", "beforeToolCall A", "execute A", "afterToolCall A", "onStepFinish 0",
+		"beforeStep 1", "onChunk…", "beforeToolCall B", "execute B", "afterToolCall B", "onStepFinish 1",
 		"beforeStep 2", "onChunk…", "onStepFinish 2",
 		"onChatResponse completed",
 	}

@@ -321,6 +321,17 @@ func echoTool(name string) engine.Tool {
 	}
 }
 
+// logged wraps tool's executor so that each execution is recorded in the
+// hook sequence as "execute <name>".
+func logged(rec *recorder, tool engine.Tool) engine.Tool {
+	inner := tool.Executor
+	tool.Executor = engine.ExecutorFunc(func(ctx context.Context, c engine.ToolExecution) (json.RawMessage, error) {
+		rec.add("execute " + c.ToolName)
+		return inner.Execute(ctx, c)
+	})
+	return tool
+}
+
 func userMsg(text string) engine.UIMessage {
 	return engine.UIMessage{ID: "u1", Role: engine.RoleUser, Parts: []engine.UIPart{{Type: engine.PartText, Text: text}}}
 }

@@ -13,7 +13,10 @@ type Hooks interface {
 	// BeforeTurn fires once, before the first step. An error fails the
 	// turn at the setup stage.
 	BeforeTurn(ctx context.Context, tc *TurnContext) (*TurnConfig, error)
-	// BeforeStep fires before each model step. An error fails the turn.
+	// BeforeStep fires before each model step. An error (or panic) fails
+	// the turn at the policy stage; a Model override that the
+	// ModelResolver cannot resolve fails it at the setup stage, like an
+	// unknown model in the turn's configuration.
 	BeforeStep(ctx context.Context, sc *PrepareStepContext) (*StepConfig, error)
 	// BeforeToolCall fires for every tool call, server or client, in call
 	// order, before any of the step's calls execute. An error becomes a

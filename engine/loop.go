@@ -67,6 +67,7 @@ type turn struct {
 	turnCtx       *TurnContext
 	provider      Provider
 	upstream      string
+	stream        guardedStream // the open model stream (startStream)
 
 	// Progress.
 	msg      UIMessage
@@ -203,9 +204,9 @@ func (t *turn) setup(ctx context.Context) error {
 	if t.e.opts.Models == nil {
 		return errors.New("engine has no model resolver (Options.Models)")
 	}
-	t.provider, t.upstream, err = t.e.opts.Models.Resolve(t.model)
+	t.provider, t.upstream, err = t.resolve(t.model)
 	if err != nil {
-		return fmt.Errorf("resolving model %q: %w", t.model, err)
+		return err
 	}
 	final := *tc
 	final.System, final.Messages, final.Model, final.MaxSteps = t.system, t.messages, t.model, t.maxSteps
@@ -249,12 +250,12 @@ func (t *turn) loop(parent, ctx context.Context) {
 		if t.interrupted(parent, ctx, nil) {
 			return
 		}
-		req, prov, active, err := t.prepareStep(ctx, n)
+		plan, stage, err := t.prepareStep(ctx, n)
 		if err != nil {
-			t.fail(ctx, StagePolicy, err)
+			t.fail(ctx, stage, err)
 			return
 		}
-		step, ok := t.runStep(parent, ctx, n, prov, req, active)
+		step, ok := t.runStep(parent, ctx, n, plan)
 		if !ok {
 			return
 		}
@@ -321,8 +322,20 @@ func (t *turn) stopGuard(why string) {
 	t.emit(Event{Type: EventFinishStep})
 }
 
-// prepareStep runs beforeStep and builds the step's model request.
-func (t *turn) prepareStep(ctx context.Context, n int) (*ModelRequest, Provider, []string, error) {
+// stepPlan is one model step as prepared by prepareStep: the request, the
+// provider and model name it goes to, and the tools that may execute.
+type stepPlan struct {
+	req    *ModelRequest
+	prov   Provider
+	model  string
+	active []string
+}
+
+// prepareStep runs beforeStep and builds the step's model request. On
+// failure it returns the stage to report: StagePolicy for a beforeStep
+// error or panic, StageSetup for a model override that does not resolve
+// (the same stage as an unknown model in the turn's configuration).
+func (t *turn) prepareStep(ctx context.Context, n int) (stepPlan, string, error) {
 	sc, err := callBeforeStep(ctx, t.hooks, &PrepareStepContext{
 		Identity:    t.req.Identity,
 		StepNumber:  n,
@@ -334,7 +347,7 @@ func (t *turn) prepareStep(ctx context.Context, n int) (*ModelRequest, Provider,
 		Turn:        t.turnCtx,
 	})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("beforeStep %d: %w", n, err)
+		return stepPlan{}, StagePolicy, fmt.Errorf("beforeStep %d: %w", n, err)
 	}
 	cfg := &t.cfg
 	req := &ModelRequest{
@@ -358,16 +371,16 @@ func (t *turn) prepareStep(ctx context.Context, n int) (*ModelRequest, Provider,
 	if cfg.StopSequences != nil {
 		req.StopSequences = *cfg.StopSequences
 	}
-	prov, active := t.provider, t.active
+	plan := stepPlan{req: req, prov: t.provider, model: t.model, active: t.active}
 	if sc == nil {
-		return req, prov, active, nil
+		return plan, "", nil
 	}
 	if sc.Model != nil && *sc.Model != t.model {
-		p, upstream, err := t.e.opts.Models.Resolve(*sc.Model)
+		p, upstream, err := t.resolve(*sc.Model)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("beforeStep %d: resolving model %q: %w", n, *sc.Model, err)
+			return stepPlan{}, StageSetup, fmt.Errorf("beforeStep %d: %w", n, err)
 		}
-		prov, req.Model = p, upstream
+		plan.prov, plan.model, req.Model = p, *sc.Model, upstream
 	}
 	if sc.System != nil {
 		req.System = *sc.System
@@ -379,11 +392,11 @@ func (t *turn) prepareStep(ctx context.Context, n int) (*ModelRequest, Provider,
 		req.ToolChoice = sc.ToolChoice
 	}
 	if sc.ActiveTools != nil {
-		active = *sc.ActiveTools
-		req.Tools = t.toolInfos(active)
+		plan.active = *sc.ActiveTools
+		req.Tools = t.toolInfos(plan.active)
 	}
 	req.ProviderOptions = mergeMap(req.ProviderOptions, sc.ProviderOptions)
-	return req, prov, active, nil
+	return plan, "", nil
 }
 
 // stepState collects one model step as its parts arrive.
@@ -398,7 +411,7 @@ type stepState struct {
 
 // runStep streams one model step, then resolves its tool calls. It returns
 // false when the turn ended (error or abort) during the step.
-func (t *turn) runStep(parent, ctx context.Context, n int, prov Provider, req *ModelRequest, active []string) (*StepResult, bool) {
+func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*StepResult, bool) {
 	stepCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var timer *time.Timer
@@ -407,7 +420,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, prov Provider, req *M
 		timer = time.AfterFunc(chunkTimeout, func() { cancel(errChunkTimeout) })
 		defer timer.Stop()
 	}
-	stream, ok, err := t.open(stepCtx, prov, req, timer, chunkTimeout)
+	stream, ok, err := t.open(stepCtx, plan.prov, plan.req, timer, chunkTimeout)
 	if err != nil {
 		if !t.interrupted(parent, ctx, stepCtx) {
 			t.fail(ctx, StageStream, fmt.Errorf("step %d: %w", n, err))
@@ -425,6 +438,13 @@ func (t *turn) runStep(parent, ctx context.Context, n int, prov Provider, req *M
 			timer.Reset(chunkTimeout)
 		}
 		p := stream.Current()
+		if p.Type == StreamToolCall {
+			// Normalised before onChunk, so every observer can serialise
+			// the part even when the model's arguments are not JSON.
+			var valid bool
+			p.Input, valid = callInput(p.Input)
+			st.validJSON = append(st.validJSON, valid)
+		}
 		t.callOnChunk(ctx, p)
 		t.handlePart(&st, p)
 		ok = stream.Next()
@@ -443,7 +463,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, prov Provider, req *M
 	step := &StepResult{
 		Identity:         t.req.Identity,
 		StepNumber:       n,
-		Model:            t.model,
+		Model:            plan.model,
 		Text:             string(st.text),
 		Reasoning:        st.reasoning,
 		ToolCalls:        st.calls,
@@ -461,7 +481,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, prov Provider, req *M
 		step.Usage = *st.finish.Usage
 	}
 	if len(st.calls) > 0 {
-		if !t.resolveTools(parent, ctx, step, req.Messages, active, &st) {
+		if !t.resolveTools(parent, ctx, step, plan.req.Messages, plan.active, &st) {
 			return nil, false
 		}
 	}
@@ -480,10 +500,7 @@ func (t *turn) open(ctx context.Context, prov Provider, req *ModelRequest, timer
 		if timer != nil {
 			timer.Reset(chunkTimeout)
 		}
-		stream, err := prov.Stream(ctx, req)
-		if err == nil && stream == nil {
-			err = errors.New("provider returned neither a stream nor an error")
-		}
+		stream, err := t.startStream(ctx, prov, req)
 		if err == nil {
 			if stream.Next() {
 				return stream, true, nil
@@ -547,19 +564,26 @@ func (t *turn) handlePart(st *stepState, p StreamPart) {
 		}
 	case StreamToolCall:
 		i := t.toolPart(st, p.ToolCallID, p.ToolName)
-		input, valid := p.Input, true
-		switch {
-		case len(input) == 0:
-			input = emptyObject // providers send no arguments for parameterless tools
-		case !json.Valid(input):
-			input, valid = jsonString(string(input)), false
-		}
-		t.msg.Parts[i].Input = input
-		st.calls = append(st.calls, ToolCall{ToolCallID: p.ToolCallID, ToolName: p.ToolName, Input: input, Dynamic: t.isDynamic(p.ToolName)})
-		st.validJSON = append(st.validJSON, valid)
+		t.msg.Parts[i].Input = p.Input
+		st.calls = append(st.calls, ToolCall{ToolCallID: p.ToolCallID, ToolName: p.ToolName, Input: p.Input, Dynamic: t.isDynamic(p.ToolName)})
 	case StreamFinish:
 		st.finish = p
 	}
+}
+
+// callInput normalises a tool call's input: empty becomes {} (providers
+// send no arguments for parameterless tools) and text that is not JSON
+// becomes a JSON string holding it, with valid false, so the call is
+// reported to the model as a tool-input error and the input still
+// serialises everywhere (events, hook contexts, audit).
+func callInput(in json.RawMessage) (_ json.RawMessage, valid bool) {
+	switch {
+	case len(in) == 0:
+		return emptyObject, true
+	case !json.Valid(in):
+		return jsonString(string(in)), false
+	}
+	return in, true
 }
 
 func (t *turn) isDynamic(name string) bool {

@@ -52,14 +52,22 @@ func TestParallelCallsPolicyInOrderExecutedConcurrently(t *testing.T) {
 	a, b := echoTool("A"), echoTool("B")
 	a.Executor, b.Executor = barrier("A"), barrier("B")
 	fake := newFake(callStep(`A={"q":"1"}`, `B={"q":"2"}`), textStep("ok"))
-	h := newHarness(t, fake, a, b)
+	h := newHarness(t, fake)
+	h.req.Tools = []engine.Tool{logged(h.rec, a), logged(h.rec, b)}
 	res := h.run(context.Background())
 	if res.Status != engine.StatusCompleted {
 		t.Fatalf("status %s: %s", res.Status, res.Error)
 	}
+	// Both executions start after both policy decisions, in either order.
+	got := h.rec.sequence()
+	executes := slices.IndexFunc(got, func(s string) bool { return strings.HasPrefix(s, "execute ") })
+	if executes != 5 || !slices.Contains(got[5:7], "execute A") || !slices.Contains(got[5:7], "execute B") {
+		t.Errorf("executions not after both beforeToolCall: %q", got)
+	}
+	got = slices.DeleteFunc(got, func(s string) bool { return strings.HasPrefix(s, "execute ") })
 	want := []string{"beforeTurn", "beforeStep 0", "onChunk…", "beforeToolCall A", "beforeToolCall B",
 		"afterToolCall A", "afterToolCall B", "onStepFinish 0", "beforeStep 1", "onChunk…", "onStepFinish 1", "onChatResponse completed"}
-	if got := h.rec.sequence(); !slices.Equal(got, want) {
+	if !slices.Equal(got, want) {
 		t.Errorf("sequence\n got %q\nwant %q", got, want)
 	}
 	seen := toolResultsSeen(t, fake.requests()[1])
@@ -178,13 +186,16 @@ func TestInvalidCallsNeverExecute(t *testing.T) {
 		name   string
 		call   string
 		active []string
-		want   string
+		// step limits the tools through beforeStep instead of beforeTurn.
+		step bool
+		want string
 	}{
 		{name: "schema violation", call: `A={"q":42}`, want: `Invalid input for tool \"A\"`},
 		{name: "extra property", call: `A={"q":"x","rm":true}`, want: `Invalid input for tool \"A\"`},
 		{name: "not JSON", call: `A={"q":`, want: `the input is not valid JSON`},
 		{name: "unknown tool", call: `Z={"q":"x"}`, want: `unavailable tool \"Z\"`},
 		{name: "inactive tool", call: `A={"q":"x"}`, active: []string{"B"}, want: `unavailable tool \"A\"`},
+		{name: "inactive in this step", call: `A={"q":"x"}`, active: []string{"B"}, step: true, want: `unavailable tool \"A\"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,7 +207,15 @@ func TestInvalidCallsNeverExecute(t *testing.T) {
 			})
 			fake := newFake(callStep(tt.call), textStep("ok"))
 			h := newHarness(t, fake, a, echoTool("B"))
-			if tt.active != nil {
+			switch {
+			case tt.step:
+				h.rec.stepCfg = func(sc *engine.PrepareStepContext) (*engine.StepConfig, error) {
+					if sc.StepNumber == 0 {
+						return &engine.StepConfig{ActiveTools: &tt.active}, nil
+					}
+					return nil, nil
+				}
+			case tt.active != nil:
 				h.rec.turn = func(*engine.TurnContext) (*engine.TurnConfig, error) {
 					return &engine.TurnConfig{ActiveTools: &tt.active}, nil
 				}
@@ -355,6 +374,44 @@ func TestClientTools(t *testing.T) {
 					t.Errorf("chunk without providerExecuted: %s", l)
 				}
 			}
+		}
+	})
+	t.Run("continuation with the client's result", func(t *testing.T) {
+		fake := newFake(callStep(`getLocation={}`), textStep("You are in Paris."))
+		h := newHarness(t, fake, client)
+		first := h.run(context.Background())
+		if len(first.PendingToolCalls) != 1 {
+			t.Fatalf("pending %+v", first.PendingToolCalls)
+		}
+		// The client runs the tool; its result lands in the stored part.
+		msg := first.Message
+		msg.Parts = slices.Clone(msg.Parts)
+		last := &msg.Parts[len(msg.Parts)-1]
+		last.State, last.Output = engine.ToolStateOutputAvailable, json.RawMessage(`"Paris"`)
+		var sawContinuation bool
+		h.rec.turn = func(tc *engine.TurnContext) (*engine.TurnConfig, error) {
+			sawContinuation = tc.Continuation
+			return nil, nil
+		}
+		h.ev = &events{}
+		h.req.Emit = h.ev.emit
+		h.req.Messages = append(h.req.Messages, msg)
+		h.req.Continuation, h.req.MessageID = true, ""
+		res := h.run(context.Background())
+		if res.Status != engine.StatusCompleted || res.FinishReason != engine.FinishStop || !res.Continuation || !sawContinuation {
+			t.Fatalf("status %s finish %s continuation %v (beforeTurn saw %v)", res.Status, res.FinishReason, res.Continuation, sawContinuation)
+		}
+		if r := h.rec.resp[1]; !r.Continuation || r.Message.ID != first.Message.ID {
+			t.Errorf("onChatResponse continuation %v id %s", r.Continuation, r.Message.ID)
+		}
+		if seen := toolResultsSeen(t, fake.requests()[1])[0]; seen.ToolCallID != first.PendingToolCalls[0].ToolCallID || string(seen.Output) != `"Paris"` {
+			t.Errorf("model saw %+v", seen)
+		}
+		if res.Message.ID != first.Message.ID || len(res.Message.Parts) != len(msg.Parts)+2 || res.Message.Parts[len(res.Message.Parts)-1].Text != "You are in Paris." {
+			t.Errorf("continued message %+v", res.Message)
+		}
+		if !strings.HasPrefix(h.ev.text(), `{"type":"start","messageId":"`+first.Message.ID+`"}`) {
+			t.Errorf("continuation stream starts %s", h.ev.text())
 		}
 	})
 	t.Run("rewritten input goes to the client", func(t *testing.T) {
