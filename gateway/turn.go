@@ -150,7 +150,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	if err != nil {
 		return nil, err
 	}
-	t := &turn{requestID: in.requestID, key: key, done: make(chan struct{})}
+	t := &turn{requestID: in.requestID, key: key, done: make(chan struct{}), cancel: func() {}}
 	if p.skip {
 		t.buf = uistream.NewBuffer()
 		for _, ev := range guardEvents(p.skipMessageID) {
