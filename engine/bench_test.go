@@ -9,11 +9,10 @@ import (
 	"github.com/turngate/turngate/engine/provider/scripted"
 )
 
-// BenchmarkTurn measures the engine's overhead for one turn of the embedded
-// scripted model: two steps (a weather tool call, then the answer), one tool
-// execution, NopHooks, events discarded.
-func BenchmarkTurn(b *testing.B) {
-	eng := engine.New(engine.Options{Models: models{"scripted": scripted.Default()}, Logger: quiet})
+// weatherTurn is the benchmarks' turn for the embedded scripted model: the
+// model calls the weather tool, then answers from its result (two steps,
+// one tool execution), with NopHooks and events discarded.
+func weatherTurn() *engine.TurnRequest {
 	weather := engine.Tool{
 		ToolInfo: engine.ToolInfo{Name: "weather", Kind: engine.ToolKindBuiltin,
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},
@@ -21,7 +20,7 @@ func BenchmarkTurn(b *testing.B) {
 			return json.RawMessage(`{"weather":"sunny"}`), nil
 		}),
 	}
-	req := &engine.TurnRequest{
+	return &engine.TurnRequest{
 		Identity:  engine.Identity{RequestID: "bench", SessionID: "s", Agent: "a", EntryPath: engine.EntryChat},
 		Model:     "scripted",
 		Messages:  []engine.UIMessage{userMsg("What is the weather in Paris?")},
@@ -30,11 +29,24 @@ func BenchmarkTurn(b *testing.B) {
 		Hooks:     engine.NopHooks{},
 		Emit:      func(engine.Event) {},
 	}
-	ctx := context.Background()
-	res := eng.Run(ctx, req)
+}
+
+// checkWeatherTurn fails b unless req runs as weatherTurn describes.
+func checkWeatherTurn(b *testing.B, eng *engine.Engine, req *engine.TurnRequest) {
+	b.Helper()
+	res := eng.Run(context.Background(), req)
 	if res.Status != engine.StatusCompleted || len(res.Steps) != 2 || len(res.Steps[0].ToolCalls) != 1 {
 		b.Fatalf("turn: status %s, %d steps, error %q", res.Status, len(res.Steps), res.Error)
 	}
+}
+
+// BenchmarkTurn measures the engine's overhead for one turn of the embedded
+// scripted model (weatherTurn).
+func BenchmarkTurn(b *testing.B) {
+	eng := engine.New(engine.Options{Models: models{"scripted": scripted.Default()}, Logger: quiet})
+	req := weatherTurn()
+	checkWeatherTurn(b, eng, req)
+	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
 		eng.Run(ctx, req)

@@ -82,24 +82,13 @@ func (p *Provider) Stream(ctx context.Context, req *engine.ModelRequest) (engine
 		return nil, err
 	}
 	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "text/event-stream")
 	h.Set("Anthropic-Version", p.cfg.Version)
 	if p.cfg.APIKey != "" {
 		h.Set("X-Api-Key", p.cfg.APIKey)
 	}
-	for k, v := range p.cfg.Headers {
-		h.Set(k, v)
-	}
-	for k, v := range req.Headers {
-		h.Set(k, v)
-	}
-	resp, err := wire.Post(ctx, wire.Request{Client: p.cfg.HTTPClient, URL: p.cfg.BaseURL + "/v1/messages",
-		Header: h, Body: body, HeaderTimeout: p.cfg.Timeout})
-	if err != nil {
-		return nil, err
-	}
-	return wire.NewStream(ctx, resp, &handler{name: p.cfg.Name, warnings: warnings}), nil
+	return wire.Open(ctx, wire.Request{Client: p.cfg.HTTPClient, URL: p.cfg.BaseURL + "/v1/messages", Header: h,
+		Overrides: []map[string]string{p.cfg.Headers, req.Headers}, Body: body, HeaderTimeout: p.cfg.Timeout},
+		&handler{name: p.cfg.Name, warnings: warnings})
 }
 
 // body builds the request body (keys sorted, so bodies are reproducible).

@@ -8,8 +8,6 @@ import (
 	"flag"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -167,35 +165,11 @@ func TestRequestBody(t *testing.T) {
 
 // TestCancelStopsStream cancels while the server holds the stream open.
 func TestCancelStopsStream(t *testing.T) {
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	defer srv.Close()
-	defer close(release)
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := New(Config{BaseURL: srv.URL}).Stream(ctx, &engine.ModelRequest{Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if !st.Next() {
-		t.Fatalf("first part missing: %v", st.Err())
-	}
-	go cancel()
-	if st.Next() {
-		t.Fatalf("Next after cancel returned %+v", st.Current())
-	}
-	if !errors.Is(st.Err(), context.Canceled) {
-		t.Errorf("Err = %v, want context.Canceled", st.Err())
-	}
+	first := "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	// The first event makes one part: text-start.
+	replay.CheckCancel(t, first, 1, func(ctx context.Context, url string) (engine.Stream, error) {
+		return New(Config{BaseURL: url}).Stream(ctx, &engine.ModelRequest{Model: "m"})
+	})
 }
 
 // TestCloseMidStream: a consumer that stops early gets no error.
@@ -218,33 +192,14 @@ func TestCloseMidStream(t *testing.T) {
 // FuzzStreamParser feeds arbitrary bodies through the event handler: it
 // must end (finish part or error) without panicking.
 func FuzzStreamParser(f *testing.F) {
-	files, _ := filepath.Glob("testdata/responses/*.http")
-	for _, file := range files {
-		raw, _ := os.ReadFile(file)
-		if _, body, ok := bytes.Cut(raw, []byte("\n\n")); ok {
-			f.Add(body)
-		}
-	}
+	replay.SeedBodies(f, "testdata/responses/*.http")
 	f.Fuzz(func(t *testing.T, body []byte) {
-		st := wire.NewStream(context.Background(), io.NopCloser(bytes.NewReader(body)), &handler{name: "anthropic"})
-		n := 0
-		var last engine.StreamPart
-		for st.Next() {
-			last = st.Current()
-			n++
-		}
-		if st.Err() == nil && n > 0 && last.Type != engine.StreamFinish {
-			t.Fatalf("stream ended cleanly without a finish part: %+v", last)
-		}
+		replay.CheckEnding(t, wire.NewStream(context.Background(), io.NopCloser(bytes.NewReader(body)), &handler{name: "anthropic"}))
 	})
 }
 
 func BenchmarkStreamThinkingTextTool(b *testing.B) {
-	raw, err := os.ReadFile("testdata/responses/thinking_text_tool.http")
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, body, _ := bytes.Cut(raw, []byte("\n\n"))
+	body := replay.Body(b, "testdata/responses/thinking_text_tool.http")
 	for b.Loop() {
 		st := wire.NewStream(context.Background(), io.NopCloser(bytes.NewReader(body)), &handler{name: "anthropic"})
 		for st.Next() {

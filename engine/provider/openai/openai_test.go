@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -169,36 +168,11 @@ func TestRequestBody(t *testing.T) {
 
 // TestCancelStopsStream cancels while the server holds the stream open.
 func TestCancelStopsStream(t *testing.T) {
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, `data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`+"\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	defer srv.Close()
-	defer close(release)
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := New(Config{BaseURL: srv.URL}).Stream(ctx, &engine.ModelRequest{Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	for i := 0; i < 2; i++ { // text-start, text-delta
-		if !st.Next() {
-			t.Fatalf("part %d missing: %v", i, st.Err())
-		}
-	}
-	go cancel()
-	if st.Next() {
-		t.Fatalf("Next after cancel returned %+v", st.Current())
-	}
-	if !errors.Is(st.Err(), context.Canceled) {
-		t.Errorf("Err = %v, want context.Canceled", st.Err())
-	}
+	first := `data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}` + "\n\n"
+	// The first event makes two parts: text-start, text-delta.
+	replay.CheckCancel(t, first, 2, func(ctx context.Context, url string) (engine.Stream, error) {
+		return New(Config{BaseURL: url}).Stream(ctx, &engine.ModelRequest{Model: "m"})
+	})
 }
 
 // TestHeaderTimeout: a server that never answers is a retryable failure.
@@ -229,33 +203,14 @@ func TestTransportErrorIsRetryable(t *testing.T) {
 // FuzzStreamParser feeds arbitrary bodies through the chunk handler: it
 // must end (finish part or error) without panicking.
 func FuzzStreamParser(f *testing.F) {
-	files, _ := filepath.Glob("testdata/responses/*.http")
-	for _, file := range files {
-		raw, _ := os.ReadFile(file)
-		if _, body, ok := bytes.Cut(raw, []byte("\n\n")); ok {
-			f.Add(body)
-		}
-	}
+	replay.SeedBodies(f, "testdata/responses/*.http")
 	f.Fuzz(func(t *testing.T, body []byte) {
-		st := wire.NewStream(context.Background(), io.NopCloser(bytes.NewReader(body)), &handler{name: "openai"})
-		n := 0
-		var last engine.StreamPart
-		for st.Next() {
-			last = st.Current()
-			n++
-		}
-		if st.Err() == nil && n > 0 && last.Type != engine.StreamFinish {
-			t.Fatalf("stream ended cleanly without a finish part: %+v", last)
-		}
+		replay.CheckEnding(t, wire.NewStream(context.Background(), io.NopCloser(bytes.NewReader(body)), &handler{name: "openai"}))
 	})
 }
 
 func BenchmarkStreamParallelTools(b *testing.B) {
-	raw, err := os.ReadFile("testdata/responses/parallel_tools.http")
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, body, _ := bytes.Cut(raw, []byte("\n\n"))
+	body := replay.Body(b, "testdata/responses/parallel_tools.http")
 	for b.Loop() {
 		st := wire.NewStream(context.Background(), io.NopCloser(bytes.NewReader(body)), &handler{name: "openai"})
 		for st.Next() {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/engine/provider/internal/replay"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -20,23 +21,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // golden compares got with testdata/<name>, rewriting it under -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run with -update): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s mismatch\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
-	}
+	replay.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 // collect drains a stream and renders its parts one JSON object a line.

@@ -6,6 +6,7 @@ package replay
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,4 +169,86 @@ func IndentJSON(t testing.TB, body []byte) string {
 		t.Fatalf("request body is not JSON: %v\n%s", err, body)
 	}
 	return out.String() + "\n"
+}
+
+// Body returns the body of the captured response in file (everything after
+// the blank line that ends the headers).
+func Body(tb testing.TB, file string) []byte {
+	tb.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatalf("reading fixture: %v", err)
+	}
+	_, _, body, err := parse(raw)
+	if err != nil {
+		tb.Fatalf("parsing fixture %s: %v", file, err)
+	}
+	return body
+}
+
+// SeedBodies adds the body of every captured response matching glob to
+// the fuzzer's corpus.
+func SeedBodies(f *testing.F, glob string) {
+	files, _ := filepath.Glob(glob)
+	if len(files) == 0 {
+		f.Fatalf("no fixtures match %s", glob)
+	}
+	for _, file := range files {
+		f.Add(Body(f, file))
+	}
+}
+
+// CheckEnding drains st and fails t if it ended without an error but
+// also without a finish part: every stream must end one way or the other.
+func CheckEnding(t testing.TB, st engine.Stream) {
+	t.Helper()
+	n := 0
+	var last engine.StreamPart
+	for st.Next() {
+		last = st.Current()
+		n++
+	}
+	if st.Err() == nil && n > 0 && last.Type != engine.StreamFinish {
+		t.Fatalf("stream ended cleanly without a finish part: %+v", last)
+	}
+}
+
+// CheckCancel starts a stream against a server that sends first (one SSE
+// event producing parts stream parts) and then holds the connection open;
+// it cancels the context and checks that the next Next returns false with
+// context.Canceled.
+func CheckCancel(t *testing.T, first string, parts int, start func(ctx context.Context, baseURL string) (engine.Stream, error)) {
+	t.Helper()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, first)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := start(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := range parts {
+		if !st.Next() {
+			t.Fatalf("part %d missing: %v", i, st.Err())
+		}
+	}
+	go cancel()
+	if st.Next() {
+		t.Fatalf("Next after cancel returned %+v", st.Current())
+	}
+	if !errors.Is(st.Err(), context.Canceled) {
+		t.Errorf("Err = %v, want context.Canceled", st.Err())
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,8 +26,13 @@ const maxMessageBytes = 512
 type Request struct {
 	Client *http.Client
 	URL    string
+	// Header holds the API's own headers (authentication, version). Post
+	// adds the JSON and event-stream content types.
 	Header http.Header
-	Body   []byte
+	// Overrides are applied over Header in order, later ones winning: the
+	// provider's configured headers, then the model request's.
+	Overrides []map[string]string
+	Body      []byte
 	// HeaderTimeout bounds the wait for the response headers; zero means
 	// none. The body is not bounded: the engine's chunk timeout covers it.
 	HeaderTimeout time.Duration
@@ -60,7 +66,7 @@ func Post(ctx context.Context, req Request) (*Response, error) {
 		cancel()
 		return nil, &engine.UpstreamError{Message: "building request: " + err.Error()}
 	}
-	httpReq.Header = req.Header.Clone()
+	httpReq.Header = streamHeader(req)
 	var timer *time.Timer
 	if req.HeaderTimeout > 0 {
 		timer = time.AfterFunc(req.HeaderTimeout, cancel)
@@ -93,6 +99,33 @@ func Post(ctx context.Context, req Request) (*Response, error) {
 		return nil, StatusError(resp.StatusCode, resp.Header, body)
 	}
 	return &Response{body: resp.Body, cancel: cancel}, nil
+}
+
+// streamHeader returns the headers of req: the content types, the API's
+// headers, then the overrides.
+func streamHeader(req Request) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	for k, vs := range req.Header {
+		h[k] = slices.Clone(vs)
+	}
+	for _, o := range req.Overrides {
+		for k, v := range o {
+			h.Set(k, v)
+		}
+	}
+	return h
+}
+
+// Open posts req and returns its response as a stream decoded by handler.
+// Failures before the stream starts are Post's.
+func Open(ctx context.Context, req Request, handler Handler) (engine.Stream, error) {
+	resp, err := Post(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return NewStream(ctx, resp, handler), nil
 }
 
 // StatusError builds the UpstreamError of a failed HTTP response.
