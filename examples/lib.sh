@@ -21,8 +21,27 @@ RUN=$(date +%s)$$
 KEY=${KEY:-}
 FAILED=0
 GATEWAY_PID=
+# BACKGROUND_PIDS are other processes a check.sh started (see background).
+BACKGROUND_PIDS=()
 
 mkdir -p data
+trap cleanup EXIT
+
+# cleanup stops the gateway and every background process.
+cleanup() {
+	stop_gateway
+	for pid in "${BACKGROUND_PIDS[@]}"; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+}
+
+# background CMD... runs CMD in the background until the script exits; its
+# output goes to data/background.log.
+background() {
+	"$@" >>data/background.log 2>&1 &
+	BACKGROUND_PIDS+=($!)
+}
 
 # start_gateway builds turngate (unless $TURNGATE names a binary), starts
 # `turngate serve --config turngate.yaml` from this folder and waits until
@@ -36,7 +55,6 @@ start_gateway() {
 	fi
 	"$bin" serve --config turngate.yaml --listen "127.0.0.1:$PORT" >data/stdout.log 2>data/gateway.log &
 	GATEWAY_PID=$!
-	trap stop_gateway EXIT
 	for _ in $(seq 1 600); do
 		if curl -sf "$BASE/healthz" >/dev/null 2>&1; then
 			echo "turngate serving $EXAMPLE on $BASE"

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,9 @@ import (
 type exampleCase struct {
 	name string
 	run  func(t *testing.T, x *exampleRun)
+	// env, if set, starts what the example needs besides the gateway and
+	// returns the gateway's extra environment.
+	env func(t *testing.T) []string
 }
 
 // exampleRun is one example's gateway, running in a copy of its folder.
@@ -39,21 +43,25 @@ type exampleRun struct {
 // exampleCases lists every example; TestExamplesIndexed checks that the
 // list, the folders and examples/README.md agree.
 var exampleCases = []exampleCase{
-	{"audit-every-tool-call", exampleAuditEveryToolCall},
-	{"cached-weather", exampleCachedWeather},
-	{"clamp-search-limit", exampleClampSearchLimit},
-	{"continuation-turns", exampleContinuationTurns},
-	{"fast-model-after-tool-results", exampleFastModelAfterToolResults},
-	{"force-search-first-step", exampleForceSearchFirstStep},
-	{"long-chat-step-budget", exampleLongChatStepBudget},
-	{"prune-tool-calls", examplePruneToolCalls},
-	{"read-only-mode", exampleReadOnlyMode},
-	{"recovery-turn", exampleRecoveryTurn},
-	{"restrict-active-tools", exampleRestrictActiveTools},
-	{"selected-file-context", exampleSelectedFileContext},
-	{"stop-on-final-answer", exampleStopOnFinalAnswer},
-	{"structured-output", exampleStructuredOutput},
-	{"trim-messages-on-later-steps", exampleTrimMessagesOnLaterSteps},
+	{"audit-every-tool-call", exampleAuditEveryToolCall, nil},
+	{"cached-weather", exampleCachedWeather, nil},
+	{"clamp-search-limit", exampleClampSearchLimit, nil},
+	{"continuation-turns", exampleContinuationTurns, nil},
+	{"fast-model-after-tool-results", exampleFastModelAfterToolResults, nil},
+	{"force-search-first-step", exampleForceSearchFirstStep, nil},
+	{"long-chat-step-budget", exampleLongChatStepBudget, nil},
+	{"prune-tool-calls", examplePruneToolCalls, nil},
+	{"read-only-mode", exampleReadOnlyMode, nil},
+	{"redact-pii-in-tool-input", exampleRedactPIIInToolInput, nil},
+	{"redact-secrets-in-tool-output", exampleRedactSecretsInToolOutput, accountsService},
+	{"recovery-turn", exampleRecoveryTurn, nil},
+	{"restrict-active-tools", exampleRestrictActiveTools, nil},
+	{"selected-file-context", exampleSelectedFileContext, nil},
+	{"stop-on-final-answer", exampleStopOnFinalAnswer, nil},
+	{"structured-output", exampleStructuredOutput, nil},
+	{"tenant-tool-allowlist", exampleTenantToolAllowlist, nil},
+	{"tool-call-quota", exampleToolCallQuota, nil},
+	{"trim-messages-on-later-steps", exampleTrimMessagesOnLaterSteps, nil},
 }
 
 // TestExamples runs each example's scenario, its rule checks and its
@@ -75,7 +83,11 @@ func TestExamples(t *testing.T) {
 				if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
 					t.Fatal(err)
 				}
-				g := startGateway(t, gatewayOptions{Config: "turngate.yaml", Dir: dir})
+				var env []string
+				if ex.env != nil {
+					env = ex.env(t)
+				}
+				g := startGateway(t, gatewayOptions{Config: "turngate.yaml", Dir: dir, Env: env})
 				ex.run(t, &exampleRun{gateway: g, dir: dir})
 			})
 			t.Run("check.sh", func(t *testing.T) {
@@ -143,11 +155,21 @@ func runCheckScript(t *testing.T, src string) {
 			t.Skipf("check.sh needs %s: %v", tool, err)
 		}
 	}
-	// The copy sits two levels below a directory with lib.sh, as the
-	// example does in the repository.
+	// The copy keeps the repository's layout: lib.sh one level up, and a
+	// module root (go.mod) two levels up for the Go programs an example
+	// builds (its binary comes from $TURNGATE).
 	root := t.TempDir()
-	copyDir(t, filepath.Join(repoRoot, "examples"), root)
-	dir := filepath.Join(root, filepath.Base(src))
+	dir := filepath.Join(root, "examples", filepath.Base(src))
+	copyDir(t, src, dir)
+	for _, f := range []string{"go.mod", "go.sum", "examples/lib.sh"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
 		t.Fatal(err)
 	}
@@ -746,5 +768,139 @@ func exampleClampSearchLimit(t *testing.T, x *exampleRun) {
 	s = x.chat("assistant", userChat("quick-1", "u1", "quick search turngate", nil))
 	if call, ok := s.toolCall("search"); !ok || !strings.HasPrefix(string(call.Output), `{"limit":10,`) {
 		t.Errorf("a missing limit is not defaulted to 10:\n%s", s)
+	}
+}
+
+// exampleRedactPIIInToolInput: the tracker receives the ticket with the
+// e-mail address masked.
+func exampleRedactPIIInToolInput(t *testing.T, x *exampleRun) {
+	s := x.chat("support", userChat("pii-1", "u1", "ticket: The app crashes on start, reach me at jane.doe@example.com", nil))
+	call, ok := s.toolCall("create_ticket")
+	if !ok || !strings.Contains(string(call.Input), "jane.doe@example.com") {
+		t.Fatalf("the model did not put the address in the ticket:\n%s", s)
+	}
+	const masked = `{"body":"The app crashes on start, reach me at [email redacted]","title":"Customer complaint"}`
+	if string(call.Output) != masked {
+		t.Errorf("the tracker received %s, want %s", call.Output, masked)
+	}
+	recs := x.turnAudit("pii-1", 1)
+	if d := toolDecisions(recs); len(d) != 1 || jsonOf(t, d[0]["decision"]) != `{"action":"allow","input":`+masked+`}` {
+		t.Errorf("beforeToolCall records = %v, want the masked input", d)
+	}
+	tc, _ := turnRecord(t, recs)["toolCalls"].([]any)
+	if len(tc) != 1 || !strings.Contains(jsonOf(t, tc[0]), `"decision":"rewrite"`) {
+		t.Errorf("turn record calls = %v, want one rewritten call", tc)
+	}
+}
+
+// exampleTenantToolAllowlist: acme may search, globex may not, and
+// globex's weather runs.
+func exampleTenantToolAllowlist(t *testing.T, x *exampleRun) {
+	acme, globex := x.as("acme-demo-key"), x.as("globex-demo-key")
+	x.json(http.MethodGet, "/v1/agents/assistant/sessions/none/messages", nil, http.StatusUnauthorized, nil)
+
+	s := acme.chat("assistant", userChat("acme-1", "u1", "search quarterly results", nil))
+	if call, ok := s.toolCall("search"); !ok || !strings.HasPrefix(string(call.Output), `{"limit":1,`) {
+		t.Errorf("acme's search did not run:\n%s", s)
+	}
+	s = globex.chat("assistant", userChat("globex-1", "u1", "search quarterly results", nil))
+	if call, ok := s.toolCall("search"); !ok || string(call.Output) != `"tool \"search\" is not enabled for tenant \"globex\""` {
+		t.Errorf("globex's search is not blocked:\n%s", s)
+	}
+	recs := x.turnAudit("globex-1", 1)
+	if d := toolDecisions(recs); len(d) != 1 || d[0]["tenant"] != "globex" ||
+		jsonOf(t, d[0]["decision"]) != `{"action":"block","reason":"tool \"search\" is not enabled for tenant \"globex\""}` {
+		t.Errorf("beforeToolCall records = %v, want globex's block", d)
+	}
+	s = globex.chat("assistant", userChat("globex-2", "u1", "weather in Berlin", nil))
+	if call, ok := s.toolCall("weather"); !ok || !strings.HasPrefix(string(call.Output), `{"city":"Berlin"`) {
+		t.Errorf("globex's weather did not run:\n%s", s)
+	}
+}
+
+// exampleToolCallQuota: of three searches in one step the third is
+// blocked.
+func exampleToolCallQuota(t *testing.T, x *exampleRun) {
+	s := x.chat("analyst", userChat("quota-1", "u1", "compare phones, tablets and laptops", nil))
+	calls := s.toolCalls()
+	if len(calls) != 3 {
+		t.Fatalf("want three search calls:\n%s", s)
+	}
+	for i, q := range []string{"phones", "tablets"} {
+		if !strings.HasPrefix(string(calls[i].Output), `{"limit":1,"query":"`+q+`"`) {
+			t.Errorf("search %d output = %s, want the %s results", i, calls[i].Output, q)
+		}
+	}
+	if string(calls[2].Output) != `"search may run at most 2 times per turn"` {
+		t.Errorf("third search output = %s, want the quota block", calls[2].Output)
+	}
+	if !strings.Contains(s.text(), "search quota") {
+		t.Errorf("text = %q, want the partial answer", s.text())
+	}
+	d := toolDecisions(x.turnAudit("quota-1", 1))
+	if len(d) != 3 || d[0]["outcome"] != "no_match" || d[1]["outcome"] != "no_match" || d[2]["toolCallId"] != calls[2].ID ||
+		!strings.Contains(jsonOf(t, d[2]["decision"]), `"action":"block"`) {
+		t.Errorf("beforeToolCall records = %v, want two allowed and the third blocked", d)
+	}
+}
+
+// secretsPattern matches any of the stand-in service's secrets.
+var secretsPattern = regexp.MustCompile(`hunter2|sk_live_|ghp_`)
+
+// accountsService serves the example's backend/account.json, as the
+// example's stand-in service does, and returns the environment that
+// points get_account at it.
+func accountsService(t *testing.T) []string {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "examples", "redact-secrets-in-tool-output", "backend", "account.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	}))
+	t.Cleanup(srv.Close)
+	return []string{"ACCOUNTS_URL=" + srv.URL + "/"}
+}
+
+// exampleRedactSecretsInToolOutput: the model, the client, the history
+// and the audit log see the account without its secrets.
+func exampleRedactSecretsInToolOutput(t *testing.T, x *exampleRun) {
+	s := x.chat("ops", userChat("acct-1", "u1", "show account acme-prod", nil))
+	call, ok := s.toolCall("get_account")
+	if !ok || call.State != "tool-output-available" {
+		t.Fatalf("get_account did not run:\n%s", s)
+	}
+	var out struct {
+		Account  string            `json:"account"`
+		APIKey   string            `json:"api_key"`
+		Database map[string]string `json:"database"`
+		Notes    string            `json:"notes"`
+	}
+	if err := json.Unmarshal(call.Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Account != "acme-prod" || out.APIKey != "[REDACTED]" || out.Database["password"] != "[REDACTED]" ||
+		out.Notes != "Rotate the deploy token [secret redacted] before Friday." {
+		t.Errorf("output the model saw = %s, want the secrets redacted", call.Output)
+	}
+	if secretsPattern.MatchString(s.String()) {
+		t.Errorf("a secret reached the stream:\n%s", s)
+	}
+	if h := jsonOf(t, x.history("ops", "acct-1")); secretsPattern.MatchString(h) {
+		t.Errorf("a secret reached the stored history: %s", h)
+	}
+	recs := x.turnAudit("acct-1", 1)
+	if h := jsonOf(t, recs); secretsPattern.MatchString(h) {
+		t.Errorf("a secret reached the audit log: %s", h)
+	}
+	var res []map[string]any
+	for _, r := range recs {
+		if r["hook"] == "toolResult" {
+			res = append(res, r)
+		}
+	}
+	if len(res) != 1 || res[0]["outcome"] != "matched" || !fired(res[0], `data.turngate.tool_result.redact["/database/password"]`) {
+		t.Errorf("toolResult records = %v, want the password redaction", res)
 	}
 }
