@@ -124,7 +124,15 @@ func (gw *gateway) start(ctx context.Context, p *params) error {
 	if err := writeSetup(dir, p, script, delay); err != nil {
 		return err
 	}
-	bin, err := buildGateway(ctx, dir, p.CPUProfile != "", gw.log)
+	if p.Rev != "" {
+		// The report names the exact commit measured.
+		out, err := exec.CommandContext(ctx, "git", "rev-parse", "--verify", p.Rev+"^{commit}").Output()
+		if err != nil {
+			return fmt.Errorf("resolving -rev %s: %w", p.Rev, err)
+		}
+		p.Rev = strings.TrimSpace(string(out))
+	}
+	bin, err := buildGateway(ctx, dir, p.Rev, p.CPUProfile != "", gw.log)
 	if err != nil {
 		return err
 	}
@@ -163,12 +171,17 @@ func (gw *gateway) start(ctx context.Context, p *params) error {
 	return nil
 }
 
-// buildGateway builds cmd/turngate into dir, with the pprof overlay when
-// asked.
-func buildGateway(ctx context.Context, dir string, withPprof bool, log func(string, ...any)) (string, error) {
+// buildGateway builds cmd/turngate into dir, from the working tree or
+// from the git revision rev, with the pprof overlay when asked.
+func buildGateway(ctx context.Context, dir, rev string, withPprof bool, log func(string, ...any)) (string, error) {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return "", err
+	}
+	if rev != "" {
+		if root, err = exportRev(ctx, root, rev, filepath.Join(dir, "src"), log); err != nil {
+			return "", err
+		}
 	}
 	bin := filepath.Join(dir, "turngate")
 	args := []string{"build", "-o", bin}
@@ -198,6 +211,37 @@ func buildGateway(ctx context.Context, dir string, withPprof bool, log func(stri
 		return "", fmt.Errorf("building the gateway: %w\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// exportRev writes the tree of the git revision rev of the repository at
+// root into dst (git archive, which leaves the repository untouched) and
+// returns dst.
+func exportRev(ctx context.Context, root, rev, dst string, log func(string, ...any)) (string, error) {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return "", fmt.Errorf("exporting %s: %w", rev, err)
+	}
+	log("exporting git revision %s", rev)
+	archive := exec.CommandContext(ctx, "git", "archive", "--format=tar", rev+"^{commit}")
+	archive.Dir = root
+	untar := exec.CommandContext(ctx, "tar", "-x", "-C", dst)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", fmt.Errorf("exporting %s: %w", rev, err)
+	}
+	untar.Stdin = pipe
+	var stderr bytes.Buffer
+	archive.Stderr, untar.Stderr = &stderr, &stderr
+	if err := untar.Start(); err != nil {
+		return "", fmt.Errorf("exporting %s: %w", rev, err)
+	}
+	if err := archive.Run(); err != nil {
+		_ = untar.Wait()
+		return "", fmt.Errorf("exporting %s: %w\n%s", rev, err, stderr.Bytes())
+	}
+	if err := untar.Wait(); err != nil {
+		return "", fmt.Errorf("exporting %s: %w\n%s", rev, err, stderr.Bytes())
+	}
+	return dst, nil
 }
 
 // moduleRoot is the directory of the turngate module's go.mod.

@@ -9,7 +9,7 @@
 //	idle-streams  N open streams that stay idle; the gateway's RSS
 //	policy        beforeToolCall decisions/s through POST /v1/admin/rules/eval
 //	soak          turns for a long duration, sampling goroutines and heap
-//	relay         the per-chunk relay cost: one session at two chunk counts
+//	relay         the per-chunk relay cost: turns at two chunk counts
 //	opa-compare   in-process Rego decisions versus an OPA server on loopback
 //
 // Every mode prints a table, or JSON with -json. docs/PERFORMANCE.md has the
@@ -48,6 +48,7 @@ type params struct {
 	Rego         int           `json:"regoRules"`
 	CEL          int           `json:"celRules"`
 	Audit        string        `json:"audit"`
+	Rev          string        `json:"rev,omitempty"`
 	StoreDir     string        `json:"storeDir,omitempty"`
 
 	Streams int           `json:"streams,omitempty"`
@@ -120,6 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (*params, error) {
 	fs.IntVar(&p.Rego, "rego", 20, "with -start: generated Rego rules (beforeToolCall)")
 	fs.IntVar(&p.CEL, "cel", 10, "with -start: generated CEL rules (beforeTurn and beforeStep)")
 	fs.StringVar(&p.Audit, "audit", "file", "with -start: the gateway's audit sink (file or none)")
+	fs.StringVar(&p.Rev, "rev", "", "with -start: build the gateway from this git `revision` (e.g. HEAD) instead of the working tree")
 	fs.StringVar(&p.StoreDir, "store-dir", "", "with -start: `directory` of the SQLite file (default: the temporary directory; /dev/shm takes disk syncs out)")
 	fs.IntVar(&p.Streams, "n", 10000, "idle-streams: streams to hold open")
 	fs.DurationVar(&p.Hold, "hold", 10*time.Second, "idle-streams: how long to hold them open")

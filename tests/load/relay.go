@@ -6,10 +6,12 @@ import (
 	"time"
 )
 
-// relayRun is the relay mode's result: one session's turns at one text
+// relayRun is the relay mode's result: -c sessions' turns at one text
 // chunk per step, then at -chunks per step; the difference per extra chunk
 // is what relaying one chunk costs end to end (engine, encoding, HTTP write
-// and flush, minus the model's own pacing).
+// and flush, minus the model's own pacing). With -c 1 the latency figure
+// is clean of queueing; with many sessions the CPU figure includes the
+// batching a busy gateway gets.
 type relayRun struct {
 	ChunksLo int      `json:"chunksLo"`
 	ChunksHi int      `json:"chunksHi"`
@@ -43,17 +45,17 @@ func (r *relayRun) rows(row func(string, string, ...any)) {
 	row("relay CPU per chunk", "%.1f µs", r.CPUPerChunkUs)
 }
 
-// runRelay is the relay mode: one session (no queueing behind other
-// sessions) at one chunk per step, then at -chunks per step.
+// runRelay is the relay mode: -c sessions at one chunk per step, then at
+// -chunks per step.
 func runRelay(ctx context.Context, p *params, gw *gateway, rep *report) error {
 	if p.Chunks < 2 {
 		return errors.New("-mode relay needs -chunks of at least 2")
 	}
-	lo, err := measureTurns(ctx, p, gw, promptLo, 1, false)
+	lo, err := measureTurns(ctx, p, gw, promptLo, p.Conc, false)
 	if err != nil {
 		return err
 	}
-	hi, err := measureTurns(ctx, p, gw, promptHi, 1, true)
+	hi, err := measureTurns(ctx, p, gw, promptHi, p.Conc, true)
 	if err != nil {
 		return err
 	}
