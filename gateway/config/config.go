@@ -218,12 +218,14 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root) // it decoded above; only positions are needed
 	if err := expandEnv(reflect.ValueOf(&c).Elem(), "", lookup); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, withLines(&root, err))
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, withLines(&root, err))
 	}
 	return &c, nil
 }

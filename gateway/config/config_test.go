@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,13 +41,13 @@ func TestParseErrors(t *testing.T) {
 		{"unknown nested key", "agents:\n  - name: a\n    model: m\n    modle: m\n", []string{"line 4", "modle"}},
 		{"unknown tool key", "tools:\n  - name: t\n    http: {url: http://x, verb: GET}\n", []string{"line 3", "verb"}},
 		{"wrong type", "limits:\n  maxMessages: many\n", []string{"line 2"}},
-		{"missing env var", "providers:\n  - name: p\n    type: openai\n    apiKey: ${NOPE_KEY}\n", []string{"providers[0].apiKey", "NOPE_KEY is not set"}},
+		{"missing env var", "providers:\n  - name: p\n    type: openai\n    apiKey: ${NOPE_KEY}\n", []string{"line 4: providers[0].apiKey", "NOPE_KEY is not set"}},
 		{"bad provider type", "providers:\n  - name: p\n    type: llama\n", []string{"type must be"}},
-		{"unknown alias", "agents:\n  - name: a\n    model: ghost\n", []string{"unknown model alias \"ghost\""}},
+		{"unknown alias", "agents:\n  - name: a\n    model: ghost\n", []string{"line 2: agents[0] (a)", "unknown model alias \"ghost\""}},
 		{"unknown tool", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents:\n  - {name: a, model: m, tools: [nope]}\n", []string{"unknown tool \"nope\""}},
 		{"key and hash", "auth:\n  apiKeys:\n    - {key: k, keySha256: abc, tenant: t}\n", []string{"exactly one of key and keySha256"}},
 		{"file sink without path", "audit: {sink: file}\n", []string{"audit.path"}},
-		{"duplicate agent", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents: [{name: a, model: m}, {name: a, model: m}]\n", []string{"duplicate agent"}},
+		{"duplicate agent", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents: [{name: a, model: m}, {name: a, model: m}]\n", []string{"line 3: agents[1]: duplicate agent"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,4 +119,18 @@ func TestExpand(t *testing.T) {
 			t.Errorf("expand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
+}
+
+// FuzzParse checks that no config text panics the decoder, the expansion
+// or the validation.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("listen: x"))
+	f.Add(DefaultYAML())
+	if data, err := os.ReadFile(filepath.Join("..", "testdata", "config.yaml")); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte("agents: [{name: a, model: ${X:-m}}]\nlimits: {turnTimeout: 1s}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = Parse("fuzz.yaml", data, env(map[string]string{"X": "y"}))
+	})
 }
