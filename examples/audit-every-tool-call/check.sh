@@ -13,7 +13,7 @@ expect "the turn record lists both calls with input, output and decision" data/t
 	'"kind":"turn".*"toolCalls":\[\{"decision":"allow","input":\{"city":"Lisbon"\},"output":\{.*\{"decision":"allow","input":\{"limit":2,"query":"things to do in Lisbon"\},"output":'
 
 echo "── dry run: POST /v1/admin/rules/eval ──"
-post eval /v1/admin/rules/eval '{"hook":"beforeToolCall","input":{"toolName":"weather","toolCallId":"c1","input":{"city":"Oslo"}}}'
+post eval /v1/admin/rules/eval "{\"hook\":\"beforeToolCall\",\"input\":$(cat call.json)}"
 grep -o '"prints":\[[^]]*\]' data/eval.out | sed 's/^/  /'
 expect "the dry run shows the print line" data/eval.out '"prints":\[".*Tool called: weather \{\\"city\\": \\"Oslo\\"\}"'
 finish
