@@ -45,62 +45,50 @@ func Compose(hooks ...Hooks) Hooks {
 type composed []Hooks
 
 func (c composed) BeforeTurn(ctx context.Context, tc *TurnContext) (*TurnConfig, error) {
-	var acc *TurnConfig
-	view := *tc
+	return chain(ctx, c, *tc, callBeforeTurn, mergeTurnConfig, func(view *TurnContext, cfg *TurnConfig) {
+		use(&view.Model, cfg.Model)
+		use(&view.System, cfg.System)
+		use(&view.Messages, cfg.Messages)
+	})
+}
+
+func (c composed) BeforeStep(ctx context.Context, sc *PrepareStepContext) (*StepConfig, error) {
+	return chain(ctx, c, *sc, callBeforeStep, mergeStepConfig, func(view *PrepareStepContext, cfg *StepConfig) {
+		use(&view.Model, cfg.Model)
+		use(&view.System, cfg.System)
+		use(&view.Messages, cfg.Messages)
+		use(&view.ActiveTools, cfg.ActiveTools)
+	})
+}
+
+// chain dispatches a configuration hook (beforeTurn, beforeStep) to every
+// member in order: each sees view as updated by the earlier results (see),
+// and the results are merged in order into one (nil if none).
+func chain[C, R any](ctx context.Context, c composed, view C, call func(context.Context, Hooks, *C) (*R, error),
+	merge func(acc, r *R), see func(view *C, r *R)) (*R, error) {
+	var acc *R
 	for _, h := range c {
-		cfg, err := callBeforeTurn(ctx, h, &view)
+		r, err := call(ctx, h, &view)
 		if err != nil {
 			return nil, err
 		}
-		if cfg == nil {
+		if r == nil {
 			continue
 		}
 		if acc == nil {
-			acc = &TurnConfig{}
+			acc = new(R)
 		}
-		mergeTurnConfig(acc, cfg)
-		if cfg.Model != nil {
-			view.Model = *cfg.Model
-		}
-		if cfg.System != nil {
-			view.System = *cfg.System
-		}
-		if cfg.Messages != nil {
-			view.Messages = *cfg.Messages
-		}
+		merge(acc, r)
+		see(&view, r)
 	}
 	return acc, nil
 }
 
-func (c composed) BeforeStep(ctx context.Context, sc *PrepareStepContext) (*StepConfig, error) {
-	var acc *StepConfig
-	view := *sc
-	for _, h := range c {
-		cfg, err := callBeforeStep(ctx, h, &view)
-		if err != nil {
-			return nil, err
-		}
-		if cfg == nil {
-			continue
-		}
-		if acc == nil {
-			acc = &StepConfig{}
-		}
-		mergeStepConfig(acc, cfg)
-		if cfg.Model != nil {
-			view.Model = *cfg.Model
-		}
-		if cfg.System != nil {
-			view.System = *cfg.System
-		}
-		if cfg.Messages != nil {
-			view.Messages = *cfg.Messages
-		}
-		if cfg.ActiveTools != nil {
-			view.ActiveTools = *cfg.ActiveTools
-		}
+// use sets *dst to *src when src is set.
+func use[T any](dst, src *T) {
+	if src != nil {
+		*dst = *src
 	}
-	return acc, nil
 }
 
 func (c composed) BeforeToolCall(ctx context.Context, tc *ToolCallContext) (*ToolCallDecision, error) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"io"
 	"net/http"
@@ -66,15 +65,7 @@ func TestUpstreamErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
-			srv := replay.NewServer(t, filepath.Join("testdata", "responses", tt.fixture+".http"))
-			_, err := New(Config{BaseURL: srv.URL}).Stream(context.Background(), &engine.ModelRequest{Model: "m"})
-			var ue *engine.UpstreamError
-			if !errors.As(err, &ue) {
-				t.Fatalf("error = %v, want *engine.UpstreamError", err)
-			}
-			if *ue != tt.want {
-				t.Errorf("got  %+v\nwant %+v", *ue, tt.want)
-			}
+			replay.CheckUpstreamError(t, filepath.Join("testdata", "responses", tt.fixture+".http"), tt.want, start)
 		})
 	}
 }
@@ -163,13 +154,16 @@ func TestRequestBody(t *testing.T) {
 	}
 }
 
+// start opens a stream of a one-message request against baseURL.
+func start(ctx context.Context, baseURL string) (engine.Stream, error) {
+	return New(Config{BaseURL: baseURL}).Stream(ctx, &engine.ModelRequest{Model: "m"})
+}
+
 // TestCancelStopsStream cancels while the server holds the stream open.
 func TestCancelStopsStream(t *testing.T) {
 	first := "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
 	// The first event makes one part: text-start.
-	replay.CheckCancel(t, first, 1, func(ctx context.Context, url string) (engine.Stream, error) {
-		return New(Config{BaseURL: url}).Stream(ctx, &engine.ModelRequest{Model: "m"})
-	})
+	replay.CheckCancel(t, first, 1, start)
 }
 
 // TestCloseMidStream: a consumer that stops early gets no error.

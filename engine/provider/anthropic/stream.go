@@ -268,13 +268,7 @@ func (h *handler) complete(emit func(engine.StreamPart)) {
 	if h.stopSequence != "" {
 		meta["stopSequence"] = h.stopSequence
 	}
-	pm, _ := json.Marshal(map[string]any{h.name: meta})
-	reason, ok := finishReasons[h.stopReason]
-	if !ok {
-		reason = engine.FinishOther
-	}
-	emit(engine.StreamPart{Type: engine.StreamFinish, FinishReason: reason, RawFinishReason: h.stopReason,
-		Usage: &out, ProviderMetadata: pm, Warnings: h.warnings})
+	emit(wire.Finish(h.name, h.stopReason, finishReasons, out, meta, h.warnings))
 }
 
 // End handles a body that ends without message_stop: complete when the

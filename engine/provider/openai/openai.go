@@ -192,13 +192,5 @@ var finishReasons = map[string]string{
 	"content_filter": engine.FinishContentFilter,
 }
 
-// mapFinish maps a raw finish reason, "other" for unknown ones.
-func mapFinish(raw string) string {
-	if r, ok := finishReasons[raw]; ok {
-		return r
-	}
-	return engine.FinishOther
-}
-
 // Provider is an engine model provider.
 var _ engine.Provider = (*Provider)(nil)

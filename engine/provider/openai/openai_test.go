@@ -72,15 +72,7 @@ func TestUpstreamErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
-			srv := replay.NewServer(t, filepath.Join("testdata", "responses", tt.fixture+".http"))
-			_, err := New(Config{BaseURL: srv.URL}).Stream(context.Background(), &engine.ModelRequest{Model: "m"})
-			var ue *engine.UpstreamError
-			if !errors.As(err, &ue) {
-				t.Fatalf("error = %v, want *engine.UpstreamError", err)
-			}
-			if *ue != tt.want {
-				t.Errorf("got  %+v\nwant %+v", *ue, tt.want)
-			}
+			replay.CheckUpstreamError(t, filepath.Join("testdata", "responses", tt.fixture+".http"), tt.want, start)
 		})
 	}
 }
@@ -166,13 +158,16 @@ func TestRequestBody(t *testing.T) {
 	}
 }
 
+// start opens a stream of a one-message request against baseURL.
+func start(ctx context.Context, baseURL string) (engine.Stream, error) {
+	return New(Config{BaseURL: baseURL}).Stream(ctx, &engine.ModelRequest{Model: "m"})
+}
+
 // TestCancelStopsStream cancels while the server holds the stream open.
 func TestCancelStopsStream(t *testing.T) {
 	first := `data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}` + "\n\n"
 	// The first event makes two parts: text-start, text-delta.
-	replay.CheckCancel(t, first, 2, func(ctx context.Context, url string) (engine.Stream, error) {
-		return New(Config{BaseURL: url}).Stream(ctx, &engine.ModelRequest{Model: "m"})
-	})
+	replay.CheckCancel(t, first, 2, start)
 }
 
 // TestHeaderTimeout: a server that never answers is a retryable failure.

@@ -231,14 +231,11 @@ func (h *handler) flush(emit func(engine.StreamPart)) {
 // complete emits the finish part after the last chunk.
 func (h *handler) complete(emit func(engine.StreamPart)) {
 	h.flush(emit)
-	u := h.usage
 	meta := map[string]any{"responseId": h.id, "model": h.model}
 	if h.fingerprint != "" {
 		meta["systemFingerprint"] = h.fingerprint
 	}
-	pm, _ := json.Marshal(map[string]any{h.name: meta})
-	emit(engine.StreamPart{Type: engine.StreamFinish, FinishReason: mapFinish(h.finishRaw), RawFinishReason: h.finishRaw,
-		Usage: &u, ProviderMetadata: pm, Warnings: h.warnings})
+	emit(wire.Finish(h.name, h.finishRaw, finishReasons, h.usage, meta, h.warnings))
 }
 
 // End handles a body that ends without [DONE]: complete when a finish

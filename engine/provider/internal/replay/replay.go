@@ -252,3 +252,18 @@ func CheckCancel(t *testing.T, first string, parts int, start func(ctx context.C
 		t.Errorf("Err = %v, want context.Canceled", st.Err())
 	}
 }
+
+// CheckUpstreamError replays the captured error response in file to start
+// and checks that the stream fails to start with exactly want.
+func CheckUpstreamError(t *testing.T, file string, want engine.UpstreamError, start func(ctx context.Context, baseURL string) (engine.Stream, error)) {
+	t.Helper()
+	srv := NewServer(t, file)
+	_, err := start(context.Background(), srv.URL)
+	var ue *engine.UpstreamError
+	if !errors.As(err, &ue) {
+		t.Fatalf("error = %v, want *engine.UpstreamError", err)
+	}
+	if *ue != want {
+		t.Errorf("got  %+v\nwant %+v", *ue, want)
+	}
+}

@@ -60,3 +60,17 @@ func StreamError(data []byte) error {
 	_ = json.Unmarshal(data, &obj)
 	return &engine.UpstreamError{Retryable: RetryableErrorType(obj.Error.Type), Message: "error in stream: " + ErrorMessage(data)}
 }
+
+// Finish builds a stream's finish part: raw, the API's finish reason,
+// mapped through reasons ("other" when unknown, as the AI SDK does), the
+// step's usage and warnings, and meta as providerMetadata under the
+// provider's name.
+func Finish(name, raw string, reasons map[string]string, usage engine.Usage, meta map[string]any, warnings []string) engine.StreamPart {
+	reason, ok := reasons[raw]
+	if !ok {
+		reason = engine.FinishOther
+	}
+	pm, _ := json.Marshal(map[string]any{name: meta}) // strings and numbers always marshal
+	return engine.StreamPart{Type: engine.StreamFinish, FinishReason: reason, RawFinishReason: raw,
+		Usage: &usage, ProviderMetadata: pm, Warnings: warnings}
+}
