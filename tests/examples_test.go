@@ -52,9 +52,9 @@ var exampleCases = []exampleCase{
 	{"long-chat-step-budget", exampleLongChatStepBudget, nil},
 	{"prune-tool-calls", examplePruneToolCalls, nil},
 	{"read-only-mode", exampleReadOnlyMode, nil},
+	{"recovery-turn", exampleRecoveryTurn, nil},
 	{"redact-pii-in-tool-input", exampleRedactPIIInToolInput, nil},
 	{"redact-secrets-in-tool-output", exampleRedactSecretsInToolOutput, accountsService},
-	{"recovery-turn", exampleRecoveryTurn, nil},
 	{"restrict-active-tools", exampleRestrictActiveTools, nil},
 	{"selected-file-context", exampleSelectedFileContext, nil},
 	{"stop-on-final-answer", exampleStopOnFinalAnswer, nil},
@@ -245,12 +245,6 @@ func fired(rec map[string]any, rule string) bool {
 	return slices.Contains(list, any(rule))
 }
 
-// jsonOf renders v as compact JSON, for comparisons and messages.
-func jsonOf(t *testing.T, v any) string {
-	t.Helper()
-	return mustJSON(t, v)
-}
-
 // clientToolOutput is the body useChat sends after a client tool ran: the
 // user message and the assistant message with the call's output.
 func clientToolOutput(session, userID, userText string, s *uiStream, call *toolCall, output any) chatBody {
@@ -326,7 +320,7 @@ func exampleContinuationTurns(t *testing.T, x *exampleRun) {
 	if len(got) != 1 {
 		t.Fatalf("matched beforeTurn records = %v, want one (the continuation's)", got)
 	}
-	if d := jsonOf(t, got[0]["decision"]); d != `{"model":"fast","sendReasoning":false}` {
+	if d := mustJSON(t, got[0]["decision"]); d != `{"model":"fast","sendReasoning":false}` {
 		t.Errorf("continuation decision = %s, want the fast model without reasoning", d)
 	}
 	for _, rule := range []string{"continuation.yaml#cheap-model-on-continuation", "continuation.yaml#hide-reasoning-on-continuation"} {
@@ -348,11 +342,11 @@ func exampleReadOnlyMode(t *testing.T, x *exampleRun) {
 		t.Errorf("the answer %q does not relay the reason", s.text())
 	}
 	msgs := x.history("files", "ro-1")
-	if len(msgs) != 2 || !strings.Contains(jsonOf(t, msgs[1]), "delete is disabled in read-only mode") {
+	if len(msgs) != 2 || !strings.Contains(mustJSON(t, msgs[1]), "delete is disabled in read-only mode") {
 		t.Errorf("stored answer = %+v, want the blocked call", msgs)
 	}
 	recs := decisions(x.turnAudit("ro-1", 1), "beforeToolCall")
-	if len(recs) != 1 || jsonOf(t, recs[0]["decision"]) != `{"action":"block","reason":"delete is disabled in read-only mode"}` {
+	if len(recs) != 1 || mustJSON(t, recs[0]["decision"]) != `{"action":"block","reason":"delete is disabled in read-only mode"}` {
 		t.Errorf("beforeToolCall records = %v, want one block", recs)
 	}
 
@@ -372,7 +366,7 @@ func exampleRestrictActiveTools(t *testing.T, x *exampleRun) {
 		t.Errorf("text = %q, want the scripted model's note that delete is not offered", s.text())
 	}
 	recs := decisions(x.turnAudit("del-1", 1), "beforeTurn")
-	if len(recs) != 1 || jsonOf(t, recs[0]["decision"]) != `{"activeTools":["read","write","getWeather"]}` {
+	if len(recs) != 1 || mustJSON(t, recs[0]["decision"]) != `{"activeTools":["read","write","getWeather"]}` {
 		t.Errorf("beforeTurn records = %v, want the activeTools override", recs)
 	}
 
@@ -391,7 +385,7 @@ func exampleSelectedFileContext(t *testing.T, x *exampleRun) {
 
 	recs := decisions(sel, "beforeTurn")
 	want := map[string]any{"system": "You are a coding assistant.\n\nUser is editing: src/main.go"}
-	if len(recs) != 1 || jsonOf(t, recs[0]["decision"]) != jsonOf(t, want) {
+	if len(recs) != 1 || mustJSON(t, recs[0]["decision"]) != mustJSON(t, want) {
 		t.Errorf("beforeTurn records = %v, want the system prompt with the selected file", recs)
 	}
 	if got := decisions(plain, "beforeTurn"); len(got) != 0 {
@@ -458,7 +452,7 @@ func exampleLongChatStepBudget(t *testing.T, x *exampleRun) {
 		t.Errorf("long chat: status %s, %d searches, text %q; want 3 and the maxSteps note", res.Status, searches, res.Message.text())
 	}
 	recs := x.turnAudit("long-1", 1)
-	if d := decisions(recs, "beforeTurn"); len(d) != 1 || jsonOf(t, d[0]["decision"]) != `{"maxSteps":3}` ||
+	if d := decisions(recs, "beforeTurn"); len(d) != 1 || mustJSON(t, d[0]["decision"]) != `{"maxSteps":3}` ||
 		!fired(d[0], "step_budget.yaml#short-budget-for-long-chats") {
 		t.Errorf("beforeTurn records = %v, want maxSteps 3 from short-budget-for-long-chats", d)
 	}
@@ -475,11 +469,11 @@ func exampleStopOnFinalAnswer(t *testing.T, x *exampleRun) {
 		t.Errorf("text = %q, want only the stop note", got)
 	}
 	msgs := x.history("researcher", "final-1")
-	if strings.Contains(jsonOf(t, msgs), "EXTRA STEP") {
+	if strings.Contains(mustJSON(t, msgs), "EXTRA STEP") {
 		t.Errorf("the stored answer holds the extra step: %+v", msgs)
 	}
 	recs := decisions(x.turnAudit("final-1", 1), "beforeTurn")
-	if len(recs) != 1 || jsonOf(t, recs[0]["decision"]) != `{"stopWhen":[{"toolName":"finalAnswer","type":"hasToolCall"}]}` {
+	if len(recs) != 1 || mustJSON(t, recs[0]["decision"]) != `{"stopWhen":[{"toolName":"finalAnswer","type":"hasToolCall"}]}` {
 		t.Errorf("beforeTurn records = %v, want the stop condition", recs)
 	}
 }
@@ -496,7 +490,7 @@ func lastTurnMessages(t *testing.T, recs []map[string]any) string {
 	if dec["messages"] == nil {
 		t.Fatalf("the last beforeTurn decision sets no messages: %v", dec)
 	}
-	return jsonOf(t, dec["messages"])
+	return mustJSON(t, dec["messages"])
 }
 
 // examplePruneToolCalls: later turns' contexts lose old tool calls; the
@@ -508,7 +502,7 @@ func examplePruneToolCalls(t *testing.T, x *exampleRun) {
 	if !strings.Contains(ctx, `"search turngate"`) || strings.Contains(ctx, `"tool-call"`) || strings.Contains(ctx, `"tool-result"`) {
 		t.Errorf("researcher's pruned context = %s, want the texts without tool calls or results", ctx)
 	}
-	if msgs := x.history("researcher", "research-1"); !strings.Contains(jsonOf(t, msgs), `"tool-search"`) {
+	if msgs := x.history("researcher", "research-1"); !strings.Contains(mustJSON(t, msgs), `"tool-search"`) {
 		t.Errorf("the stored history lost the search call: %+v", msgs)
 	}
 
@@ -545,7 +539,7 @@ func exampleRecoveryTurn(t *testing.T, x *exampleRun) {
 	}
 	recs := x.turnAudit("recover-1", 1)
 	if d := decisions(recs, "beforeTurn"); len(d) != 1 ||
-		jsonOf(t, d[0]["decision"]) != `{"maxRetries":0,"timeout":{"chunkMs":100,"totalMs":30000}}` {
+		mustJSON(t, d[0]["decision"]) != `{"maxRetries":0,"timeout":{"chunkMs":100,"totalMs":30000}}` {
 		t.Errorf("beforeTurn records = %v, want no retries and the timeout", d)
 	}
 	for _, r := range recs {
@@ -579,7 +573,7 @@ func exampleStructuredOutput(t *testing.T, x *exampleRun) {
 		t.Errorf("saveMessages = %+v, want the structured output", res)
 	}
 	d := decisions(x.turnAudit("api-1", 1), "beforeTurn")
-	if len(d) != 1 || !strings.HasPrefix(jsonOf(t, d[0]["decision"]), `{"activeTools":[],"output":{"name":"result","schema":{`) {
+	if len(d) != 1 || !strings.HasPrefix(mustJSON(t, d[0]["decision"]), `{"activeTools":[],"output":{"name":"result","schema":{`) {
 		t.Errorf("beforeTurn records = %v, want no tools and the output schema", d)
 	}
 }
@@ -607,7 +601,7 @@ func exampleForceSearchFirstStep(t *testing.T, x *exampleRun) {
 		t.Errorf("text = %q over %d steps, want the answer from the results in step 1", s.text(), countTypes(s, "start-step"))
 	}
 	recs := x.turnAudit("news-1", 1)
-	if d := stepDecision(t, recs, 0); jsonOf(t, d["decision"]) != `{"activeTools":["search"],"toolChoice":{"toolName":"search","type":"tool"}}` {
+	if d := stepDecision(t, recs, 0); mustJSON(t, d["decision"]) != `{"activeTools":["search"],"toolChoice":{"toolName":"search","type":"tool"}}` {
 		t.Errorf("step 0 record = %v, want search forced", d)
 	}
 	if d := stepDecision(t, recs, 1); d["outcome"] != "no_match" {
@@ -625,7 +619,7 @@ func exampleFastModelAfterToolResults(t *testing.T, x *exampleRun) {
 		t.Errorf("stored answer = %+v, want the fast model's summary", msgs)
 	}
 	recs := x.turnAudit("wx-1", 1)
-	if d := stepDecision(t, recs, 1); jsonOf(t, d["decision"]) != `{"model":"fast-summary"}` {
+	if d := stepDecision(t, recs, 1); mustJSON(t, d["decision"]) != `{"model":"fast-summary"}` {
 		t.Errorf("step 1 record = %v, want the fast-summary model", d)
 	}
 	if d := stepDecision(t, recs, 0); d["outcome"] != "no_match" {
@@ -658,7 +652,7 @@ func exampleTrimMessagesOnLaterSteps(t *testing.T, x *exampleRun) {
 	if len(msgs) != 8 || !fired(d, "trim.yaml#trim-messages-on-later-steps") {
 		t.Fatalf("step 2 record = %v, want 8 messages from the trim rule", d)
 	}
-	if first := jsonOf(t, msgs[0]); first != `{"content":[{"text":"note 6","type":"text"}],"role":"user"}` {
+	if first := mustJSON(t, msgs[0]); first != `{"content":[{"text":"note 6","type":"text"}],"role":"user"}` {
 		t.Errorf("first message sent at step 2 = %s, want note 6", first)
 	}
 }
@@ -711,8 +705,8 @@ func exampleAuditEveryToolCall(t *testing.T, x *exampleRun) {
 	}
 	for i, c := range calls {
 		rec, _ := tc[i].(map[string]any)
-		if rec["toolCallId"] != c.ID || rec["decision"] != "allow" || jsonOf(t, rec["input"]) != string(c.Input) ||
-			jsonOf(t, rec["output"]) != string(c.Output) {
+		if rec["toolCallId"] != c.ID || rec["decision"] != "allow" || mustJSON(t, rec["input"]) != string(c.Input) ||
+			mustJSON(t, rec["output"]) != string(c.Output) {
 			t.Errorf("turn record call %d = %v, want %s with the streamed input and output", i, rec, c.ID)
 		}
 	}
@@ -739,7 +733,7 @@ func exampleCachedWeather(t *testing.T, x *exampleRun) {
 		t.Errorf("the answer %q does not use the cached report", s.text())
 	}
 	recs := x.turnAudit("paris-1", 1)
-	if d := toolDecisions(recs); len(d) != 1 || jsonOf(t, d[0]["decision"]) != `{"action":"substitute","output":`+cached+`}` {
+	if d := toolDecisions(recs); len(d) != 1 || mustJSON(t, d[0]["decision"]) != `{"action":"substitute","output":`+cached+`}` {
 		t.Errorf("beforeToolCall records = %v, want the substitute", d)
 	}
 
@@ -757,11 +751,11 @@ func exampleClampSearchLimit(t *testing.T, x *exampleRun) {
 		t.Fatalf("want the model's limit 500 run as 50:\n%s", s)
 	}
 	msgs := x.history("assistant", "greedy-1")
-	if !strings.Contains(jsonOf(t, msgs), `"output":{"limit":50,`) {
+	if !strings.Contains(mustJSON(t, msgs), `"output":{"limit":50,`) {
 		t.Errorf("stored history = %+v, want the clamped call's output", msgs)
 	}
 	recs := x.turnAudit("greedy-1", 1)
-	if d := toolDecisions(recs); len(d) != 1 || jsonOf(t, d[0]["decision"]) != `{"action":"allow","input":{"limit":50,"query":"turngate"}}` {
+	if d := toolDecisions(recs); len(d) != 1 || mustJSON(t, d[0]["decision"]) != `{"action":"allow","input":{"limit":50,"query":"turngate"}}` {
 		t.Errorf("beforeToolCall records = %v, want the rewrite", d)
 	}
 
@@ -784,11 +778,11 @@ func exampleRedactPIIInToolInput(t *testing.T, x *exampleRun) {
 		t.Errorf("the tracker received %s, want %s", call.Output, masked)
 	}
 	recs := x.turnAudit("pii-1", 1)
-	if d := toolDecisions(recs); len(d) != 1 || jsonOf(t, d[0]["decision"]) != `{"action":"allow","input":`+masked+`}` {
+	if d := toolDecisions(recs); len(d) != 1 || mustJSON(t, d[0]["decision"]) != `{"action":"allow","input":`+masked+`}` {
 		t.Errorf("beforeToolCall records = %v, want the masked input", d)
 	}
 	tc, _ := turnRecord(t, recs)["toolCalls"].([]any)
-	if len(tc) != 1 || !strings.Contains(jsonOf(t, tc[0]), `"decision":"rewrite"`) {
+	if len(tc) != 1 || !strings.Contains(mustJSON(t, tc[0]), `"decision":"rewrite"`) {
 		t.Errorf("turn record calls = %v, want one rewritten call", tc)
 	}
 }
@@ -809,7 +803,7 @@ func exampleTenantToolAllowlist(t *testing.T, x *exampleRun) {
 	}
 	recs := x.turnAudit("globex-1", 1)
 	if d := toolDecisions(recs); len(d) != 1 || d[0]["tenant"] != "globex" ||
-		jsonOf(t, d[0]["decision"]) != `{"action":"block","reason":"tool \"search\" is not enabled for tenant \"globex\""}` {
+		mustJSON(t, d[0]["decision"]) != `{"action":"block","reason":"tool \"search\" is not enabled for tenant \"globex\""}` {
 		t.Errorf("beforeToolCall records = %v, want globex's block", d)
 	}
 	s = globex.chat("assistant", userChat("globex-2", "u1", "weather in Berlin", nil))
@@ -839,7 +833,7 @@ func exampleToolCallQuota(t *testing.T, x *exampleRun) {
 	}
 	d := toolDecisions(x.turnAudit("quota-1", 1))
 	if len(d) != 3 || d[0]["outcome"] != "no_match" || d[1]["outcome"] != "no_match" || d[2]["toolCallId"] != calls[2].ID ||
-		!strings.Contains(jsonOf(t, d[2]["decision"]), `"action":"block"`) {
+		!strings.Contains(mustJSON(t, d[2]["decision"]), `"action":"block"`) {
 		t.Errorf("beforeToolCall records = %v, want two allowed and the third blocked", d)
 	}
 }
@@ -887,11 +881,11 @@ func exampleRedactSecretsInToolOutput(t *testing.T, x *exampleRun) {
 	if secretsPattern.MatchString(s.String()) {
 		t.Errorf("a secret reached the stream:\n%s", s)
 	}
-	if h := jsonOf(t, x.history("ops", "acct-1")); secretsPattern.MatchString(h) {
+	if h := mustJSON(t, x.history("ops", "acct-1")); secretsPattern.MatchString(h) {
 		t.Errorf("a secret reached the stored history: %s", h)
 	}
 	recs := x.turnAudit("acct-1", 1)
-	if h := jsonOf(t, recs); secretsPattern.MatchString(h) {
+	if h := mustJSON(t, recs); secretsPattern.MatchString(h) {
 		t.Errorf("a secret reached the audit log: %s", h)
 	}
 	var res []map[string]any
