@@ -87,7 +87,9 @@ func compareOPA(ctx context.Context, p *params, rep *report, log func(string, ..
 		}
 	}
 	compiled, errs := opa.Compile([]policy.File{{Path: "tools.rego", Data: []byte(pol)}},
-		[]policy.File{{Path: "data.json", Data: []byte(data)}}, opa.Options{})
+		// No deadline to speak of, as for the OPA server: a loaded machine
+		// must slow decisions down, not turn them into errors.
+		[]policy.File{{Path: "data.json", Data: []byte(data)}}, opa.Options{Timeout: time.Minute})
 	if errs != nil {
 		return fmt.Errorf("compiling the generated policy: %w", errs)
 	}
