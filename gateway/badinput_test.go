@@ -121,3 +121,65 @@ func FuzzDecodeChatRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeOpenAIRequest checks that no chat completions body panics the
+// decoding and history conversion, or maps to a 5xx.
+func FuzzDecodeOpenAIRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"mock-model","messages":[{"role":"user","content":"Weather in Paris?"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"Get the current weather for a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}}}],"stream_options":{"include_usage":true},"stream":true}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":null,"tool_calls":[{"id":"call_0002","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"call_0002","content":"{\"city\":\"Paris\"}"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req oaiRequest
+		if err := json.Unmarshal(data, &req); err != nil {
+			return
+		}
+		msgs, err := req.toUIMessages()
+		if err != nil {
+			if toAPIError(err).Status >= 500 {
+				t.Fatalf("conversion error maps to a 5xx: %v", err)
+			}
+			return
+		}
+		if len(msgs) != len(req.Messages)-countRole(req.Messages, "tool") {
+			t.Fatalf("%d UI messages from %d OpenAI messages", len(msgs), len(req.Messages))
+		}
+		if _, err := req.clientTools(nil); err != nil && toAPIError(err).Status >= 500 {
+			t.Fatalf("tools error maps to a 5xx: %v", err)
+		}
+	})
+}
+
+func countRole(msgs []oaiMessage, role string) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == role {
+			n++
+		}
+	}
+	return n
+}
+
+// FuzzDecodeSaveRequest checks the saveMessages decoder: only user
+// messages with text come out.
+func FuzzDecodeSaveRequest(f *testing.F) {
+	f.Add([]byte(`{"text":"hello","body":{"mode":"read-only"},"async":true}`))
+	f.Add([]byte(`{"messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"a"},{"type":"file","url":"x"}]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := decodeSaveRequest(data, 10)
+		if err != nil {
+			if toAPIError(err).Status >= 500 {
+				t.Fatalf("decoder error maps to a 5xx: %v", err)
+			}
+			return
+		}
+		for _, m := range req.Messages {
+			if m.Role != "user" || !validID(m.ID) || len(m.Parts) == 0 {
+				t.Fatalf("accepted message %+v", m)
+			}
+			for _, p := range m.Parts {
+				if p.Type != "text" || p.Text == "" {
+					t.Fatalf("accepted part %+v", p)
+				}
+			}
+		}
+	})
+}
