@@ -27,7 +27,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // testGateway is a real gateway on httptest: the real engine, the
 // scripted model, a SQLite file and a rules directory from testdata.
 type testGateway struct {
-	t     *testing.T
+	t     testing.TB
 	cfg   *config.Config
 	srv   *Server
 	http  *httptest.Server
@@ -40,7 +40,7 @@ type testGateway struct {
 
 // testConfig is testdata/config.yaml with the test's own store and the
 // rules directory testdata/rules/<rules>.
-func testConfig(t *testing.T, rules string) *config.Config {
+func testConfig(t testing.TB, rules string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load(filepath.Join("testdata", "config.yaml"))
 	if err != nil {
@@ -52,7 +52,7 @@ func testConfig(t *testing.T, rules string) *config.Config {
 }
 
 // startGateway starts a gateway for cfg; opts may set an Observer.
-func startGateway(t *testing.T, cfg *config.Config, opts Options) *testGateway {
+func startGateway(t testing.TB, cfg *config.Config, opts Options) *testGateway {
 	t.Helper()
 	st, err := store.OpenSQLite(cfg.Store.Path)
 	if err != nil {
