@@ -3,6 +3,7 @@ package celrules
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
 	"gopkg.in/yaml.v3"
@@ -69,9 +71,6 @@ type Set struct {
 	opts      Options
 	turnRules []*rule
 	stepRules []*rule
-	// turnLoops and stepLoops report whether any of a hook's expressions
-	// has a loop, so evaluation sets a deadline only when one can matter.
-	turnLoops, stepLoops bool
 }
 
 // rule is one compiled rule.
@@ -85,26 +84,20 @@ type rule struct {
 type ruleSet struct {
 	field *fieldSpec
 	expr  *expr
+	// value is the decoded constant of a field that copies it (see
+	// fieldSpec.copies); nil means decode the expression's value.
+	value any
 }
 
 // expr is one compiled expression and where it is written.
 type expr struct {
-	prg   cel.Program
-	loops bool // has comprehensions: cost-tracked and interruptible
-	loc   policy.Location
-}
-
-// loops reports whether any of the rule's expressions has a loop.
-func (r *rule) loops() bool {
-	if r.when != nil && r.when.loops {
-		return true
-	}
-	for _, s := range r.sets {
-		if s.expr.loops {
-			return true
-		}
-	}
-	return false
+	prg     cel.Program
+	loops   bool // has comprehensions: interruptible, under the deadline
+	tracked bool // has cel-go's runtime cost limit (see compileExpr)
+	// constant is the value of an expression that reads no variable,
+	// computed at load; nil for the others.
+	constant ref.Val
+	loc      policy.Location
 }
 
 // HasBeforeTurn reports whether the set has beforeTurn rules.
@@ -159,10 +152,8 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 			}
 			if spec.hook == policy.HookBeforeTurn {
 				s.turnRules = append(s.turnRules, r)
-				s.turnLoops = s.turnLoops || r.loops()
 			} else {
 				s.stepRules = append(s.stepRules, r)
-				s.stepLoops = s.stepLoops || r.loops()
 			}
 		}
 		sortByPosition(c.errs[first:])
@@ -215,8 +206,7 @@ func (c *compiler) compileRule(src *source, spec *ruleSpec) *rule {
 			return fmt.Sprintf("field %s must be %s but expression is %s", f.name, f.wantString(), t.String())
 		})
 		if e != nil {
-			c.checkConstant(src, spec, f, set.expr, e)
-			r.sets = append(r.sets, ruleSet{field: f, expr: e})
+			r.sets = append(r.sets, ruleSet{field: f, expr: e, value: c.decodeConstant(src, spec, f, e)})
 		}
 	}
 	if len(c.errs) > before {
@@ -263,35 +253,72 @@ func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field 
 	// estimate within the limit is a proof for contexts within the size
 	// bounds below; larger contexts are cut off by the evaluation deadline.
 	loops := len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
+	tracked := loops && est.Max > c.opts.CostLimit
 	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
 	if loops {
 		opts = append(opts, cel.InterruptCheckFrequency(interruptEvery))
-		if est.Max > c.opts.CostLimit {
-			opts = append(opts, cel.CostLimit(c.opts.CostLimit))
-		}
+	}
+	if tracked {
+		opts = append(opts, cel.CostLimit(c.opts.CostLimit))
 	}
 	prg, err := env.Program(ast, opts...)
 	if err != nil {
 		c.add(src.errorAt(policy.CodeCompile, line, col, "planning expression: "+err.Error()), spec.name, field)
 		return nil
 	}
-	return &expr{prg: prg, loops: loops, loc: policy.Location{File: src.path, Line: line, Column: col}}
-}
-
-// checkConstant validates, at load, a field value that does not depend on
-// the hook context (a literal toolChoice, timeout, maxSteps …), so a bad
-// constant is a load error rather than a failed turn.
-func (c *compiler) checkConstant(src *source, spec *ruleSpec, f *fieldSpec, n *yaml.Node, e *expr) {
+	e := &expr{prg: prg, loops: loops, tracked: tracked, loc: policy.Location{File: src.path, Line: line, Column: col}}
+	if readsVariables(ast) {
+		return e
+	}
+	// An expression that reads no variable has one value: compute it now,
+	// so evaluation skips it and an expression that always fails is a load
+	// error rather than a failed turn.
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.EvalTimeout)
 	defer cancel()
-	v, _, err := e.prg.ContextEval(ctx, interpreter.EmptyActivation())
-	if err != nil || types.IsUnknownOrError(v) {
-		return // it reads the context (or fails only at run time)
+	v, _, err := prg.ContextEval(ctx, interpreter.EmptyActivation())
+	if err == nil && types.IsUnknownOrError(v) {
+		err = fmt.Errorf("%v", v)
 	}
-	if _, err := f.decode(v); err != nil {
+	if err != nil {
+		c.add(src.errorAt(policy.CodeEval, line, col, "the expression reads no variable and always fails: "+err.Error()), spec.name, field)
+		return nil
+	}
+	e.constant = v
+	return e
+}
+
+// readsVariables reports whether a checked expression refers to one of the
+// hook variables (turn, step, principal, now).
+func readsVariables(ast *cel.Ast) bool {
+	for _, r := range ast.NativeRep().ReferenceMap() {
+		if len(r.OverloadIDs) == 0 && hookVariables[r.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// hookVariables are the names rules read the hook context through.
+var hookVariables = map[string]bool{"turn": true, "step": true, "principal": true, "now": true}
+
+// decodeConstant validates, at load, a field value that does not depend on
+// the hook context (a literal toolChoice, timeout, maxSteps …), so a bad
+// constant is a load error rather than a failed turn. It returns the
+// decoded value when the field copies it (see fieldSpec.copies), else nil.
+func (c *compiler) decodeConstant(src *source, spec *ruleSpec, f *fieldSpec, e *expr) any {
+	if e.constant == nil {
+		return nil // it reads the context: checked when evaluated
+	}
+	v, err := f.decode(e.constant)
+	if err != nil {
 		c.add(src.errorAt(policy.CodeType, e.loc.Line, e.loc.Column,
 			fmt.Sprintf("field %s: %v", f.name, err)), spec.name, f.name)
+		return nil
 	}
+	if !f.copies {
+		return nil
+	}
+	return v
 }
 
 // celErrors converts cel-go's issues into positioned diagnostics, mapping
@@ -375,6 +402,9 @@ func newEnv(hook string) (*cel.Env, error) {
 		cel.Variable("now", cel.TimestampType),
 		ext.Strings(), ext.Lists(), ext.Math(), ext.Sets(), ext.Encoders(),
 		library(),
+		// After the extensions: their estimates of the same overloads are
+		// replaced.
+		pairwiseEstimates(),
 	}
 	if hook == policy.HookBeforeStep {
 		opts = append(opts, cel.Variable("step", stepType.typ))
@@ -438,4 +468,71 @@ func (estimator) EstimateCallCost(fn, _ string, _ *checker.AstNode, args []check
 		}
 	}
 	return nil
+}
+
+// pairwiseEstimates re-estimates the extensions' functions that compare
+// every element of a list with every element of another (sets.contains,
+// sets.intersects, sets.equivalent) or of itself (distinct). cel-go charges
+// one unit per comparison, but comparing two messages, tools or steps is a
+// deep comparison, and a dyn element may be a whole JSON document: such an
+// element is charged estInnerSize units. Without this,
+// sets.contains(turn.messages, turn.messages) passes the load-time estimate
+// and then runs for seconds on a long conversation, and a single builtin
+// call can be stopped by neither the deadline nor the runtime cost limit
+// (cel-go charges a call after it returns).
+func pairwiseEstimates() cel.EnvOption {
+	return cel.CostEstimatorOptions(
+		checker.OverloadCostEstimate("list_sets_contains_list", pairwise(1)),
+		checker.OverloadCostEstimate("list_sets_intersects_list", pairwise(1)),
+		checker.OverloadCostEstimate("list_sets_equivalent_list", pairwise(2)),
+		checker.OverloadCostEstimate("list_distinct", func(est checker.CostEstimator, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+			if target == nil || len(args) != 0 {
+				return nil
+			}
+			size := sizeOf(est, *target)
+			return &checker.CallEstimate{
+				CostEstimate: size.Multiply(size).MultiplyByCostFactor(float64(2 * equalityCost(*target))),
+				ResultSize:   &size,
+			}
+		}),
+	)
+}
+
+// pairwise estimates a function of two lists that compares each element of
+// one with each of the other, factor times.
+func pairwise(factor uint64) checker.FunctionEstimator {
+	return func(est checker.CostEstimator, _ *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+		if len(args) != 2 {
+			return nil
+		}
+		unit := factor * max(equalityCost(args[0]), equalityCost(args[1]))
+		return &checker.CallEstimate{CostEstimate: sizeOf(est, args[0]).Multiply(sizeOf(est, args[1])).MultiplyByCostFactor(float64(unit))}
+	}
+}
+
+// sizeOf is a node's size estimate: computed by the checker, else from the
+// estimator's bounds, else unbounded.
+func sizeOf(est checker.CostEstimator, n checker.AstNode) checker.SizeEstimate {
+	if s := n.ComputedSize(); s != nil {
+		return *s
+	}
+	if s := est.EstimateSize(n); s != nil {
+		return *s
+	}
+	return checker.SizeEstimate{Min: 0, Max: math.MaxUint64}
+}
+
+// equalityCost is the estimated cost of comparing two elements of a list
+// node: one unit for scalars, estInnerSize for objects, containers and dyn.
+func equalityCost(list checker.AstNode) uint64 {
+	t := list.Type()
+	if t.Kind() != types.ListKind || len(t.Parameters()) == 0 {
+		return estInnerSize
+	}
+	switch t.Parameters()[0].Kind() {
+	case types.BoolKind, types.IntKind, types.UintKind, types.DoubleKind, types.StringKind, types.BytesKind,
+		types.NullTypeKind, types.TimestampKind, types.DurationKind:
+		return 1
+	}
+	return estInnerSize
 }

@@ -31,7 +31,7 @@ type Trace struct {
 func (s *Set) BeforeTurn(ctx context.Context, tc *engine.TurnContext, now time.Time) (*engine.TurnConfig, Trace, error) {
 	act := newActivation(tc, nil, &tc.Principal, now)
 	var cfg engine.TurnConfig
-	tr, err := s.eval(ctx, s.turnRules, s.turnLoops, act, func(f *fieldSpec, v any) { f.turn(&cfg, v) })
+	tr, err := s.eval(ctx, s.turnRules, act, func(f *fieldSpec, v any) { f.turn(&cfg, v) })
 	if err != nil || tr.RulesFired == nil {
 		return nil, tr, err
 	}
@@ -49,7 +49,7 @@ func (s *Set) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext, now
 	}
 	act := newActivation(turn, sc, &sc.Principal, now)
 	var cfg engine.StepConfig
-	tr, err := s.eval(ctx, s.stepRules, s.stepLoops, act, func(f *fieldSpec, v any) { f.step(&cfg, v) })
+	tr, err := s.eval(ctx, s.stepRules, act, func(f *fieldSpec, v any) { f.step(&cfg, v) })
 	if err != nil || tr.RulesFired == nil {
 		return nil, tr, err
 	}
@@ -57,22 +57,22 @@ func (s *Set) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext, now
 }
 
 // eval runs rules in order, applying each fired rule's fields.
-func (s *Set) eval(ctx context.Context, rules []*rule, loops bool, act *activation, apply func(*fieldSpec, any)) (Trace, error) {
-	var tr Trace
-	if d, ok := ctx.Deadline(); loops && (!ok || time.Until(d) > s.opts.EvalTimeout) {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.opts.EvalTimeout)
-		defer cancel()
+func (s *Set) eval(ctx context.Context, rules []*rule, act *activation, apply func(*fieldSpec, any)) (Trace, error) {
+	r, err := newRun(ctx, act, s.opts.EvalTimeout)
+	if err != nil {
+		return Trace{}, &policy.Error{Code: policy.CodeEval, Message: "starting evaluation: " + err.Error()}
 	}
-	for _, r := range rules {
-		if r.when != nil {
-			v, err := r.when.eval(ctx, act, r.id, "")
+	defer r.close()
+	var tr Trace
+	for _, rl := range rules {
+		if rl.when != nil {
+			v, err := rl.when.eval(r, rl.id, "")
 			if err != nil {
 				return Trace{}, err
 			}
 			b, ok := v.(types.Bool)
 			if !ok {
-				return Trace{}, r.when.fail(r.id, "", policy.CodeEval, fmt.Sprintf("when must be bool but evaluated to %s", typeName(v)))
+				return Trace{}, rl.when.fail(rl.id, "", policy.CodeEval, fmt.Sprintf("when must be bool but evaluated to %s", typeName(v)))
 			}
 			if !b {
 				continue
@@ -82,36 +82,99 @@ func (s *Set) eval(ctx context.Context, rules []*rule, loops bool, act *activati
 			tr.RulesFired = make([]string, 0, len(rules))
 			tr.SetBy = make(map[string]string, 8)
 		}
-		tr.RulesFired = append(tr.RulesFired, r.id)
-		for _, set := range r.sets {
-			v, err := set.expr.eval(ctx, act, r.id, set.field.name)
+		tr.RulesFired = append(tr.RulesFired, rl.id)
+		for _, set := range rl.sets {
+			d, err := set.decode(r, rl.id)
 			if err != nil {
 				return Trace{}, err
 			}
-			d, err := set.field.decode(v)
-			if err != nil {
-				return Trace{}, set.expr.fail(r.id, set.field.name, policy.CodeEval,
-					fmt.Sprintf("field %s: %v", set.field.name, err))
-			}
 			apply(set.field, d)
-			tr.SetBy[set.field.name] = r.id
+			tr.SetBy[set.field.name] = rl.id
 		}
 	}
 	return tr, nil
 }
 
+// run is one hook evaluation: its activation and the cel-go execution frame
+// its expressions share (a frame per expression costs allocations). The
+// first expression with loops arms the evaluation's deadline and the
+// frame's interrupt checks; loop-free expressions never need them.
+type run struct {
+	ctx     context.Context
+	act     *activation
+	frame   *interpreter.ExecutionFrame
+	timeout time.Duration
+	armed   bool
+	cancel  context.CancelFunc
+}
+
+func newRun(ctx context.Context, act *activation, timeout time.Duration) (*run, error) {
+	frame, err := interpreter.NewExecutionFrame(act)
+	if err != nil {
+		return nil, err
+	}
+	return &run{ctx: ctx, act: act, frame: frame, timeout: timeout}, nil
+}
+
+// arm bounds the rest of the evaluation by the deadline (unless the
+// caller's is sooner) and lets the frame's loops notice it.
+func (r *run) arm() {
+	if r.armed {
+		return
+	}
+	r.armed = true
+	if d, ok := r.ctx.Deadline(); !ok || time.Until(d) > r.timeout {
+		r.ctx, r.cancel = context.WithTimeout(r.ctx, r.timeout)
+	}
+	// SetContext fails only on a child frame or a second call; r.frame is
+	// neither.
+	_ = r.frame.SetContext(r.ctx, interruptEvery)
+}
+
+func (r *run) close() {
+	r.frame.Close()
+	if r.cancel != nil {
+		r.cancel()
+	}
+}
+
+// decode evaluates a set entry and decodes the value for its field.
+func (s *ruleSet) decode(r *run, ruleID string) (any, error) {
+	if s.value != nil {
+		return s.value, nil
+	}
+	v, err := s.expr.eval(r, ruleID, s.field.name)
+	if err != nil {
+		return nil, err
+	}
+	d, err := s.field.decode(v)
+	if err != nil {
+		return nil, s.expr.fail(ruleID, s.field.name, policy.CodeEval, fmt.Sprintf("field %s: %v", s.field.name, err))
+	}
+	return d, nil
+}
+
 // eval evaluates one expression, classifying failures: a cost-limit trip is
 // CodeCost, a cancelled or expired context CodeTimeout, anything else
-// CodeEval.
-func (e *expr) eval(ctx context.Context, act *activation, ruleID, field string) (ref.Val, error) {
+// CodeEval. A cost-tracked expression runs in a frame of its own, so its
+// limit counts its own work only.
+func (e *expr) eval(r *run, ruleID, field string) (ref.Val, error) {
+	if e.constant != nil {
+		return e.constant, nil
+	}
 	var (
 		v   ref.Val
 		err error
 	)
-	if e.loops {
-		v, _, err = e.prg.ContextEval(ctx, act)
-	} else {
-		v, _, err = e.prg.Eval(act)
+	switch {
+	case e.tracked:
+		r.arm()
+		v, _, err = e.prg.ContextEval(r.ctx, r.act)
+	case e.loops:
+		r.arm()
+		v, _, err = e.prg.Eval(r.frame)
+	default:
+		v, _, err = e.prg.Eval(r.frame)
 	}
 	if err == nil {
 		return v, nil
@@ -121,7 +184,10 @@ func (e *expr) eval(ctx context.Context, act *activation, ruleID, field string) 
 	switch {
 	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded:
 		code = policy.CodeCost
-	case errors.As(err, &cancelled) || ctx.Err() != nil:
+	case errors.Is(err, interpreter.InterruptError{}) && !e.tracked:
+		err = fmt.Errorf("%w: %w", err, context.Cause(r.ctx))
+		code = policy.CodeTimeout
+	case errors.As(err, &cancelled) || r.ctx.Err() != nil:
 		code = policy.CodeTimeout
 	}
 	return nil, e.fail(ruleID, field, code, err.Error())

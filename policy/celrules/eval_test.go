@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,7 @@ func TestEvalErrors(t *testing.T) {
 		name, rules, code, msg string
 		opts                   Options
 		ctx                    func() context.Context
+		turn                   *engine.TurnContext // default: a body and two messages
 	}{
 		{
 			name: "missing body key",
@@ -308,6 +310,20 @@ beforeTurn:
 			code: policy.CodeTimeout, msg: "deadline exceeded",
 		},
 		{
+			// The estimate (every pair of messages under the 1,000-message
+			// bound) is within CostLimit, so no cost tracker runs; this
+			// conversation is far beyond the bound, and the deadline ends it.
+			name: "loop beyond the estimate's bounds stopped by the deadline",
+			rules: `
+beforeTurn:
+  - name: all-pairs
+    when: turn.messages.exists(a, turn.messages.exists(b, b.role == "x"))
+    set: {model: '"x"'}`,
+			opts: Options{CostLimit: 100_000_000},
+			turn: &engine.TurnContext{Messages: slices.Repeat([]engine.ModelMessage{text("user", "a")}, 50_000)},
+			code: policy.CodeTimeout, msg: "deadline exceeded",
+		},
+		{
 			name: "cancelled context",
 			rules: `
 beforeTurn:
@@ -334,7 +350,11 @@ beforeTurn:
 			if tt.ctx != nil {
 				ctx = tt.ctx()
 			}
-			cfg, _, err := s.BeforeTurn(ctx, tc, epoch)
+			turn := tc
+			if tt.turn != nil {
+				turn = tt.turn
+			}
+			cfg, _, err := s.BeforeTurn(ctx, turn, epoch)
 			var pe *policy.Error
 			if !errors.As(err, &pe) {
 				t.Fatalf("err = %v (%T), want *policy.Error", err, err)
@@ -373,5 +393,39 @@ func TestConcurrentEval(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestConstantsNotShared checks that overrides computed from constant
+// expressions (decoded once at load) are fresh in every evaluation: a
+// caller that modifies one turn's config cannot change the next turn's.
+func TestConstantsNotShared(t *testing.T) {
+	s := mustCompile(t, file("c.yaml", `
+beforeTurn:
+  - name: constants
+    set:
+      model: '"fast"'
+      activeTools: '["read", "search"]'
+      stopWhen: '[hasToolCall("done"), stepCountIs(3)]'
+      headers: '{"x-tier": "gold"}'
+      timeout: '{"totalMs": 1000}'`))
+	eval := func() *engine.TurnConfig {
+		cfg, _, err := s.BeforeTurn(context.Background(), &engine.TurnContext{}, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	first := eval()
+	*first.Model = "changed"
+	(*first.ActiveTools)[0] = "changed"
+	first.StopWhen[0].ToolName = "changed"
+	first.Headers["x-tier"] = "changed"
+	first.Timeout.TotalMs = 1
+	second := eval()
+	if *second.Model != "fast" || (*second.ActiveTools)[0] != "read" || second.StopWhen[0].ToolName != "done" ||
+		second.Headers["x-tier"] != "gold" || second.Timeout.TotalMs != 1000 {
+		data, _ := json.Marshal(second)
+		t.Errorf("second evaluation sees the first caller's changes: %s", data)
 	}
 }

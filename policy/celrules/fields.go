@@ -27,6 +27,11 @@ type fieldSpec struct {
 	decode func(ref.Val) (any, error)
 	turn   func(c *engine.TurnConfig, v any)
 	step   func(c *engine.StepConfig, v any)
+	// copies says turn and step copy the decoded value (a scalar, a value
+	// struct, appended elements), so a constant decoded once at load can
+	// serve every evaluation. Slices and maps are stored as they are, so
+	// those fields decode afresh each time.
+	copies bool
 }
 
 // wantString renders the accepted types for "must be …" messages.
@@ -139,6 +144,11 @@ func init() {
 		step: func(c *engine.StepConfig, v any) { c.ProviderOptions = v.(map[string]any) }})
 	add(&fieldSpec{name: "output", want: []*types.Type{dynMapType}, decode: decodeOutput,
 		turn: func(c *engine.TurnConfig, v any) { c.Output = ptr(v.(engine.OutputSpec)) }})
+	for _, name := range []string{"model", "system", "toolChoice", "maxSteps", "stopWhen", "sendReasoning",
+		"maxOutputTokens", "temperature", "topP", "topK", "presencePenalty", "frequencyPenalty", "seed",
+		"maxRetries", "timeout"} {
+		fields[name].copies = true
+	}
 }
 
 // fieldNames lists the fields a hook accepts, for "unknown field" messages.

@@ -45,7 +45,8 @@ func init() {
 		field("tools", types.NewListType(toolType.typ), func(t *engine.TurnContext) ref.Val { return newObjectList(toolType, t.Tools) }),
 		field("model", types.StringType, func(t *engine.TurnContext) ref.Val { return types.String(t.Model) }),
 		field("continuation", types.BoolType, func(t *engine.TurnContext) ref.Val { return types.Bool(t.Continuation) }),
-		field("body", dynMapType, func(t *engine.TurnContext) ref.Val { return newDynMap(t.Body) }),
+		rawField("body", dynMapType, func(t *engine.TurnContext) ref.Val { return newDynMap(t.Body) },
+			func(t *engine.TurnContext) any { return bodyMap(t.Body) }),
 		field("agent", types.StringType, func(t *engine.TurnContext) ref.Val { return types.String(t.Agent) }),
 		field("sessionId", types.StringType, func(t *engine.TurnContext) ref.Val { return types.String(t.SessionID) }),
 		field("requestId", types.StringType, func(t *engine.TurnContext) ref.Val { return types.String(t.RequestID) }),
@@ -135,11 +136,14 @@ type objectType struct {
 }
 
 // objectField is one field of an objectType: its CEL type and its getter,
-// which takes the struct pointer and returns a CEL value.
+// which takes the struct pointer and returns a CEL value. raw, when set,
+// serves field selection instead of get: it may return a native Go value
+// that cel-go qualifies further without adapting it first.
 type objectField struct {
 	name string
 	typ  *types.Type
 	get  func(ptr any) ref.Val
+	raw  func(ptr any) any
 	ft   *types.FieldType
 }
 
@@ -156,12 +160,24 @@ func field[T any](name string, t *types.Type, get func(*T) ref.Val) *objectField
 	return &objectField{name: name, typ: t, get: func(ptr any) ref.Val { return get(ptr.(*T)) }}
 }
 
+// rawField declares a field with a native getter for field selection (see
+// objectField.raw).
+func rawField[T any](name string, t *types.Type, get func(*T) ref.Val, raw func(*T) any) *objectField {
+	f := field(name, t, get)
+	f.raw = func(ptr any) any { return raw(ptr.(*T)) }
+	return f
+}
+
 func addFields(o *objectType, fs ...*objectField) {
 	for _, f := range fs {
+		getFrom := func(target any) (any, error) { return f.get(target), nil }
+		if f.raw != nil {
+			getFrom = func(target any) (any, error) { return f.raw(target), nil }
+		}
 		f.ft = &types.FieldType{
 			Type:    f.typ,
 			IsSet:   func(any) bool { return true },
-			GetFrom: func(target any) (any, error) { return f.get(target), nil },
+			GetFrom: getFrom,
 		}
 		o.fields[f.name] = f
 		o.names = append(o.names, f.name)
@@ -352,6 +368,19 @@ func newDynMap(m map[string]any) ref.Val {
 		m = map[string]any{}
 	}
 	return types.NewStringInterfaceMap(registry, m)
+}
+
+// emptyBody stands in for a nil body; it is never written.
+var emptyBody = map[string]any{}
+
+// bodyMap returns the body for field selection: a Go map, which cel-go
+// reads in place (turn.body.x, has(turn.body.x)) and adapts only when the
+// whole map is used as a value.
+func bodyMap(m map[string]any) map[string]any {
+	if m == nil {
+		return emptyBody
+	}
+	return m
 }
 
 // jsonValue decodes a raw JSON value (tool inputs, outputs and schemas) into
