@@ -55,7 +55,14 @@ func TestStreamMatchesAISDKGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
 			h := newHarness(t, newFake(tt.scripts...), tt.tool)
-			h.run(context.Background())
+			res := h.run(context.Background())
+			// The message to persist, as the AI SDK client would hold it
+			// after this stream (protocols.md A.4).
+			msg, err := json.Marshal(res.Message)
+			if err != nil {
+				t.Fatal(err)
+			}
+			goldenJSON(t, filepath.Join("testdata", strings.TrimSuffix(tt.golden, ".golden")+".message.json"), msg)
 			got := h.ev.text() + "\n"
 			path := filepath.Join("testdata", tt.golden)
 			if *update {

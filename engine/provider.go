@@ -97,6 +97,8 @@ type UpstreamError struct {
 	Message string
 }
 
+// Error describes the failure with its HTTP status, if any. It carries
+// provider text, so the engine never shows it to clients by default.
 func (e *UpstreamError) Error() string {
 	if e.Status == 0 {
 		return "upstream: " + e.Message

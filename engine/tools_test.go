@@ -444,3 +444,44 @@ func TestToolErrorsKeepTurnGoing(t *testing.T) {
 		t.Errorf("afterToolCall %+v", rc)
 	}
 }
+
+// FuzzToolCallInput streams a tool call with arbitrary argument bytes, as a
+// broken or hostile model might send them: the turn must complete, the
+// tool must only ever run with input that passed its schema, and every
+// event, hook context and the result must serialise.
+func FuzzToolCallInput(f *testing.F) {
+	for _, seed := range []string{`{"q":"x"}`, `{"q":`, ``, `"text"`, `null`, `[1,2]`, `{"q":"x","rm":true}`, "{\"q\":\"\xff\"}", "\x00"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		var bad atomic.Int32
+		a := echoTool("A")
+		a.Executor = engine.ExecutorFunc(func(_ context.Context, c engine.ToolExecution) (json.RawMessage, error) {
+			var v struct{ Q string }
+			if json.Unmarshal(c.Input, &v) != nil {
+				bad.Add(1)
+			}
+			return json.RawMessage(`"ok"`), nil
+		})
+		fake := newFake(step(callParts("c1", "A", string(input)), one(finish(engine.FinishToolCalls, 1, 1))), textStep("done"))
+		h := newHarness(t, fake, a)
+		h.rec.onChunk = func(c *engine.ChunkContext) {
+			if _, err := json.Marshal(c); err != nil {
+				t.Errorf("onChunk context does not serialise: %v", err)
+			}
+		}
+		res := h.run(context.Background()) // events.emit fails the test on an unencodable event
+		if res.Status != engine.StatusCompleted || len(res.Steps) != 2 {
+			t.Fatalf("status %s, %d steps, error %q", res.Status, len(res.Steps), res.Error)
+		}
+		if bad.Load() != 0 {
+			t.Fatalf("tool ran with input %q", input)
+		}
+		if _, err := json.Marshal(res); err != nil {
+			t.Fatalf("result does not serialise: %v", err)
+		}
+		if _, err := json.Marshal(fake.requests()[1].Messages); err != nil {
+			t.Fatalf("next model request does not serialise: %v", err)
+		}
+	})
+}

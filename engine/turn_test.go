@@ -444,3 +444,58 @@ func TestReasoning(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsAdditiveSameNameReplaces: beforeTurn's tools are added to the
+// agent's; one with an existing name replaces that tool in place (its
+// description, schema and executor), as Think's {...tools, ...config.tools}.
+func TestToolsAdditiveSameNameReplaces(t *testing.T) {
+	fake := newFake(callStep(`A={"q":"x"}`), textStep("ok"))
+	h := newHarness(t, fake, echoTool("A"), echoTool("B"))
+	replacement := echoTool("A")
+	replacement.Description = "the rule's A"
+	replacement.Executor = engine.ExecutorFunc(func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
+		return json.RawMessage(`"replaced"`), nil
+	})
+	h.rec.turn = func(*engine.TurnContext) (*engine.TurnConfig, error) {
+		return &engine.TurnConfig{Tools: []engine.Tool{replacement, echoTool("C")}}, nil
+	}
+	res := h.run(context.Background())
+	if res.Status != engine.StatusCompleted {
+		t.Fatalf("status %s %q", res.Status, res.Error)
+	}
+	var offered []string
+	for _, info := range fake.requests()[0].Tools {
+		offered = append(offered, info.Name+":"+info.Description)
+	}
+	if want := []string{"A:the rule's A", "B:", "C:"}; !slices.Equal(offered, want) {
+		t.Errorf("offered %q, want %q", offered, want)
+	}
+	if seen := toolResultsSeen(t, fake.requests()[1])[0]; string(seen.Output) != `"replaced"` {
+		t.Errorf("model saw %s from A, want the replacement's output", seen.Output)
+	}
+}
+
+// TestStepMessagesOverride: beforeStep's messages replace what that one
+// step sends; the next step again sends the turn's accumulated messages.
+func TestStepMessagesOverride(t *testing.T) {
+	fake := newFake(callStep(`A={"q":"x"}`), callStep(`A={"q":"y"}`), textStep("ok"))
+	h := newHarness(t, fake, echoTool("A"))
+	pruned := []engine.ModelMessage{{Role: engine.RoleUser, Content: []engine.ContentPart{{Type: engine.ContentText, Text: "pruned"}}}}
+	h.rec.stepCfg = func(sc *engine.PrepareStepContext) (*engine.StepConfig, error) {
+		if sc.StepNumber == 1 {
+			return &engine.StepConfig{Messages: &pruned}, nil
+		}
+		return nil, nil
+	}
+	if res := h.run(context.Background()); res.Status != engine.StatusCompleted {
+		t.Fatalf("status %s %q", res.Status, res.Error)
+	}
+	reqs := fake.requests()
+	if !reflect.DeepEqual(reqs[1].Messages, pruned) {
+		t.Errorf("step 1 sent %+v, want the override", reqs[1].Messages)
+	}
+	// user, then (assistant call, tool result) for each of steps 0 and 1.
+	if n := len(reqs[2].Messages); n != 5 || reqs[2].Messages[0].Text() != "hi" {
+		t.Errorf("step 2 sent %d messages starting %+v", n, reqs[2].Messages[0])
+	}
+}
