@@ -89,6 +89,11 @@ func runIdle(ctx context.Context, p *params, gw *gateway, rep *report) error {
 	case <-ctx.Done():
 	}
 	r.HoldS = p.Hold.Seconds()
+	if gw.pprof != "" {
+		if err := fetchPprof(ctx, gw.pprof+"/debug/pprof/heap", gw.profileOut+".heap"); err != nil {
+			return err
+		}
+	}
 	now, err := gw.sample(ctx)
 	if err != nil {
 		return err

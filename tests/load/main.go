@@ -127,7 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (*params, error) {
 	fs.DurationVar(&p.Hold, "hold", 10*time.Second, "idle-streams: how long to hold them open")
 	fs.DurationVar(&p.Sample, "sample", 10*time.Second, "soak: interval between samples of /metrics")
 	fs.StringVar(&p.OPA, "opa", "", "opa-compare: an opa binary (default: built from go.mod's OPA version)")
-	fs.StringVar(&p.CPUProfile, "cpuprofile", "", "with -start: write the gateway's CPU profile of the measured window to `file`, and its goroutines halfway through to file.goroutines")
+	fs.StringVar(&p.CPUProfile, "cpuprofile", "", "with -start: write the gateway's CPU profile of the measured window to `file`, its goroutines halfway through to file.goroutines (idle-streams: its heap at the end of the hold to file.heap)")
 	fs.BoolVar(&p.Keep, "keep", false, "with -start: keep the temporary directory (config, rules, logs)")
 	fs.BoolVar(&p.JSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&p.Verbose, "v", false, "log progress to stderr")
