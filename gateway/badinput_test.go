@@ -21,6 +21,7 @@ func TestBadInput(t *testing.T) {
 		return map[string]any{"id": "u", "role": "user", "parts": []any{map[string]any{"type": "text", "text": text}}}
 	}
 	const chat = "/v1/agents/demo/chat"
+	g.doJSON("POST", "/v1/agents/demo/sessions/c1/messages", map[string]any{"text": "hi"}, http.StatusOK, nil)
 	tests := []struct {
 		name, method, path string
 		body               any
@@ -54,6 +55,7 @@ func TestBadInput(t *testing.T) {
 		{"save: text and messages", "POST", "/v1/agents/demo/sessions/s/messages", map[string]any{"text": "a", "messages": []any{user("b")}}, "", 400, CodeInvalidRequest},
 		{"save: async of the wrong type", "POST", "/v1/agents/demo/sessions/s/messages", `{"text":"a","async":"yes"}`, "", 400, CodeInvalidRequest},
 		{"save: trailing data", "POST", "/v1/agents/demo/sessions/s/messages", `{"text":"a"} {}`, "", 400, CodeInvalidJSON},
+		{"continue: unknown field", "POST", "/v1/agents/demo/sessions/c1/continue", map[string]any{"bdy": 1}, "", 400, CodeInvalidRequest},
 		{"missing submission", "GET", "/v1/agents/demo/sessions/none/submissions/x", nil, "", 404, CodeNotFound},
 		{"eval: no input", "POST", "/v1/admin/rules/eval", map[string]any{"hook": "beforeTurn"}, "", 400, CodeInvalidRequest},
 		{"eval: bad input", "POST", "/v1/admin/rules/eval", map[string]any{"hook": "beforeTurn", "input": map[string]any{"nope": 1}}, "", 400, CodeInvalidRequest},

@@ -14,19 +14,20 @@ import (
 
 // Stable error codes of the JSON error body {"code","message"}.
 const (
-	CodeInvalidJSON     = "invalid_json"
-	CodeInvalidRequest  = "invalid_request"
-	CodeUnauthorized    = "unauthorized"
-	CodeForbidden       = "forbidden"
-	CodeNotFound        = "not_found"
-	CodeAgentNotFound   = "agent_not_found"
-	CodeConflict        = "conflict"
-	CodeTooLarge        = "request_too_large"
-	CodeTooManyQueued   = "too_many_queued_turns"
-	CodeUnavailable     = "unavailable"
-	CodeInternal        = "internal_error"
-	CodeRulesInvalid    = "rules_invalid"
-	CodeUnsupportedType = "unsupported_media_type"
+	CodeInvalidJSON      = "invalid_json"
+	CodeInvalidRequest   = "invalid_request"
+	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
+	CodeNotFound         = "not_found"
+	CodeAgentNotFound    = "agent_not_found"
+	CodeConflict         = "conflict"
+	CodeTooLarge         = "request_too_large"
+	CodeTooManyQueued    = "too_many_queued_turns"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal_error"
+	CodeRulesInvalid     = "rules_invalid"
+	CodeUnsupportedType  = "unsupported_media_type"
+	CodeMethodNotAllowed = "method_not_allowed"
 )
 
 // apiError is an error with the HTTP status and code the client sees.

@@ -102,3 +102,26 @@ func decodeField(raw json.RawMessage, name string, v any) error {
 func errField(field, format string, args ...any) error {
 	return errBadRequest("field %s: %s", field, fmt.Sprintf(format, args...))
 }
+
+// decodeOptionalBody decodes a JSON body into v when there is one; an
+// empty body leaves v unchanged.
+func decodeOptionalBody(c *gin.Context, v any) error {
+	data, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return errBadRequest("reading request body: %v", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if ct := c.ContentType(); ct != "" && ct != "application/json" {
+		return errorf(http.StatusUnsupportedMediaType, CodeUnsupportedType, "content type must be application/json, not %q", ct)
+	}
+	if !utf8.Valid(data) {
+		return errorf(http.StatusBadRequest, CodeInvalidJSON, "request body is not valid UTF-8")
+	}
+	return decodeStrictJSON(data, v)
+}

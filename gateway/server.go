@@ -210,8 +210,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Cancel aborts the in-flight turn of tenant's session; it reports whether
-// one was running.
+// cancelTurn aborts the in-flight turn of tenant's session; it reports
+// whether one was running.
 func (s *Server) cancelTurn(tenant, sessionID string) bool {
 	s.mu.Lock()
 	t := s.active[sessionKey(tenant, sessionID)]
@@ -233,7 +233,7 @@ func (s *Server) routes() http.Handler {
 		return errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s", c.Request.Method, c.Request.URL.Path)
 	}))
 	r.NoMethod(s.handle(func(c *gin.Context) error {
-		return errorf(http.StatusMethodNotAllowed, "method_not_allowed", "method %s is not allowed here", c.Request.Method)
+		return errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method %s is not allowed here", c.Request.Method)
 	}))
 
 	r.GET("/healthz", s.handle(s.healthz))

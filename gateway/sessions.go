@@ -266,14 +266,8 @@ func (s *Server) continueLastTurn(c *gin.Context) error {
 		return err
 	}
 	var req continueRequest
-	if c.Request.ContentLength != 0 {
-		data, err := readBody(c)
-		if err != nil {
-			return err
-		}
-		if err := decodeStrictJSON(data, &req); err != nil {
-			return err
-		}
+	if err := decodeOptionalBody(c, &req); err != nil {
+		return err
 	}
 	t, err := s.begin(c.Request.Context(), &turnInput{
 		agent: ag, principal: principal(c), sessionID: id, entry: engine.EntryContinueLastTurn,
