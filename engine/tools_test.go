@@ -414,6 +414,24 @@ func TestClientTools(t *testing.T) {
 			t.Errorf("continuation stream starts %s", h.ev.text())
 		}
 	})
+	t.Run("server and client call in one step", func(t *testing.T) {
+		fake := newFake(callStep(`A={"q":"x"}`, `getLocation={}`))
+		h := newHarness(t, fake, echoTool("A"), client)
+		res := h.run(context.Background())
+		if res.Status != engine.StatusCompleted || res.FinishReason != engine.FinishToolCalls || len(fake.requests()) != 1 {
+			t.Fatalf("status %s finish %s requests %d", res.Status, res.FinishReason, len(fake.requests()))
+		}
+		if len(res.PendingToolCalls) != 1 || res.PendingToolCalls[0].ToolName != "getLocation" {
+			t.Errorf("pending %+v", res.PendingToolCalls)
+		}
+		if r := res.Steps[0].ToolResults; len(r) != 1 || r[0].ToolName != "A" {
+			t.Errorf("step results %+v, want A's only", r)
+		}
+		states := []string{res.Message.Parts[1].State, res.Message.Parts[2].State}
+		if !slices.Equal(states, []string{engine.ToolStateOutputAvailable, engine.ToolStateInputAvailable}) {
+			t.Errorf("part states %q", states)
+		}
+	})
 	t.Run("rewritten input goes to the client", func(t *testing.T) {
 		withSchema := client
 		withSchema.InputSchema = json.RawMessage(`{"type":"object","properties":{"precise":{"type":"boolean"}}}`)
