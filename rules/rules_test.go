@@ -312,6 +312,9 @@ func TestCookbook(t *testing.T) {
 		{"clamp_limit", call("search", `{"query": "go", "limit": 500}`, nil), func(t *testing.T, res *ruleset.EvalResult) {
 			wantJSON(t, "decision", res.Result, `{"action": "allow", "input": {"query": "go", "limit": 50}}`)
 		}},
+		{"typed_input", call("search", `{"query": " ", "limit": 5}`, nil), func(t *testing.T, res *ruleset.EvalResult) {
+			wantJSON(t, "decision", res.Result, `{"action": "block", "reason": "search needs a query"}`)
+		}},
 	}
 	policies, err := filepath.Glob(filepath.Join(regoCookbook, "*.rego"))
 	if err != nil {
@@ -327,7 +330,8 @@ func TestCookbook(t *testing.T) {
 		t.Fatalf("Rego cookbook has examples %v, the test covers %d", examples, len(rego))
 	}
 	// The Rego examples compose into one policy, as files of one rules
-	// directory do; each acts on its own tool.
+	// directory do; each acts on its own tool or, for search, its own
+	// inputs (a blank query, a limit).
 	rev := load(t, regoCookbook)
 	for _, tc := range rego {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,9 +24,11 @@ import (
 
 // Options bound compilation and evaluation.
 type Options struct {
-	// CostLimit is the runtime cost limit of one expression evaluation
-	// (cel-go cost units, roughly one per operation and per list element
-	// visited). Zero means DefaultCostLimit.
+	// CostLimit is the runtime cost limit of one evaluation of an
+	// expression with loops whose static estimate exceeds it (cel-go cost
+	// units, roughly one per operation and per list element visited); the
+	// package doc says why other expressions need no runtime tracker. Zero
+	// means DefaultCostLimit.
 	CostLimit uint64
 	// MaxEstimatedCost rejects, at load, an expression whose worst-case
 	// static cost estimate exceeds it. Zero means DefaultMaxEstimatedCost.
@@ -245,13 +247,15 @@ func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field 
 			est.Max, c.opts.MaxEstimatedCost)), spec.name, field)
 		return nil
 	}
-	// Only comprehensions can make an expression run long: without them its
-	// work is linear in the context and the static estimate bounds it, so
+	// Only comprehensions can make an expression run long: without them
+	// each operation runs once, the static estimate bounds the sum, and a
+	// runtime tracker could only charge an operation after it returned, so
 	// loop-free expressions evaluate without the context. Expressions with
-	// loops are interruptible; cel-go's runtime cost tracker (several µs per
-	// evaluation) is added when the worst-case estimate exceeds CostLimit. An
-	// estimate within the limit is a proof for contexts within the size
-	// bounds below; larger contexts are cut off by the evaluation deadline.
+	// loops are interruptible; cel-go's runtime cost tracker (which doubles
+	// the cost of a typical rule set) is added when the worst-case estimate
+	// exceeds CostLimit. An estimate within the limit is a proof for
+	// contexts within the size bounds below; larger contexts are cut off by
+	// the evaluation deadline.
 	loops := len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
 	tracked := loops && est.Max > c.opts.CostLimit
 	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}

@@ -83,9 +83,37 @@
 //
 // # Limits and failures
 //
-// Each expression's worst-case cost is estimated at load and rejected over
-// Options.MaxEstimatedCost; at run time, Options.CostLimit and the context
-// bound every evaluation, so a runaway expression is an error, never a
-// hang. Any evaluation error fails the whole hook with a *policy.Error
-// naming the rule id and field: the caller fails closed.
+// Every expression is bounded before it runs, and a runaway expression is an
+// error, never a hang:
+//
+//   - At load, cel-go estimates each expression's worst-case cost, assuming
+//     strings (and dyn values) of up to 10,000 characters, lists of up to
+//     1,000 messages or tools and up to 100 parts, calls or roles; over
+//     Options.MaxEstimatedCost (default 10 million) the rule is rejected.
+//     Comparing whole objects pairwise (sets.contains, sets.intersects,
+//     sets.equivalent, distinct on messages, tools or dyn values) is charged
+//     as a deep comparison per pair, so sets.contains(turn.messages,
+//     turn.messages) is a load error.
+//   - A loop-free expression runs each of its operations once: its work is
+//     the sum its static estimate bounds, linear in the context's actual
+//     size, and cel-go's runtime cost tracker could only charge an
+//     operation after it had returned. It therefore runs without the
+//     tracker (which would double the cost of a typical rule set) and
+//     without the deadline, which only loops can notice.
+//   - An expression with loops (exists, all, map, filter, …) checks for
+//     cancellation every 100 iterations against the hook's deadline:
+//     Options.EvalTimeout (default 100ms) or the caller's context, whichever
+//     ends first. When its estimate exceeds Options.CostLimit (default 1
+//     million), cel-go's runtime cost limit bounds it as well. An estimate
+//     within CostLimit is a proof for contexts within the size bounds; a
+//     larger context (a 50,000-message conversation) is cut off by the
+//     deadline.
+//   - An expression that reads no variable is evaluated once at load: its
+//     value is reused by every evaluation, and if it always fails the rule
+//     is rejected.
+//
+// A deadline or cancellation is a CodeTimeout error, a cost-limit trip
+// CodeCost, any other evaluation failure CodeEval. Any of them fails the
+// whole hook with a *policy.Error naming the rule id and field: the caller
+// fails closed (or open, if the gateway is configured so).
 package celrules

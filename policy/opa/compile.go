@@ -92,9 +92,12 @@ func (p *Policy) HasToolResult() bool { return p.toolResult != nil }
 // queries. All problems are returned at once (capped at policy.MaxErrors),
 // each with a code, a file:line:col location and a snippet.
 //
-// Data files (*.json, *.yaml, *.yml) each hold one object that is merged at
-// the root of data, whatever directory the file is in: a file
-// {"tenants": {...}} is data.tenants. Two files setting the same key (other
+// Data files each hold one object that is merged at the root of data,
+// whatever directory the file is in: a file {"tenants": {...}} is
+// data.tenants. Compile parses a data file as JSON or YAML by its extension
+// (.json, .yaml, .yml); which files are data is the caller's choice (in a
+// rules directory, ruleset takes *.json, data.yaml and *.data.yaml, since
+// other *.yaml files are CEL rules). Two files setting the same key (other
 // than both to objects, which merge) is a CodeConflict error, as is a data
 // key that collides with a rule.
 func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors) {

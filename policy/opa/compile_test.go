@@ -110,9 +110,9 @@ func TestDataErrors(t *testing.T) {
 			name: "same key in two files",
 			data: []policy.File{
 				{Path: "a.json", Data: []byte(`{"tenants": {"acme": {"tools": ["x"]}}}`)},
-				{Path: "b.yaml", Data: []byte("tenants:\n  acme:\n    tools: [y]\n  globex: {}\n")},
+				{Path: "b.data.yaml", Data: []byte("tenants:\n  acme:\n    tools: [y]\n  globex: {}\n")},
 			},
-			want: `b.yaml: conflict_error: data key "data.tenants.acme.tools" is already set by a.json`,
+			want: `b.data.yaml: conflict_error: data key "data.tenants.acme.tools" is already set by a.json`,
 		},
 		{
 			name: "object and scalar",

@@ -78,7 +78,7 @@ func FuzzCompile(f *testing.F) {
 			f.Add(string(b), `{"tenants": {"acme": {"tools": ["search"]}}}`, "data.json")
 		}
 	}
-	f.Add(pkg+`block contains "x" if true`, "limits:\n  search: 25\n", "limits.yaml")
+	f.Add(pkg+`block contains "x" if true`, "limits:\n  search: 25\n", "limits.data.yaml")
 	f.Fuzz(func(t *testing.T, module, data, dataPath string) {
 		p, errs := Compile(
 			[]policy.File{{Path: "fuzz.rego", Data: []byte(module)}},

@@ -41,7 +41,7 @@ func loadDir(t testing.TB, dir string) ruleFiles {
 			rf.tests = append(rf.tests, f)
 		case strings.HasSuffix(p, ".rego"):
 			rf.modules = append(rf.modules, f)
-		case strings.HasSuffix(p, ".json"), strings.HasSuffix(p, ".yaml"):
+		case strings.HasSuffix(p, ".json"), strings.HasSuffix(p, ".data.yaml"):
 			rf.data = append(rf.data, f)
 		}
 	}

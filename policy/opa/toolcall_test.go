@@ -39,6 +39,8 @@ func TestCookbook(t *testing.T) {
 			&engine.ToolCallDecision{Action: engine.ActionAllow, Input: json.RawMessage(`{"query":"go","limit":10}`)}},
 		{"small limit kept", call("search", `{"query":"go","limit":5}`), nil},
 		{"log only: no decision", call("lookup", `{}`), nil},
+		{"typed input: blank query blocked", call("search", `{"query":" ","limit":5}`),
+			&engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "search needs a query"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,8 +56,8 @@ func TestCookbook(t *testing.T) {
 	if errs != nil {
 		t.Fatalf("RunTests: %v", errs)
 	}
-	if len(results) != 8 {
-		t.Errorf("got %d test results, want 8", len(results))
+	if len(results) != 10 {
+		t.Errorf("got %d test results, want 10", len(results))
 	}
 	for _, r := range results {
 		if !r.Passed {
