@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -95,6 +96,24 @@ func (m *Manager) Reload() (changed bool, err error) {
 	m.logger.Info("rules reloaded", "dir", m.dir, "revision", rev.id, "previous", live.id, "files", len(rev.infos))
 	m.finish(ReloadSuccess, nil, "")
 	return true, nil
+}
+
+// ReloadOn reloads the rule set each time a request arrives on reqs, until
+// ctx is done or reqs is closed. The gateway passes it a channel that
+// signal.Notify feeds with SIGHUP. Reload logs and records each outcome.
+func (m *Manager) ReloadOn(ctx context.Context, reqs <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig, ok := <-reqs:
+			if !ok {
+				return
+			}
+			m.logger.Info("reloading rules on request", "dir", m.dir, "signal", sig.String())
+			_, _ = m.Reload()
+		}
+	}
 }
 
 // rejected records a failed candidate (id may be empty when it could not
