@@ -225,8 +225,14 @@ type ToolCallResultContext struct {
 	Messages       []ModelMessage  `json:"messages,omitempty"`
 	DurationMs     float64         `json:"durationMs"`
 	Success        bool            `json:"success"`
-	Output         json.RawMessage `json:"output,omitempty"`
-	Error          string          `json:"error,omitempty"`
+	// Output is the tool's own output when Success. In afterToolCall it
+	// stays the original even when the toolResult hook replaced what the
+	// model sees (ModelOutput), so audit keeps the original outcome.
+	Output json.RawMessage `json:"output,omitempty"`
+	// ModelOutput is the output the model saw when the toolResult hook
+	// replaced it (redaction); nil when unchanged.
+	ModelOutput json.RawMessage `json:"modelOutput,omitempty"`
+	Error       string          `json:"error,omitempty"`
 	// Decision is one of the Decision constants.
 	Decision string `json:"decision"`
 	// Executed reports whether the tool's executor ran.

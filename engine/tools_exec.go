@@ -287,7 +287,7 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 		case d != nil && !json.Valid(orNull(d.Output)):
 			cs.success, cs.output, cs.err, cs.errStage = false, nil, fmt.Errorf("toolResult replaced the output of tool %q with invalid JSON", cs.call.ToolName), StagePolicy
 		case d != nil:
-			cs.output = orNull(d.Output)
+			rc.ModelOutput = orNull(d.Output)
 		}
 	}
 	if cs.err != nil {
@@ -298,9 +298,15 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 	part := &t.msg.Parts[cs.part]
 	ev := Event{ToolCallID: cs.call.ToolCallID, Dynamic: cs.call.Dynamic, ProviderExecuted: cs.tool != nil && cs.tool.Executor == nil}
 	if cs.success {
+		// afterToolCall keeps the tool's own output for audit; the model
+		// (event, message part, step) sees the toolResult replacement.
+		seen := cs.output
+		if rc.ModelOutput != nil {
+			seen = rc.ModelOutput
+		}
 		rc.Output, rc.Error = cs.output, ""
-		ev.Type, ev.Output = EventToolOutputAvailable, cs.output
-		part.State, part.Output = ToolStateOutputAvailable, cs.output
+		ev.Type, ev.Output = EventToolOutputAvailable, seen
+		part.State, part.Output = ToolStateOutputAvailable, seen
 	} else {
 		rc.Output, rc.Error = nil, cs.errText
 		ev.Type, ev.ErrorText = EventToolOutputError, cs.errText
@@ -313,7 +319,7 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 		ToolCallID: cs.call.ToolCallID,
 		ToolName:   cs.call.ToolName,
 		Input:      cs.call.Input,
-		Output:     rc.Output,
+		Output:     part.Output,
 		IsError:    !cs.success,
 		ErrorText:  rc.Error,
 		Decision:   cs.decision,
