@@ -265,7 +265,7 @@ func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field 
 	if tracked {
 		opts = append(opts, cel.CostLimit(c.opts.CostLimit))
 	}
-	prg, err := env.Program(ast, opts...)
+	prg, err := program(env, ast, opts)
 	if err != nil {
 		c.add(src.errorAt(policy.CodeCompile, line, col, "planning expression: "+err.Error()), spec.name, field)
 		return nil
@@ -289,6 +289,18 @@ func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field 
 	}
 	e.constant = v
 	return e
+}
+
+// program plans a checked expression. cel-go panics while folding some
+// constants it cannot represent (a map literal with a bytes key); the panic
+// is returned as an error.
+func program(env *cel.Env, ast *cel.Ast, opts []cel.ProgramOption) (prg cel.Program, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return env.Program(ast, opts...)
 }
 
 // readsVariables reports whether a checked expression refers to one of the

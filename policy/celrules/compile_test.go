@@ -1,16 +1,14 @@
 package celrules
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // readFiles loads testdata files as policy files named by base name.
 func readFiles(t testing.TB, paths ...string) []policy.File {
@@ -24,34 +22,6 @@ func readFiles(t testing.TB, paths ...string) []policy.File {
 		files = append(files, policy.File{Path: filepath.Base(p), Data: data})
 	}
 	return files
-}
-
-// golden compares got with testdata/<name>, rewriting it under -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run with -update to create it): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("diagnostics differ from %s (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
-
-func renderErrors(errs policy.Errors) string {
-	var b strings.Builder
-	for _, e := range errs {
-		b.WriteString(e.Error())
-		b.WriteString("\n\n")
-	}
-	return b.String()
 }
 
 // TestDiagnostics compiles each broken rule file in testdata/diag and
@@ -69,7 +39,7 @@ func TestDiagnostics(t *testing.T) {
 			if set != nil || len(errs) == 0 {
 				t.Fatalf("compiled without errors")
 			}
-			golden(t, filepath.Join("diag", name+".golden"), renderErrors(errs))
+			golden.Check(t, filepath.Join("testdata", "diag", name+".golden"), golden.Errors(errs))
 		})
 	}
 }

@@ -3,23 +3,14 @@ package opa
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/internal/golden"
 )
-
-// renderErrors is the golden form of a load's diagnostics: one block per
-// error, code and position first.
-func renderErrors(errs policy.Errors) string {
-	var b strings.Builder
-	for _, e := range errs {
-		fmt.Fprintf(&b, "%s\n\n", e)
-	}
-	return b.String()
-}
 
 func TestCompileErrors(t *testing.T) {
 	tests := []struct {
@@ -59,7 +50,7 @@ func TestCompileErrors(t *testing.T) {
 					t.Errorf("codes = %q, want %q", got, tt.codes)
 				}
 			}
-			golden(t, "errors_"+tt.name+".golden", renderErrors(errs))
+			golden.Check(t, filepath.Join("testdata", "golden", "errors_"+tt.name+".golden"), golden.Errors(errs))
 		})
 	}
 }

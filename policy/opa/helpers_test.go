@@ -2,7 +2,6 @@ package opa
 
 import (
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +11,6 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/policy"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // ruleFiles are one directory's files split the way ruleset splits them.
 type ruleFiles struct {
@@ -81,28 +78,6 @@ func call(name, input string) *engine.ToolCallContext {
 		ToolName:   name,
 		Input:      json.RawMessage(input),
 		Tool:       engine.ToolInfo{Name: name, Kind: engine.ToolKindHTTP},
-	}
-}
-
-// golden compares got with testdata/golden/name, rewriting it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run with -update to create it): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s mismatch:\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
 	}
 }
 

@@ -3,11 +3,13 @@ package opa
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/internal/golden"
 )
 
 func fullCall() *engine.ToolCallContext {
@@ -38,7 +40,7 @@ func TestToolCallInputDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "tool_call_input.json", string(got)+"\n")
+	golden.Check(t, filepath.Join("testdata", "golden", "tool_call_input.json"), string(got)+"\n")
 }
 
 func TestToolResultInputDocument(t *testing.T) {
@@ -53,7 +55,7 @@ func TestToolResultInputDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "tool_result_input.json", string(got)+"\n")
+	golden.Check(t, filepath.Join("testdata", "golden", "tool_result_input.json"), string(got)+"\n")
 }
 
 // Every documented path is visible to rules, with exact numbers.
