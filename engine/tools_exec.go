@@ -252,11 +252,23 @@ func truncateOutput(out json.RawMessage, limit int) json.RawMessage {
 	if len(out) <= limit {
 		return out
 	}
+	// A JSON string output is cut as text, so the model does not see it
+	// quoted twice; anything else is cut as its JSON text.
+	text := string(out)
+	if out[0] == '"' {
+		var s string
+		if json.Unmarshal(out, &s) == nil {
+			text = s
+		}
+	}
+	if len(text) <= limit {
+		return jsonString(text)
+	}
 	cut := limit
-	for cut > 0 && !utf8.RuneStart(out[cut]) {
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
 		cut--
 	}
-	return jsonString(string(out[:cut]) + "…[truncated " + strconv.Itoa(len(out)-cut) + " bytes]")
+	return jsonString(text[:cut] + "…[truncated " + strconv.Itoa(len(text)-cut) + " bytes]")
 }
 
 // settle applies the tool-result hook, reports the outcome (event, message
