@@ -168,14 +168,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 func buildAgents(cfg *config.Config) map[string]*agent {
 	agents := map[string]*agent{}
 	for _, a := range cfg.Agents {
-		d := engine.TurnConfig{
-			Temperature: a.Temperature, TopP: a.TopP, MaxOutputTokens: a.MaxOutputTokens,
-			SendReasoning: a.SendReasoning, MaxRetries: a.MaxRetries,
-		}
-		if a.MaxSteps > 0 {
-			d.MaxSteps = new(a.MaxSteps)
-		}
-		agents[a.Name] = &agent{name: a.Name, model: a.Model, system: a.System, toolNames: a.Tools, defaults: d}
+		agents[a.Name] = &agent{name: a.Name, model: a.Model, system: a.System, toolNames: a.Tools, defaults: a.TurnDefaults()}
 	}
 	return agents
 }

@@ -7,16 +7,20 @@ package config
 import (
 	"bytes"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/tools"
 	"github.com/turngate/turngate/engine/tools/mcptool"
 )
@@ -42,6 +46,13 @@ type Config struct {
 	Auth   Auth    `yaml:"auth"`
 	Audit  Audit   `yaml:"audit"`
 	Limits Limits  `yaml:"limits"`
+	Debug  Debug   `yaml:"debug"`
+}
+
+// Debug configures diagnostics that are off by default.
+type Debug struct {
+	// Pprof serves net/http/pprof under /debug/pprof/ to the admin role.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Provider types.
@@ -84,20 +95,94 @@ type Tool struct {
 	Builtin string `yaml:"builtin"`
 }
 
-// Agent is one agent: a model, a system prompt, tools and TurnConfig
-// defaults that beforeTurn rules may override.
+// Agent is one agent: a model, a system prompt, tools and the TurnConfig
+// defaults of its turns, which beforeTurn rules may override. Unset
+// defaults are left to the engine and the provider.
 type Agent struct {
 	Name   string `yaml:"name"`
 	Model  string `yaml:"model"`
 	System string `yaml:"system"`
-	// Tools names entries of Config.Tools.
-	Tools           []string `yaml:"tools"`
-	MaxSteps        int      `yaml:"maxSteps"`
-	Temperature     *float64 `yaml:"temperature"`
-	TopP            *float64 `yaml:"topP"`
-	MaxOutputTokens *int     `yaml:"maxOutputTokens"`
-	SendReasoning   *bool    `yaml:"sendReasoning"`
-	MaxRetries      *int     `yaml:"maxRetries"`
+	// Tools names entries of Config.Tools (or tools of mcpServers).
+	Tools    []string `yaml:"tools"`
+	MaxSteps int      `yaml:"maxSteps"`
+	// ActiveTools, when set, limits the tools the model may call to these
+	// names of Tools (the others stay declared to rules).
+	ActiveTools []string `yaml:"activeTools"`
+	// ToolChoice is auto, none, required or {type: tool, toolName: NAME}.
+	ToolChoice       *ToolChoice  `yaml:"toolChoice"`
+	Temperature      *float64     `yaml:"temperature"`
+	TopP             *float64     `yaml:"topP"`
+	TopK             *int         `yaml:"topK"`
+	PresencePenalty  *float64     `yaml:"presencePenalty"`
+	FrequencyPenalty *float64     `yaml:"frequencyPenalty"`
+	StopSequences    []string     `yaml:"stopSequences"`
+	Seed             *int64       `yaml:"seed"`
+	MaxOutputTokens  *int         `yaml:"maxOutputTokens"`
+	SendReasoning    *bool        `yaml:"sendReasoning"`
+	MaxRetries       *int         `yaml:"maxRetries"`
+	Timeout          AgentTimeout `yaml:"timeout"`
+	// Headers are added to every upstream request of the agent's turns.
+	Headers map[string]string `yaml:"headers"`
+	// ProviderOptions are passed to the provider, keyed by provider name
+	// (e.g. {openai: {reasoning_effort: low}}).
+	ProviderOptions map[string]any `yaml:"providerOptions"`
+}
+
+// AgentTimeout bounds an agent's model streaming: Total the whole turn's,
+// Chunk the wait for each next stream part. Zero means no bound (the
+// turn is still bounded by limits.turnTimeout).
+type AgentTimeout struct {
+	Total time.Duration `yaml:"total"`
+	Chunk time.Duration `yaml:"chunk"`
+}
+
+// ToolChoice is an agent's default tool choice, written as rules write it:
+// the scalar auto, none or required, or the mapping {type: tool, toolName:
+// NAME}.
+type ToolChoice struct {
+	engine.ToolChoice
+}
+
+// UnmarshalYAML accepts exactly the forms engine.ToolChoice accepts in JSON.
+func (c *ToolChoice) UnmarshalYAML(n *yaml.Node) error {
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("line %d: toolChoice: %w", n.Line, err)
+	}
+	if err := c.ToolChoice.UnmarshalJSON(raw); err != nil {
+		return fmt.Errorf("line %d: toolChoice: %w", n.Line, err)
+	}
+	return nil
+}
+
+// TurnDefaults returns a's defaults as the engine's TurnConfig.
+func (a *Agent) TurnDefaults() engine.TurnConfig {
+	d := engine.TurnConfig{
+		Temperature: a.Temperature, TopP: a.TopP, TopK: a.TopK,
+		PresencePenalty: a.PresencePenalty, FrequencyPenalty: a.FrequencyPenalty, Seed: a.Seed,
+		MaxOutputTokens: a.MaxOutputTokens, SendReasoning: a.SendReasoning, MaxRetries: a.MaxRetries,
+		Headers: maps.Clone(a.Headers), ProviderOptions: a.ProviderOptions,
+	}
+	if a.MaxSteps > 0 {
+		d.MaxSteps = new(a.MaxSteps)
+	}
+	if a.ActiveTools != nil {
+		d.ActiveTools = new(slices.Clone(a.ActiveTools))
+	}
+	if a.ToolChoice != nil {
+		d.ToolChoice = new(a.ToolChoice.ToolChoice)
+	}
+	if a.StopSequences != nil {
+		d.StopSequences = new(slices.Clone(a.StopSequences))
+	}
+	if a.Timeout != (AgentTimeout{}) {
+		d.Timeout = &engine.TimeoutConfig{TotalMs: a.Timeout.Total.Milliseconds(), ChunkMs: a.Timeout.Chunk.Milliseconds()}
+	}
+	return d
 }
 
 // Rules configures the rules directory.
@@ -218,14 +303,12 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root) // it decoded above; only positions are needed
 	if err := expandEnv(reflect.ValueOf(&c).Elem(), "", lookup); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, withLines(&root, err))
+		return nil, fmt.Errorf("%s: %w", name, withLines(data, err))
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, withLines(&root, err))
+		return nil, fmt.Errorf("%s: %w", name, withLines(data, err))
 	}
 	return &c, nil
 }
@@ -349,9 +432,9 @@ func (c *Config) Validate() error {
 				add("agents[%d] (%s): unknown tool %q", i, a.Name, t)
 			}
 		}
-		if a.MaxSteps < 0 {
-			add("agents[%d] (%s): maxSteps must not be negative", i, a.Name)
-		}
+		a.validate(func(format string, args ...any) {
+			add("agents[%d] (%s): "+format, append([]any{i, a.Name}, args...)...)
+		}, len(c.MCPServers) > 0)
 	}
 	if c.Store.Driver != "sqlite" {
 		add("store.driver: only sqlite is supported, not %q", c.Store.Driver)
@@ -382,6 +465,37 @@ func (c *Config) Validate() error {
 		add("limits: values must not be negative")
 	}
 	return errors.Join(errs...)
+}
+
+// validate reports a's inconsistent defaults through add. With MCP
+// servers, tool names are only known at run time.
+func (a *Agent) validate(add func(format string, args ...any), mcp bool) {
+	if a.MaxSteps < 0 {
+		add("maxSteps must not be negative")
+	}
+	for _, t := range a.ActiveTools {
+		if !slices.Contains(a.Tools, t) {
+			add("activeTools: %q is not one of the agent's tools", t)
+		}
+	}
+	if tc := a.ToolChoice; tc != nil && tc.Type == engine.ToolChoiceTool && !slices.Contains(a.Tools, tc.ToolName) && !mcp {
+		add("toolChoice: %q is not one of the agent's tools", tc.ToolName)
+	}
+	if a.TopK != nil && *a.TopK < 1 {
+		add("topK must be at least 1")
+	}
+	if a.MaxOutputTokens != nil && *a.MaxOutputTokens < 1 {
+		add("maxOutputTokens must be at least 1")
+	}
+	if a.MaxRetries != nil && *a.MaxRetries < 0 {
+		add("maxRetries must not be negative")
+	}
+	if a.Timeout.Total < 0 || a.Timeout.Chunk < 0 {
+		add("timeout: values must not be negative")
+	}
+	if _, err := json.Marshal(a.ProviderOptions); err != nil {
+		add("providerOptions: not representable as JSON: %v", err)
+	}
 }
 
 func isSHA256Hex(s string) bool {

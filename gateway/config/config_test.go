@@ -1,11 +1,18 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turngate/turngate/engine"
 )
 
 func env(vars map[string]string) func(string) (string, bool) {
@@ -47,6 +54,13 @@ func TestParseErrors(t *testing.T) {
 		{"unknown tool", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents:\n  - {name: a, model: m, tools: [nope]}\n", []string{"unknown tool \"nope\""}},
 		{"key and hash", "auth:\n  apiKeys:\n    - {key: k, keySha256: abc, tenant: t}\n", []string{"exactly one of key and keySha256"}},
 		{"file sink without path", "audit: {sink: file}\n", []string{"audit.path"}},
+		{"tool choice of an unknown form", agentYAML("toolChoice: sometimes"), []string{"line 5: toolChoice", `"sometimes" is not one of`}},
+		{"tool choice object without a name", agentYAML("toolChoice: {type: tool}"), []string{"line 5: toolChoice", "needs a non-empty toolName"}},
+		{"tool choice of a foreign tool", agentYAML("toolChoice: {type: tool, toolName: x}"), []string{"line 4: agents[0] (a): toolChoice", `"x" is not one of`}},
+		{"active tool of a foreign tool", agentYAML("activeTools: [t, x]"), []string{"line 4: agents[0] (a): activeTools", `"x"`}},
+		{"zero topK", agentYAML("topK: 0"), []string{"topK must be at least 1"}},
+		{"negative timeout", agentYAML("timeout: {chunk: -1s}"), []string{"timeout: values must not be negative"}},
+		{"unknown timeout key", agentYAML("timeout: {totalMs: 5}"), []string{"line 5", "totalMs"}},
 		{"duplicate agent", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents: [{name: a, model: m}, {name: a, model: m}]\n", []string{"line 3: agents[1]: duplicate agent"}},
 	}
 	for _, tc := range tests {
@@ -65,6 +79,70 @@ func TestParseErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// agentYAML is a valid config whose one agent (line 4, tool t) has the
+// extra line 5.
+func agentYAML(extra string) string {
+	return "tools: [{name: t, builtin: echo}]\nproviders: [{name: p, type: scripted}]\n" +
+		"agents:\n  - {name: a, model: m, tools: [t],\n     " + extra + "}\nmodels: {m: {provider: p, model: x}}\n"
+}
+
+func TestAgentTurnDefaults(t *testing.T) {
+	c, err := Parse("t.yaml", []byte(`
+providers: [{name: p, type: scripted}]
+models: {m: {provider: p, model: x}}
+tools: [{name: a, builtin: echo}, {name: b, builtin: echo}]
+agents:
+  - name: full
+    model: m
+    tools: [a, b]
+    maxSteps: 3
+    activeTools: [a]
+    toolChoice: {type: tool, toolName: a}
+    temperature: 0.5
+    topP: 0.9
+    topK: 40
+    presencePenalty: 0.1
+    frequencyPenalty: 0.2
+    stopSequences: [END]
+    seed: 7
+    maxOutputTokens: 256
+    sendReasoning: false
+    maxRetries: 1
+    timeout: {total: 90s, chunk: 1500ms}
+    headers: {X-Team: "${TEAM}"}
+    providerOptions: {p: {reasoning_effort: low, n: [1, 2]}}
+  - {name: bare, model: m, toolChoice: required}
+`), env(map[string]string{"TEAM": "support"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := c.Agent("full")
+	want := engine.TurnConfig{
+		MaxSteps: new(3), ActiveTools: &[]string{"a"}, ToolChoice: &engine.ToolChoice{Type: engine.ToolChoiceTool, ToolName: "a"},
+		Temperature: new(0.5), TopP: new(0.9), TopK: new(40), PresencePenalty: new(0.1), FrequencyPenalty: new(0.2),
+		StopSequences: &[]string{"END"}, Seed: new(int64(7)), MaxOutputTokens: new(256), SendReasoning: new(false),
+		MaxRetries: new(1), Timeout: &engine.TimeoutConfig{TotalMs: 90000, ChunkMs: 1500},
+		Headers:         map[string]string{"X-Team": "support"},
+		ProviderOptions: map[string]any{"p": map[string]any{"reasoning_effort": "low", "n": []any{1, 2}}},
+	}
+	if got := full.TurnDefaults(); !reflect.DeepEqual(got, want) {
+		t.Errorf("TurnDefaults()\n got %s\nwant %s", mustJSON(t, got), mustJSON(t, want))
+	}
+	bare, _ := c.Agent("bare")
+	if got := bare.TurnDefaults(); !reflect.DeepEqual(got, engine.TurnConfig{ToolChoice: &engine.ToolChoice{Type: engine.ToolChoiceRequired}}) {
+		t.Errorf("bare agent's defaults %s, want only the tool choice", mustJSON(t, got))
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func TestEnvExpansion(t *testing.T) {
@@ -121,16 +199,62 @@ func TestExpand(t *testing.T) {
 	}
 }
 
+// maxFuzzConfig bounds the inputs FuzzParse explores. Go's fuzzer
+// minimizes every input that finds new coverage by trying to remove each
+// byte range, which is quadratic in the input's size: seeded with whole
+// 1.5 KB config files, it spent seconds (up to -fuzzminimizetime, 60s) per
+// new input and ran a few hundred execs in 15s. Whole files are covered by
+// TestDefault, TestREADMEConfig and the gateway's tests; the fuzzer gets
+// them as sections.
+const maxFuzzConfig = 512
+
+// sections splits a config document into its top-level sections, and a
+// section longer than maxFuzzConfig into its list items, each under the
+// section's key.
+func sections(data []byte) [][]byte {
+	var out [][]byte
+	starts := topLevelKey.FindAllIndex(data, -1)
+	for i, st := range starts {
+		end := len(data)
+		if i+1 < len(starts) {
+			end = starts[i+1][0]
+		}
+		sec := data[st[0]:end]
+		if len(sec) <= maxFuzzConfig {
+			out = append(out, sec)
+			continue
+		}
+		head, body, _ := bytes.Cut(sec, []byte("\n"))
+		for _, item := range bytes.Split(body, []byte("\n  - ")) {
+			out = append(out, fmt.Appendf(nil, "%s\n  - %s\n", head, bytes.TrimPrefix(item, []byte("  - "))))
+		}
+	}
+	return out
+}
+
+// topLevelKey matches the start of a top-level key's line.
+var topLevelKey = regexp.MustCompile(`(?m)^[A-Za-z]`)
+
 // FuzzParse checks that no config text panics the decoder, the expansion
-// or the validation.
+// or the validation, or takes the decoder long.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("listen: x"))
-	f.Add(DefaultYAML())
-	if data, err := os.ReadFile(filepath.Join("..", "testdata", "config.yaml")); err == nil {
-		f.Add(data)
-	}
 	f.Add([]byte("agents: [{name: a, model: ${X:-m}}]\nlimits: {turnTimeout: 1s}\n"))
+	f.Add([]byte("providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\n" +
+		"agents: [{name: a, model: m, toolChoice: {type: tool, toolName: t}, timeout: {total: 1s}}]\n"))
+	seeds := [][]byte{DefaultYAML()}
+	if data, err := os.ReadFile(filepath.Join("..", "testdata", "config.yaml")); err == nil {
+		seeds = append(seeds, data)
+	}
+	for _, s := range seeds {
+		for _, sec := range sections(s) {
+			f.Add(sec)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxFuzzConfig {
+			return
+		}
 		_, _ = Parse("fuzz.yaml", data, env(map[string]string{"X": "y"}))
 	})
 }

@@ -17,8 +17,11 @@ var fieldPath = regexp.MustCompile(`^[A-Za-z]+(?:\[\d+\]|\.[A-Za-z0-9_-]+)*`)
 var segment = regexp.MustCompile(`\[(\d+)\]|\.?([A-Za-z0-9_-]+)`)
 
 // withLines prefixes each error of err with "line N: " when its field path
-// can be found in the document root.
-func withLines(root *yaml.Node, err error) error {
+// can be found in the document data. Only a failed Parse pays for this
+// second, positioned parse.
+func withLines(data []byte, err error) error {
+	root := new(yaml.Node)
+	_ = yaml.Unmarshal(data, root) // data decoded once already; only positions are needed
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()

@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/config"
+)
+
+// fakeOpenAI is an OpenAI-compatible upstream at the edge of the world: it
+// records each chat completions request and answers with one text stream.
+type fakeOpenAI struct {
+	*httptest.Server
+	mu       sync.Mutex
+	bodies   []map[string]any
+	headers  []http.Header
+	failures int // answer this many requests with a retryable 500 first
+}
+
+// fakeAnswer is the text the fake upstream streams.
+const fakeAnswer = "Hello from upstream."
+
+func newFakeOpenAI(t *testing.T) *fakeOpenAI {
+	f := &fakeOpenAI{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		if err := json.Unmarshal(data, &body); err != nil {
+			t.Errorf("upstream request body %s: %v", data, err)
+		}
+		f.mu.Lock()
+		f.bodies = append(f.bodies, body)
+		f.headers = append(f.headers, r.Header.Clone())
+		fail := f.failures > 0
+		f.failures--
+		f.mu.Unlock()
+		if fail {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, `{"error":{"message":"upstream is down","type":"server_error"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, chunk := range []string{
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"` + fakeAnswer + `"},"finish_reason":null}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`,
+			`[DONE]`,
+		} {
+			_, _ = io.WriteString(w, "data: "+chunk+"\n\n")
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// last returns the last request's body and headers.
+func (f *fakeOpenAI) last(t *testing.T) (map[string]any, http.Header) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.bodies) == 0 {
+		t.Fatal("the upstream received no request")
+	}
+	return f.bodies[len(f.bodies)-1], f.headers[len(f.headers)-1]
+}
+
+// stepWarnings records the provider warnings of every step.
+type stepWarnings struct {
+	engine.NopHooks
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (o *stepWarnings) OnStepFinish(_ context.Context, s *engine.StepResult) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.warnings = append(o.warnings, s.Warnings...)
+}
+
+// TestAgentDefaultsReachTheProvider configures every TurnConfig default an
+// agent has and checks each one in the upstream request the turn makes.
+func TestAgentDefaultsReachTheProvider(t *testing.T) {
+	up := newFakeOpenAI(t)
+	cfg := testConfig(t, "basic")
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "up", Type: config.ProviderOpenAI, BaseURL: up.URL + "/v1",
+		APIKey: "sk-upstream", Headers: map[string]string{"X-Provider": "p"}})
+	cfg.Models["up"] = config.Model{Provider: "up", Model: "gpt-test"}
+	tuned, err := config.Parse("agent.yaml", []byte(`
+providers: [{name: up, type: openai}]
+models: {up: {provider: up, model: gpt-test}}
+tools: [{name: weather, builtin: weather}, {name: search, builtin: search}]
+agents:
+  - name: tuned
+    model: up
+    system: Be brief.
+    tools: [weather, search]
+    maxSteps: 2
+    activeTools: [weather]
+    toolChoice: required
+    temperature: 0.25
+    topP: 0.5
+    topK: 7
+    presencePenalty: 0.125
+    frequencyPenalty: 0.375
+    stopSequences: [STOP]
+    seed: 42
+    maxOutputTokens: 99
+    sendReasoning: false
+    maxRetries: 0
+    timeout: {total: 1m, chunk: 30s}
+    headers: {X-Agent: tuned}
+    providerOptions: {up: {user: agent-user, reasoning_effort: low}, other: {ignored: true}}
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Agents = append(cfg.Agents, tuned.Agents[0])
+	obs := &stepWarnings{}
+	g := startGateway(t, cfg, Options{Observer: obs})
+
+	var res turnResponse
+	g.doJSON("POST", "/v1/agents/tuned/sessions/s1/messages", map[string]any{"text": "hi"}, http.StatusOK, &res)
+	if res.Status != engine.StatusCompleted || textOf(res.Message) != fakeAnswer {
+		t.Fatalf("turn %+v", res)
+	}
+	body, header := up.last(t)
+	want := map[string]any{
+		"model": "gpt-test", "temperature": 0.25, "top_p": 0.5, "presence_penalty": 0.125, "frequency_penalty": 0.375,
+		"seed": float64(42), "max_tokens": float64(99), "tool_choice": "required", "user": "agent-user", "reasoning_effort": "low",
+	}
+	for k, v := range want {
+		if body[k] != v {
+			t.Errorf("upstream body %s = %v, want %v", k, body[k], v)
+		}
+	}
+	if stop, _ := json.Marshal(body["stop"]); string(stop) != `["STOP"]` {
+		t.Errorf("upstream stop = %s, want the agent's stopSequences", stop)
+	}
+	if _, ok := body["ignored"]; ok {
+		t.Error("another provider's providerOptions reached the request")
+	}
+	tools, _ := body["tools"].([]any)
+	if len(tools) != 1 || !strings.Contains(mustJSON(tools[0]), `"name":"weather"`) {
+		t.Errorf("upstream tools %s, want only the active weather tool", mustJSON(tools))
+	}
+	msgs, _ := body["messages"].([]any)
+	if len(msgs) == 0 || !strings.Contains(mustJSON(msgs[0]), "Be brief.") {
+		t.Errorf("upstream messages %s do not start with the agent's system prompt", mustJSON(msgs))
+	}
+	if header.Get("X-Agent") != "tuned" || header.Get("X-Provider") != "p" || header.Get("Authorization") != "Bearer sk-upstream" {
+		t.Errorf("upstream headers %v", header)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if !strings.Contains(strings.Join(obs.warnings, "\n"), "topK") {
+		t.Errorf("step warnings %q: topK did not reach the provider (which warns that it cannot send it)", obs.warnings)
+	}
+}
+
+// TestAgentMaxRetriesDefault checks that maxRetries 0 reaches the engine:
+// one retryable upstream failure ends the turn without a retry.
+func TestAgentMaxRetriesDefault(t *testing.T) {
+	up := newFakeOpenAI(t)
+	up.failures = 1
+	cfg := testConfig(t, "basic")
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "up", Type: config.ProviderOpenAI, BaseURL: up.URL + "/v1"})
+	cfg.Models["up"] = config.Model{Provider: "up", Model: "gpt-test"}
+	cfg.Agents = append(cfg.Agents, config.Agent{Name: "once", Model: "up", MaxRetries: new(0)})
+	g := startGateway(t, cfg, Options{})
+	var res turnResponse
+	g.doJSON("POST", "/v1/agents/once/sessions/s1/messages", map[string]any{"text": "hi"}, http.StatusOK, &res)
+	if res.Status != engine.StatusError {
+		t.Errorf("status %q, want error", res.Status)
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if len(up.bodies) != 1 {
+		t.Errorf("%d upstream requests, want 1 (maxRetries 0)", len(up.bodies))
+	}
+}
