@@ -133,10 +133,15 @@ func (t *turn) setup(ctx context.Context) error {
 	if req.Defaults.MaxSteps != nil {
 		maxSteps = *req.Defaults.MaxSteps
 	}
+	history := req.Messages
+	if len(req.ClientToolResults) > 0 && req.Continuation && len(history) > 0 && history[len(history)-1].ID == t.msg.ID {
+		t.settleClientResults(ctx)
+		history = append(slices.Clip(history[:len(history)-1]), t.msg)
+	}
 	tc := &TurnContext{
 		Identity:     req.Identity,
 		System:       req.System,
-		Messages:     ConvertToModelMessages(req.Messages),
+		Messages:     ConvertToModelMessages(history),
 		Tools:        t.toolInfos(nil),
 		Model:        req.Model,
 		Continuation: req.Continuation,

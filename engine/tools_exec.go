@@ -337,3 +337,63 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 		Decision:   cs.decision,
 	})
 }
+
+// settleClientResults runs the toolResult hook and afterToolCall for the
+// client tool outputs a continuation brings (TurnRequest.ClientToolResults),
+// so client-supplied outputs pass the same data-loss policy and audit as
+// server executions. A replaced output is written into the continued
+// message and re-emitted; a hook error turns the output into a tool error
+// (fail closed).
+func (t *turn) settleClientResults(ctx context.Context) {
+	step := -1
+	for i := range t.msg.Parts {
+		part := &t.msg.Parts[i]
+		if part.Type == PartStepStart {
+			step++
+			continue
+		}
+		if !part.IsTool() || !slices.Contains(t.req.ClientToolResults, part.ToolCallID) {
+			continue
+		}
+		name := part.ToolPartName()
+		rc := &ToolCallResultContext{
+			Identity:   t.req.Identity,
+			Type:       "tool-call",
+			ToolCallID: part.ToolCallID,
+			ToolName:   name,
+			Input:      part.Input,
+			Dynamic:    part.Type == PartDynamicTool,
+			StepNumber: max(step, 0),
+			Decision:   DecisionClient,
+			Executed:   true,
+		}
+		if i, ok := t.toolIndex[name]; ok {
+			rc.Tool = t.tools[i].ToolInfo
+		}
+		switch part.State {
+		case ToolStateOutputAvailable:
+			rc.Success, rc.Output = true, orNull(part.Output)
+			d, err := callToolResult(ctx, t.hooks, rc)
+			if err != nil {
+				err = fmt.Errorf("toolResult: %w", err)
+			} else if d != nil && !json.Valid(orNull(d.Output)) {
+				err = fmt.Errorf("toolResult replaced the output of tool %q with invalid JSON", name)
+			}
+			switch {
+			case err != nil:
+				rc.Success, rc.Error = false, t.chatError(ctx, StagePolicy, err, err.Error())
+				part.State, part.Output, part.ErrorText = ToolStateOutputError, nil, rc.Error
+				t.emit(Event{Type: EventToolOutputError, ToolCallID: part.ToolCallID, ErrorText: rc.Error, Dynamic: rc.Dynamic})
+			case d != nil:
+				rc.ModelOutput = orNull(d.Output)
+				part.Output = rc.ModelOutput
+				t.emit(Event{Type: EventToolOutputAvailable, ToolCallID: part.ToolCallID, Output: rc.ModelOutput, Dynamic: rc.Dynamic})
+			}
+		case ToolStateOutputError:
+			rc.Error = part.ErrorText
+		default:
+			continue
+		}
+		t.callAfterToolCall(ctx, rc)
+	}
+}

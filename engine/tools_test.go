@@ -418,6 +418,42 @@ func TestClientTools(t *testing.T) {
 			t.Errorf("continuation stream starts %s", h.ev.text())
 		}
 	})
+	t.Run("client result passes the toolResult hook and afterToolCall", func(t *testing.T) {
+		fake := newFake(callStep(`getLocation={}`), textStep("ok"))
+		h := newHarness(t, fake, client)
+		first := h.run(context.Background())
+		msg := first.Message
+		msg.Parts = slices.Clone(msg.Parts)
+		last := &msg.Parts[len(msg.Parts)-1]
+		last.State, last.Output = engine.ToolStateOutputAvailable, json.RawMessage(`{"city":"Paris","token":"s3cret"}`)
+		h.rec.result = func(rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, error) {
+			return &engine.ToolResultDecision{Output: json.RawMessage(`{"city":"Paris","token":"[REDACTED]"}`)}, nil
+		}
+		h.ev = &events{}
+		h.req.Emit = h.ev.emit
+		h.req.Messages = append(h.req.Messages, msg)
+		h.req.Continuation, h.req.MessageID = true, ""
+		h.req.ClientToolResults = []string{last.ToolCallID}
+		res := h.run(context.Background())
+		if seen := toolResultsSeen(t, fake.requests()[1])[0]; strings.Contains(string(seen.Output), "s3cret") {
+			t.Errorf("model saw the client's secret: %s", seen.Output)
+		}
+		if p := res.Message.Parts[len(msg.Parts)-1]; strings.Contains(string(p.Output), "s3cret") {
+			t.Errorf("persisted part keeps the secret: %s", p.Output)
+		}
+		if !strings.Contains(h.ev.text(), `"token":"[REDACTED]"`) {
+			t.Errorf("stream does not re-emit the redacted output: %s", h.ev.text())
+		}
+		var after *engine.ToolCallResultContext
+		for i := range h.rec.after {
+			if h.rec.after[i].ToolCallID == last.ToolCallID {
+				after = &h.rec.after[i]
+			}
+		}
+		if after == nil || after.Decision != engine.DecisionClient || !after.Success || !strings.Contains(string(after.Output), "s3cret") || strings.Contains(string(after.ModelOutput), "s3cret") {
+			t.Errorf("afterToolCall for the client result: %+v", after)
+		}
+	})
 	t.Run("server and client call in one step", func(t *testing.T) {
 		fake := newFake(callStep(`A={"q":"x"}`, `getLocation={}`))
 		h := newHarness(t, fake, echoTool("A"), client)

@@ -25,6 +25,12 @@ type TurnRequest struct {
 	// Continuation marks a turn that continues the last assistant message
 	// (after client tool results, or continueLastTurn).
 	Continuation bool
+	// ClientToolResults are the toolCallIds of the continued message whose
+	// outputs the client has just supplied. Before beforeTurn the engine
+	// runs the toolResult hook on each (so a redaction changes what the
+	// model sees and what is persisted) and reports it to afterToolCall
+	// with Decision DecisionClient.
+	ClientToolResults []string
 	// MessageID is the assistant message id: the continued message's id on
 	// continuations, a fresh id otherwise (the engine makes one if empty).
 	MessageID string
