@@ -22,6 +22,8 @@ func TestReadStream(t *testing.T) {
 		{"server tool turn", string(serverTool), streamStats{events: 20, toolOutputs: 1, done: true}, true},
 		{"error event", "data: {\"type\":\"start\"}\n\ndata: {\"type\":\"error\",\"errorText\":\"boom\"}\n\ndata: [DONE]\n\n",
 			streamStats{events: 2, errorText: "error event: boom", done: true}, false},
+		{"tool error", "data: {\"type\":\"tool-output-error\",\"toolCallId\":\"c\",\"errorText\":\"blocked\"}\n\ndata: [DONE]\n\n",
+			streamStats{events: 1, toolErrorText: "tool-output-error event: blocked", done: true}, false},
 		{"no done", "data: {\"type\":\"text-delta\",\"delta\":\"a\"}\n\n", streamStats{events: 1}, true},
 		{"crlf and comments", ": keep-alive\r\n\r\ndata: {\"type\":\"text-delta\"}\r\n\r\ndata: [DONE]\r\n\r\n", streamStats{events: 1, done: true}, true},
 		{"type not first", "data: {\"delta\":\"a\",\"type\":\"text-delta\"}\n\ndata: [DONE]\n\n", streamStats{events: 1, done: true}, true},

@@ -146,6 +146,8 @@ func (l *turnLoad) turn(ctx context.Context, session, msgID string) (turnSample,
 		return s, "error-event", errors.New(st.errorText)
 	case !st.done:
 		return s, "no-done", errors.New("the stream ended without [DONE]")
+	case st.toolErrorText != "":
+		return s, "tool-error", errors.New(st.toolErrorText)
 	case st.toolOutputs == 0:
 		return s, "no-tool-call", errors.New("the turn made no tool call")
 	case st.firstText == 0:
@@ -159,8 +161,11 @@ type streamStats struct {
 	events      int
 	firstText   time.Duration
 	toolOutputs int
-	errorText   string
-	done        bool
+	// toolErrorText is the last tool-output-error's text: a failed or
+	// fail-closed call.
+	toolErrorText string
+	errorText     string
+	done          bool
 }
 
 // Event framing of the UI message stream.
@@ -214,13 +219,20 @@ func readStream(r io.Reader, start time.Time, onEvent func(string)) (streamStats
 		case "tool-output-available":
 			st.toolOutputs++
 		case "error":
-			var e struct {
-				ErrorText string `json:"errorText"`
-			}
-			_ = json.Unmarshal(data, &e)
-			st.errorText = "error event: " + e.ErrorText
+			st.errorText = "error event: " + errorText(data)
+		case "tool-output-error":
+			st.toolErrorText = "tool-output-error event: " + errorText(data)
 		}
 	}
+}
+
+// errorText returns an error event's "errorText".
+func errorText(data []byte) string {
+	var e struct {
+		ErrorText string `json:"errorText"`
+	}
+	_ = json.Unmarshal(data, &e)
+	return e.ErrorText
 }
 
 // eventType returns an event's "type".
