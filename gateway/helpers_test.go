@@ -18,6 +18,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/policy/ruleset"
 )
@@ -68,7 +69,11 @@ func startGateway(t testing.TB, cfg *config.Config, opts Options) *testGateway {
 	}
 	g := &testGateway{t: t, cfg: cfg, store: st, audit: &bytes.Buffer{}}
 	opts.Config, opts.Store, opts.Rules = cfg, st, rules
-	opts.Engine = engine.New(engine.Options{Models: models, Logger: discardLogger(), RetryBaseDelay: time.Millisecond})
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.New()
+	}
+	// Wired as turngate serve wires it: upstream calls are timed and counted.
+	opts.Engine = engine.New(engine.Options{Models: opts.Metrics.Resolver(models), Logger: discardLogger(), RetryBaseDelay: time.Millisecond})
 	opts.Logger = discardLogger()
 	srv, err := New(opts)
 	if err != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -72,12 +73,7 @@ func TestAuditAndMetrics(t *testing.T) {
 		t.Error("a redacted field reached the audit log")
 	}
 
-	resp := g.do("GET", "/metrics", nil)
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("metrics status %d", resp.StatusCode)
-	}
+	data := g.metricsText()
 	for _, want := range []string{
 		`turngate_turns_total{agent="demo",status="completed"} 2`,
 		`turngate_tool_calls_total{decision="block",tool="delete"} 1`,
@@ -85,9 +81,74 @@ func TestAuditAndMetrics(t *testing.T) {
 		`turngate_steps_total{agent="demo"} 4`,
 		`turngate_hook_eval_seconds_count{hook="beforeToolCall"} 2`,
 		`turngate_active_streams 0`,
+		`turngate_upstream_request_seconds_count{model="demo"} 4`,
 	} {
-		if !strings.Contains(string(data), want) {
+		if !strings.Contains(data, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+}
+
+// metricsText returns the gateway's /metrics page.
+func (g *testGateway) metricsText() string {
+	g.t.Helper()
+	resp := g.do("GET", "/metrics", nil)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		g.t.Fatalf("metrics status %d", resp.StatusCode)
+	}
+	return string(data)
+}
+
+func TestActiveStreamsGauge(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	resp := g.do("POST", "/v1/agents/slow/chat", chatBody("s1", "u1", "tell me a long story"))
+	readUntil(t, bufio.NewReader(resp.Body), `"text-delta"`)
+	if m := g.metricsText(); !strings.Contains(m, "turngate_active_streams 1\n") {
+		t.Errorf("during a chat stream the gauge is not 1:\n%s", grepLines(m, "active_streams"))
+	}
+	g.doJSON("POST", "/v1/agents/slow/sessions/s1/cancel", nil, http.StatusOK, nil)
+	resp.Body.Close()
+	waitFor(t, "the stream to end", func() bool { return strings.Contains(g.metricsText(), "turngate_active_streams 0\n") })
+	if m := g.metricsText(); !strings.Contains(m, `turngate_turns_total{agent="slow",status="aborted"} 1`) {
+		t.Errorf("the cancelled turn is not counted aborted:\n%s", grepLines(m, "turns_total"))
+	}
+}
+
+func TestUpstreamErrorsCounted(t *testing.T) {
+	up := newFakeOpenAI(t)
+	up.failures = 1
+	cfg := testConfig(t, "basic")
+	cfg.Providers = append(cfg.Providers, config.Provider{Name: "up", Type: config.ProviderOpenAI, BaseURL: up.URL + "/v1"})
+	cfg.Models["up"] = config.Model{Provider: "up", Model: "gpt-test"}
+	cfg.Agents = append(cfg.Agents, config.Agent{Name: "remote", Model: "up", MaxRetries: new(0)})
+	g := startGateway(t, cfg, Options{})
+	g.doJSON("POST", "/v1/agents/remote/sessions/s1/messages", map[string]any{"text": "hi"}, http.StatusOK, nil)
+	g.doJSON("POST", "/v1/agents/remote/sessions/s1/messages", map[string]any{"text": "again"}, http.StatusOK, nil)
+	m := g.metricsText()
+	for _, want := range []string{
+		`turngate_upstream_errors_total{model="up"} 1`,
+		`turngate_upstream_request_seconds_count{model="up"} 2`,
+		`turngate_turns_total{agent="remote",status="error"} 1`,
+		`turngate_turns_total{agent="remote",status="completed"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "upstream", "turns_total"))
+		}
+	}
+}
+
+// grepLines returns the lines of text that contain any of words.
+func grepLines(text string, words ...string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		for _, w := range words {
+			if strings.Contains(l, w) && !strings.HasPrefix(l, "#") {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -250,7 +251,24 @@ func (s *Server) routes() http.Handler {
 	admin.GET("/rules", s.handle(s.rulesStatus))
 	admin.POST("/rules/reload", s.handle(s.rulesReload))
 	admin.POST("/rules/eval", s.handle(s.rulesEval))
+
+	if s.cfg.Debug.Pprof {
+		routePprof(r.Group("/debug/pprof", s.authenticate, s.requireAdmin))
+	}
 	return r
+}
+
+// routePprof serves net/http/pprof's profiles on g (debug.pprof, admin
+// role only): the index, cmdline, profile, symbol, trace and every named
+// profile (heap, goroutine, allocs, block, mutex, threadcreate).
+func routePprof(g *gin.RouterGroup) {
+	g.GET("/", gin.WrapF(pprof.Index))
+	g.GET("/cmdline", gin.WrapF(pprof.Cmdline))
+	g.GET("/profile", gin.WrapF(pprof.Profile))
+	g.GET("/symbol", gin.WrapF(pprof.Symbol))
+	g.POST("/symbol", gin.WrapF(pprof.Symbol))
+	g.GET("/trace", gin.WrapF(pprof.Trace))
+	g.GET("/:profile", gin.WrapF(pprof.Index))
 }
 
 // requestIDHeader carries the request id both ways.

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/turngate/turngate/engine"
@@ -131,6 +133,10 @@ func TestSubmissionSurvivesRestart(t *testing.T) {
 	}
 }
 
+// TestTenantIsolation checks every session endpoint as another tenant and
+// as another agent: reads, cancel and reconnect answer 404 not_found (also
+// while the owner's turn is running, which they must not disturb); writes
+// to the same session id as another tenant make the caller's own session.
 func TestTenantIsolation(t *testing.T) {
 	g := newTestGateway(t, "basic", func(c *config.Config) {
 		c.Auth.APIKeys = []config.APIKey{
@@ -142,39 +148,76 @@ func TestTenantIsolation(t *testing.T) {
 	var sub submissionResponse
 	g.doJSON("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "secret of a", "async": true}, http.StatusAccepted, &sub)
 	waitSubmission(t, g, "demo", "s1", sub.SubmissionID)
+	// a's slow turn keeps running on session "live" during the probes.
+	live := g.do("POST", "/v1/agents/slow/chat", chatBody("live", "u1", "tell me a long story"))
+	defer live.Body.Close()
+	liveReader := bufio.NewReader(live.Body)
+	readUntil(t, liveReader, `"text-delta"`)
 
-	g.key = "key-b"
-	endpoints := []struct{ method, path string }{
-		{"GET", "/v1/agents/demo/sessions/s1/messages"},
-		{"POST", "/v1/agents/demo/sessions/s1/continue"},
-		{"POST", "/v1/agents/demo/sessions/s1/cancel"},
-		{"GET", "/v1/agents/demo/sessions/s1/submissions/" + sub.SubmissionID},
-		{"GET", "/v1/agents/demo/chat/s1/stream"},
+	probes := func(agent, session string) []struct{ method, path string } {
+		base := "/v1/agents/" + agent
+		return []struct{ method, path string }{
+			{"GET", base + "/sessions/" + session + "/messages"},
+			{"POST", base + "/sessions/" + session + "/continue"},
+			{"POST", base + "/sessions/" + session + "/cancel"},
+			{"GET", base + "/sessions/" + session + "/submissions/" + sub.SubmissionID},
+			{"GET", base + "/chat/" + session + "/stream"},
+		}
 	}
-	for _, e := range endpoints {
-		t.Run(e.method+" "+e.path, func(t *testing.T) {
-			var body map[string]string
-			g.doJSON(e.method, e.path, nil, http.StatusNotFound, &body)
-			if body["code"] != CodeNotFound {
-				t.Errorf("code %q", body["code"])
+	var cases []struct{ who, key, method, path string }
+	for _, p := range append(probes("demo", "s1"), probes("slow", "live")...) {
+		cases = append(cases, struct{ who, key, method, path string }{"tenant b", "key-b", p.method, p.path})
+	}
+	for _, p := range append(probes("other", "s1"), probes("demo", "live")...) {
+		cases = append(cases, struct{ who, key, method, path string }{"tenant a, other agent", "key-a", p.method, p.path})
+	}
+	// Writes to a session of another agent are refused the same way.
+	cases = append(cases,
+		struct{ who, key, method, path string }{"tenant a, other agent", "key-a", "POST", "/v1/agents/other/chat"},
+		struct{ who, key, method, path string }{"tenant a, other agent", "key-a", "POST", "/v1/agents/other/sessions/s1/messages"},
+	)
+	for _, c := range cases {
+		t.Run(c.who+" "+c.method+" "+c.path, func(t *testing.T) {
+			g.key = c.key
+			var body any
+			switch {
+			case strings.HasSuffix(c.path, "/chat"):
+				body = chatBody("s1", "x1", "hi")
+			case strings.HasSuffix(c.path, "/messages") && c.method == "POST":
+				body = map[string]any{"text": "hi"}
+			}
+			var e map[string]string
+			g.doJSON(c.method, c.path, body, http.StatusNotFound, &e)
+			if e["code"] != CodeNotFound {
+				t.Errorf("code %q, want %q", e["code"], CodeNotFound)
 			}
 		})
 	}
-	// Writing to "s1" as b makes b's own session; a's stays untouched.
+
+	// a's live turn was neither cancelled nor joined by b.
+	readUntil(t, liveReader, "[DONE]") // sent once the turn is recorded
+	g.key = "key-a"
+	recs, err := g.store.Turns(t.Context(), "a", "live")
+	if err != nil || len(recs) != 1 || recs[0].Status != engine.StatusCompleted {
+		t.Errorf("a's live turn records %+v, %v; want one completed", recs, err)
+	}
+
+	// Writing to "s1" as b makes b's own session; a's stays untouched, and
+	// a's submission is not visible through b's session.
+	g.key = "key-b"
 	readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "b1", "hello from b")))
-	bMsgs := g.history("demo", "s1")
-	for _, m := range bMsgs {
+	g.doJSON("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "more from b"}, http.StatusOK, nil)
+	for _, m := range g.history("demo", "s1") {
 		if textOf(m) == "secret of a" {
 			t.Fatal("tenant b sees tenant a's message")
 		}
 	}
+	g.doJSON("GET", "/v1/agents/demo/sessions/s1/submissions/"+sub.SubmissionID, nil, http.StatusNotFound, nil)
 	g.key = "key-a"
 	aMsgs := g.history("demo", "s1")
 	if len(aMsgs) != 2 || textOf(aMsgs[0]) != "secret of a" {
 		t.Errorf("tenant a's session changed: %+v", aMsgs)
 	}
-	// Another agent's session is also a 404.
-	g.doJSON("GET", "/v1/agents/other/sessions/s1/messages", nil, http.StatusNotFound, nil)
 }
 
 func TestAuthAndAdmin(t *testing.T) {

@@ -22,6 +22,8 @@ type fakeOpenAI struct {
 	bodies   []map[string]any
 	headers  []http.Header
 	failures int // answer this many requests with a retryable 500 first
+	// cut ends every stream after its first text delta, without a finish.
+	cut bool
 }
 
 // fakeAnswer is the text the fake upstream streams.
@@ -48,12 +50,16 @@ func newFakeOpenAI(t *testing.T) *fakeOpenAI {
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		for _, chunk := range []string{
+		chunks := []string{
 			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"` + fakeAnswer + `"},"finish_reason":null}]}`,
 			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
 			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`,
 			`[DONE]`,
-		} {
+		}
+		if f.cut {
+			chunks = chunks[:1]
+		}
+		for _, chunk := range chunks {
 			_, _ = io.WriteString(w, "data: "+chunk+"\n\n")
 		}
 	}))
