@@ -53,12 +53,21 @@ func TestAuditAndMetrics(t *testing.T) {
 		switch rec["kind"] {
 		case audit.KindDecision:
 			decisions++
-			if rec["hook"] == "beforeToolCall" && rec["toolName"] == "delete" && rec["outcome"] != "matched" {
-				t.Errorf("the delete block is not recorded as matched: %s", line)
+			if rec["hook"] == "beforeToolCall" && rec["toolName"] == "delete" {
+				fired, _ := rec["rulesFired"].([]any)
+				if rec["outcome"] != "matched" || len(fired) == 0 || rec["decision"] == nil {
+					t.Errorf("the delete block is not recorded as matched with its rules and decision: %s", line)
+				}
+			}
+			for _, k := range []string{"time", "hook", "revision", "agent", "durationUs"} {
+				if _, ok := rec[k]; !ok {
+					t.Errorf("decision line lacks %s: %s", k, line)
+				}
 			}
 		case audit.KindTurn:
 			turns++
-			if rec["status"] != "completed" || rec["revision"] == "" || rec["agent"] != "demo" {
+			if rec["status"] != "completed" || rec["revision"] == "" || rec["agent"] != "demo" || rec["subject"] != "ci" ||
+				rec["entryPath"] != "chat" || rec["durationMs"] == nil || rec["time"] == nil {
 				t.Errorf("turn line %s", line)
 			}
 		}

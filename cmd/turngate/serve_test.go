@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -43,23 +46,44 @@ audit: {sink: none}
 	return path
 }
 
-func TestServeRunsAndShutsDown(t *testing.T) {
+// running is a serve started by startServe.
+type running struct {
+	addr           string
+	hup            chan os.Signal
+	stdout, stderr *syncWriter
+	stop           func() error
+}
+
+// startServe runs serve on a free loopback port with the config at path
+// until the test stops it (or ends).
+func startServe(t *testing.T, path string) *running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	r := &running{hup: make(chan os.Signal, 1), stdout: &syncWriter{w: &bytes.Buffer{}}, stderr: &syncWriter{w: &bytes.Buffer{}}}
 	ready := make(chan string, 1)
-	hup := make(chan os.Signal, 1)
-	var stderr bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, serveParams{ConfigPath: writeServeConfig(t, ""), Listen: "127.0.0.1:0",
-			Stdout: io.Discard, Stderr: &syncWriter{w: &stderr}, Ready: func(a string) { ready <- a }, Hangup: hup})
+		done <- serve(ctx, serveParams{ConfigPath: path, Listen: "127.0.0.1:0", Stdout: r.stdout, Stderr: r.stderr,
+			Ready: func(a string) { ready <- a }, Hangup: r.hup})
 	}()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		t.Fatalf("serve ended early: %v", err)
+	var once sync.Once
+	var stopErr error
+	r.stop = func() error {
+		once.Do(func() { cancel(); stopErr = <-done })
+		return stopErr
 	}
+	t.Cleanup(func() { _ = r.stop() })
+	select {
+	case r.addr = <-ready:
+	case err := <-done:
+		t.Fatalf("serve ended early: %v\n%s", err, r.stderr)
+	}
+	return r
+}
+
+func TestServeRunsAndShutsDown(t *testing.T) {
+	r := startServe(t, writeServeConfig(t, ""))
+	addr := r.addr
 	body := `{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"weather in Paris"}]}]}`
 	resp, err := http.Post("http://"+addr+"/v1/agents/demo/chat", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -70,14 +94,139 @@ func TestServeRunsAndShutsDown(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"tool-output-available"`) || !strings.HasSuffix(string(data), "data: [DONE]\n\n") {
 		t.Fatalf("chat: %d %s", resp.StatusCode, data)
 	}
-	hup <- syscall.SIGHUP
+	r.hup <- syscall.SIGHUP
 	metricsHave(t, addr, `turngate_rule_reloads_total{result="unchanged"} 1`)
-	cancel()
-	if err := <-done; err != nil {
+	if err := r.stop(); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
-	if !strings.Contains(stderr.String(), "NO API KEYS CONFIGURED") {
+	if !strings.Contains(r.stderr.String(), "NO API KEYS CONFIGURED") {
 		t.Error("no loud warning about running without API keys")
+	}
+}
+
+// TestServeReloadMetrics checks that SIGHUP reloads count by result: a
+// broken rule file is a failure (the last good revision keeps serving), a
+// fixed one a success.
+func TestServeReloadMetrics(t *testing.T) {
+	path := writeServeConfig(t, "")
+	rules := filepath.Join(filepath.Dir(path), "rules", "tools.rego")
+	r := startServe(t, path)
+	if err := os.WriteFile(rules, []byte("package turngate.tool_call\n\nblock contains if {\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.hup <- syscall.SIGHUP
+	metricsHave(t, r.addr, `turngate_rule_reloads_total{result="failure"} 1`)
+	rego := "package turngate.tool_call\n\nblock contains \"no weather\" if input.tool.name == \"weather\"\n"
+	if err := os.WriteFile(rules, []byte(rego), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.hup <- syscall.SIGHUP
+	metricsHave(t, r.addr, `turngate_rule_reloads_total{result="success"} 1`)
+}
+
+// TestServeReadHeaderTimeout checks that a client that never finishes its
+// request headers is disconnected after limits.readHeaderTimeout.
+func TestServeReadHeaderTimeout(t *testing.T) {
+	r := startServe(t, writeServeConfig(t, "limits: {readHeaderTimeout: 50ms}\n"))
+	conn, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /v1/agents/demo/chat HTTP/1.1\r\nHost: x\r\nContent-"); err != nil {
+		t.Fatal(err)
+	}
+	// A generous bound on a liveness check, not a latency assertion: without
+	// the timeout the read would block until this deadline.
+	if err := conn.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(conn)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the server kept a connection with unfinished headers open")
+	}
+	// net/http answers the timed-out request with a plain 400 and closes.
+	if len(data) > 0 && !strings.HasPrefix(string(data), "HTTP/1.1 400 ") {
+		t.Errorf("the server answered %q", data)
+	}
+}
+
+// TestServeNeverLogsSecrets runs a turn against an upstream with a provider
+// key, with gateway API keys from the environment, a failed and a good
+// authentication, an upstream failure and an admin reload, then checks
+// that neither the audit log (stdout) nor the logs (stderr) contain a key.
+func TestServeNeverLogsSecrets(t *testing.T) {
+	const providerKey, adminKey, userKey = "sk-provider-5ecret", "gw-admin-5ecret", "gw-user-5ecret"
+	t.Setenv("TG_TEST_PROVIDER_KEY", providerKey)
+	t.Setenv("TG_TEST_ADMIN_KEY", adminKey)
+	t.Setenv("TG_TEST_USER_KEY", userKey)
+	var failNext atomic.Bool
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if failNext.Swap(false) {
+			http.Error(w, `{"error":{"message":"invalid api key","type":"invalid_request_error"}}`, http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	defer up.Close()
+	path := writeServeConfig(t, `
+auth:
+  apiKeys:
+    - {key: "${TG_TEST_ADMIN_KEY}", tenant: t, roles: [admin]}
+    - {key: "${TG_TEST_USER_KEY}", tenant: t}
+`)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(data), "providers: [{name: scripted, type: scripted}]",
+		"providers: [{name: scripted, type: scripted}, {name: up, type: openai, baseURL: \""+up.URL+"/v1\", apiKey: \"${TG_TEST_PROVIDER_KEY}\"}]", 1)
+	cfg = strings.Replace(cfg, "models: {demo: {provider: scripted, model: demo}}", "models: {demo: {provider: scripted, model: demo}, up: {provider: up, model: m}}", 1)
+	cfg = strings.Replace(cfg, "agents:\n", "agents:\n  - {name: remote, model: up, maxRetries: 0}\n", 1)
+	cfg = strings.Replace(cfg, "audit: {sink: none}", "audit: {sink: stdout}", 1)
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startServe(t, path)
+	call := func(key, method, path, body string, want int) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+r.addr+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s %s: status %d, want %d", method, path, resp.StatusCode, want)
+		}
+	}
+	call("wrong-"+userKey, "GET", "/v1/agents/demo/sessions/s/messages", "", http.StatusUnauthorized)
+	call(userKey, "POST", "/v1/agents/remote/sessions/s1/messages", `{"text":"hello"}`, http.StatusOK)
+	call(userKey, "POST", "/v1/agents/demo/chat", `{"id":"s2","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"weather in Oslo"}]}]}`, http.StatusOK)
+	failNext.Store(true)
+	call(userKey, "POST", "/v1/agents/remote/sessions/s1/messages", `{"text":"again"}`, http.StatusOK)
+	call(userKey, "POST", "/v1/admin/rules/reload", "", http.StatusForbidden)
+	call(adminKey, "POST", "/v1/admin/rules/reload", "", http.StatusOK)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	audit, logs := r.stdout.String(), r.stderr.String()
+	if !strings.Contains(audit, `"kind":"turn"`) || !strings.Contains(audit, `"status":"error"`) {
+		t.Fatalf("the audit log lacks the turns:\n%s", audit)
+	}
+	for _, secret := range []string{providerKey, adminKey, userKey} {
+		if strings.Contains(audit, secret) {
+			t.Errorf("the audit log contains the secret %q", secret)
+		}
+		if strings.Contains(logs, secret) {
+			t.Errorf("the logs contain the secret %q", secret)
+		}
 	}
 }
 
@@ -133,4 +282,11 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// String returns what was written (the writer must be a *bytes.Buffer).
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.(*bytes.Buffer).String()
 }
