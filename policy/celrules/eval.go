@@ -58,10 +58,11 @@ func (s *Set) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext, now
 
 // eval runs rules in order, applying each fired rule's fields.
 func (s *Set) eval(ctx context.Context, rules []*rule, act *activation, apply func(*fieldSpec, any)) (Trace, error) {
-	r, err := newRun(ctx, act, s.opts.EvalTimeout)
+	frame, err := interpreter.NewExecutionFrame(act)
 	if err != nil {
 		return Trace{}, &policy.Error{Code: policy.CodeEval, Message: "starting evaluation: " + err.Error()}
 	}
+	r := &run{ctx: ctx, act: act, frame: frame, timeout: s.opts.EvalTimeout}
 	defer r.close()
 	var tr Trace
 	for _, rl := range rules {
@@ -106,14 +107,6 @@ type run struct {
 	timeout time.Duration
 	armed   bool
 	cancel  context.CancelFunc
-}
-
-func newRun(ctx context.Context, act *activation, timeout time.Duration) (*run, error) {
-	frame, err := interpreter.NewExecutionFrame(act)
-	if err != nil {
-		return nil, err
-	}
-	return &run{ctx: ctx, act: act, frame: frame, timeout: timeout}, nil
 }
 
 // arm bounds the rest of the evaluation by the deadline (unless the

@@ -216,6 +216,7 @@ func TestVariables(t *testing.T) {
 		Tools: []engine.ToolInfo{{Name: "search", Kind: engine.ToolKindHTTP, InputSchema: json.RawMessage(`{"type":"object"}`)}},
 	}
 	sc := &engine.PrepareStepContext{Identity: tc.Identity, StepNumber: 1, Turn: tc, ActiveTools: []string{"search"},
+		Messages: []engine.ModelMessage{text("user", "a"), text("assistant", "b"), text("user", "c"), text("assistant", "d")},
 		Steps: []engine.StepResult{{StepNumber: 0, Text: "t", FinishReason: engine.FinishToolCalls,
 			ToolCalls:   []engine.ToolCall{{ToolName: "search", ToolCallID: "c1", Input: json.RawMessage(`{"q":"go"}`)}},
 			ToolResults: []engine.ToolResult{{ToolName: "search", ToolCallID: "c1", Output: json.RawMessage(`[1,2]`)}},
@@ -227,6 +228,8 @@ func TestVariables(t *testing.T) {
 		`turn.messages[0].content[0].input.q == "go" && turn.messages[0].content[0].toolName == "search"`,
 		`turn.tools[0].name == "search" && turn.tools[0].kind == "http" && turn.tools[0].inputSchema.type == "object"`,
 		`principal.tenant == "acme" && principal.subject == "ann" && "admin" in principal.roles`,
+		`[turn.tools, turn.tools, turn.tools].flatten().map(t, t.name + string(t.dynamic)) == ["searchfalse", "searchfalse", "searchfalse"]`,
+		`step.messages.size() == 4 && step.messages.map(m, m.text) == ["a", "b", "c", "d"] && step.messages.filter(m, m.text > "b").size() == 2`,
 		`now == timestamp("1970-01-01T00:00:00Z")`,
 		`step.stepNumber == 1 && step.activeTools == ["search"] && step.steps.size() == 1`,
 		`step.steps[0].toolCalls[0].input.q == "go" && step.steps[0].toolResults[0].output == [1, 2]`,

@@ -28,9 +28,9 @@ type fieldSpec struct {
 	turn   func(c *engine.TurnConfig, v any)
 	step   func(c *engine.StepConfig, v any)
 	// copies says turn and step copy the decoded value (a scalar, a value
-	// struct, appended elements), so a constant decoded once at load can
-	// serve every evaluation. Slices and maps are stored as they are, so
-	// those fields decode afresh each time.
+	// struct, a cloned list, appended elements), so a constant decoded once
+	// at load can serve every evaluation. Fields stored as they are (maps,
+	// messages) decode afresh each time.
 	copies bool
 }
 
@@ -106,8 +106,8 @@ func init() {
 		step: func(c *engine.StepConfig, v any) { c.Messages = ptr(v.([]engine.ModelMessage)) }})
 	add(&fieldSpec{name: "tools"})
 	add(&fieldSpec{name: "activeTools", want: []*types.Type{stringListType}, decode: decodeStringList,
-		turn: func(c *engine.TurnConfig, v any) { c.ActiveTools = ptr(v.([]string)) },
-		step: func(c *engine.StepConfig, v any) { c.ActiveTools = ptr(v.([]string)) }})
+		turn: func(c *engine.TurnConfig, v any) { c.ActiveTools = ptr(slices.Clone(v.([]string))) },
+		step: func(c *engine.StepConfig, v any) { c.ActiveTools = ptr(slices.Clone(v.([]string))) }})
 	add(&fieldSpec{name: "toolChoice", want: []*types.Type{types.StringType, dynMapType}, decode: decodeToolChoice,
 		turn: func(c *engine.TurnConfig, v any) { c.ToolChoice = ptr(v.(engine.ToolChoice)) },
 		step: func(c *engine.StepConfig, v any) { c.ToolChoice = ptr(v.(engine.ToolChoice)) }})
@@ -130,7 +130,7 @@ func init() {
 	add(&fieldSpec{name: "frequencyPenalty", want: []*types.Type{types.DoubleType, types.IntType}, decode: decodeDouble,
 		turn: func(c *engine.TurnConfig, v any) { c.FrequencyPenalty = ptr(v.(float64)) }})
 	add(&fieldSpec{name: "stopSequences", want: []*types.Type{stringListType}, decode: decodeStringList,
-		turn: func(c *engine.TurnConfig, v any) { c.StopSequences = ptr(v.([]string)) }})
+		turn: func(c *engine.TurnConfig, v any) { c.StopSequences = ptr(slices.Clone(v.([]string))) }})
 	add(&fieldSpec{name: "seed", want: []*types.Type{types.IntType}, decode: decodeInt,
 		turn: func(c *engine.TurnConfig, v any) { c.Seed = ptr(v.(int64)) }})
 	add(&fieldSpec{name: "maxRetries", want: []*types.Type{types.IntType}, decode: decodeIntMin(0),
@@ -144,9 +144,9 @@ func init() {
 		step: func(c *engine.StepConfig, v any) { c.ProviderOptions = v.(map[string]any) }})
 	add(&fieldSpec{name: "output", want: []*types.Type{dynMapType}, decode: decodeOutput,
 		turn: func(c *engine.TurnConfig, v any) { c.Output = ptr(v.(engine.OutputSpec)) }})
-	for _, name := range []string{"model", "system", "toolChoice", "maxSteps", "stopWhen", "sendReasoning",
-		"maxOutputTokens", "temperature", "topP", "topK", "presencePenalty", "frequencyPenalty", "seed",
-		"maxRetries", "timeout"} {
+	for _, name := range []string{"model", "system", "activeTools", "toolChoice", "maxSteps", "stopWhen", "sendReasoning",
+		"maxOutputTokens", "temperature", "topP", "topK", "presencePenalty", "frequencyPenalty", "stopSequences",
+		"seed", "maxRetries", "timeout"} {
 		fields[name].copies = true
 	}
 }
