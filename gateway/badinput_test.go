@@ -55,6 +55,19 @@ func TestBadInput(t *testing.T) {
 		{"save: text and messages", "POST", "/v1/agents/demo/sessions/s/messages", map[string]any{"text": "a", "messages": []any{user("b")}}, "", 400, CodeInvalidRequest},
 		{"save: async of the wrong type", "POST", "/v1/agents/demo/sessions/s/messages", `{"text":"a","async":"yes"}`, "", 400, CodeInvalidRequest},
 		{"save: trailing data", "POST", "/v1/agents/demo/sessions/s/messages", `{"text":"a"} {}`, "", 400, CodeInvalidJSON},
+		{"save: unknown agent", "POST", "/v1/agents/nobody/sessions/s/messages", map[string]any{"text": "x"}, "", 404, CodeAgentNotFound},
+		{"save: malformed JSON", "POST", "/v1/agents/demo/sessions/s/messages", `{"text":`, "", 400, CodeInvalidJSON},
+		{"save: invalid UTF-8", "POST", "/v1/agents/demo/sessions/s/messages", "{\"text\":\"\xc3\x28\"}", "", 400, CodeInvalidJSON},
+		{"save: too many messages", "POST", "/v1/agents/demo/sessions/s/messages", map[string]any{"messages": []any{user("a"), user("b"), user("c"), user("d")}}, "", 413, CodeTooLarge},
+		{"save: body too large", "POST", "/v1/agents/demo/sessions/s/messages", `{"text":"` + strings.Repeat("x", 5000) + `"}`, "", 413, CodeTooLarge},
+		{"save: invalid session id", "POST", "/v1/agents/demo/sessions/a%20b/messages", map[string]any{"text": "x"}, "", 400, CodeInvalidRequest},
+		{"save: messages of the wrong type", "POST", "/v1/agents/demo/sessions/s/messages", `{"messages":{"a":1}}`, "", 400, CodeInvalidRequest},
+		{"submit: idempotency key too long", "POST", "/v1/agents/demo/sessions/s/messages", map[string]any{"text": "x", "async": true}, "", 400, CodeInvalidRequest},
+		{"continue: malformed JSON", "POST", "/v1/agents/demo/sessions/c1/continue", `{"body":`, "", 400, CodeInvalidJSON},
+		{"continue: invalid UTF-8", "POST", "/v1/agents/demo/sessions/c1/continue", "{\"body\":{\"k\":\"\xff\"}}", "", 400, CodeInvalidJSON},
+		{"continue: body of the wrong type", "POST", "/v1/agents/demo/sessions/c1/continue", `{"body":[1]}`, "", 400, CodeInvalidRequest},
+		{"eval: malformed JSON", "POST", "/v1/admin/rules/eval", `{"hook":`, "", 400, CodeInvalidJSON},
+		{"eval: hook of the wrong type", "POST", "/v1/admin/rules/eval", `{"hook":1,"input":{}}`, "", 400, CodeInvalidRequest},
 		{"continue: unknown field", "POST", "/v1/agents/demo/sessions/c1/continue", map[string]any{"bdy": 1}, "", 400, CodeInvalidRequest},
 		{"missing submission", "GET", "/v1/agents/demo/sessions/none/submissions/x", nil, "", 404, CodeNotFound},
 		{"eval: no input", "POST", "/v1/admin/rules/eval", map[string]any{"hook": "beforeTurn"}, "", 400, CodeInvalidRequest},
@@ -65,6 +78,9 @@ func TestBadInput(t *testing.T) {
 			var headers []string
 			if tc.contentType != "" {
 				headers = []string{"Content-Type", tc.contentType}
+			}
+			if strings.HasPrefix(tc.name, "submit: idempotency key") {
+				headers = append(headers, "Idempotency-Key", strings.Repeat("k", 257))
 			}
 			resp := g.do(tc.method, tc.path, tc.body, headers...)
 			defer resp.Body.Close()

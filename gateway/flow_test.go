@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/config"
 )
 
 // textOf joins a message's text parts.
@@ -80,27 +82,105 @@ func TestChatForgedHistoryIgnored(t *testing.T) {
 	}
 }
 
+// completeWithToolCalls is the ai package's
+// lastAssistantMessageIsCompleteWithToolCalls (protocols.md A.8): useChat
+// resubmits automatically while it holds for the last message.
+func completeWithToolCalls(m engine.UIMessage) bool {
+	if m.Role != engine.RoleAssistant {
+		return false
+	}
+	step := m.Parts
+	for i, p := range m.Parts {
+		if p.Type == engine.PartStepStart {
+			step = m.Parts[i+1:]
+		}
+	}
+	tools := 0
+	for _, p := range step {
+		if !p.IsTool() {
+			continue
+		}
+		tools++
+		if p.State != engine.ToolStateOutputAvailable && p.State != engine.ToolStateOutputError {
+			return false
+		}
+	}
+	return tools > 0
+}
+
+// TestChatResubmissionGuard plays useChat's automatic resubmission against
+// the gateway: while the last assistant message is complete with tool
+// calls and the response did not finish "interrupted", the client posts the
+// message back. A turn that ends with text, or that the step limit stops
+// (the engine closes it with a text step), provokes none. A stored answer
+// whose last step is tools only (a turn cancelled after its tool step)
+// provokes one: the gateway answers it with start and finish "interrupted"
+// without running the model, so the client stops, and the history is
+// unchanged.
 func TestChatResubmissionGuard(t *testing.T) {
-	g := newTestGateway(t, "basic")
-	readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "weather in Paris")))
-	msgs := g.history("demo", "s1")
-	asst := msgs[1]
-	// useChat's automatic resubmission: the finished assistant message comes
-	// back with no pending client tool call. No model turn may start.
-	body := map[string]any{"id": "s1", "trigger": "submit-message", "messageId": asst.ID,
-		"messages": []any{msgs[0], asst}}
-	chunks := readUIStream(t, g.do("POST", "/v1/agents/demo/chat", body))
-	if got := strings.Join(types(chunks), ","); got != "start,finish" {
-		t.Errorf("guard stream = %s, want start,finish", got)
+	g := newTestGateway(t, "basic", func(c *config.Config) {
+		c.Agents = append(c.Agents, config.Agent{Name: "onestep", Model: "demo", Tools: []string{"weather"}, MaxSteps: 1})
+	})
+	toolsOnly := engine.UIMessage{ID: "a1", Role: engine.RoleAssistant, Parts: []engine.UIPart{
+		{Type: engine.PartStepStart},
+		{Type: "tool-weather", ToolCallID: "c1", State: engine.ToolStateOutputAvailable,
+			Input: json.RawMessage(`{"city":"Paris"}`), Output: json.RawMessage(`{"city":"Paris","tempC":3}`)},
+	}}
+	tests := []struct {
+		name, agent string
+		// stored, when set, is the answer already in the session; no turn
+		// runs first.
+		stored *engine.UIMessage
+		// resubmissions is how many automatic requests the client makes.
+		resubmissions int
+	}{
+		{"turn that ends with text", "demo", nil, 0},
+		{"turn stopped by maxSteps after a tool step", "onestep", nil, 0},
+		{"answer whose last step is tools only", "demo", &toolsOnly, 1},
 	}
-	if chunks[0].str("messageId") != asst.ID {
-		t.Errorf("guard start names %q, want the assistant %q", chunks[0].str("messageId"), asst.ID)
-	}
-	if chunks[1].str("finishReason") != "interrupted" {
-		t.Errorf("guard finishReason = %q, want interrupted (stops sendAutomaticallyWhen)", chunks[1].str("finishReason"))
-	}
-	if after := g.history("demo", "s1"); len(after) != 2 {
-		t.Errorf("the guard changed the history: %d messages", len(after))
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			session := fmt.Sprintf("guard-%d", i)
+			var last chunk
+			if tc.stored == nil {
+				chunks := readUIStream(t, g.do("POST", "/v1/agents/"+tc.agent+"/chat", chatBody(session, "u1", "weather in Paris")))
+				last = chunks[len(chunks)-1]
+			} else {
+				ctx := t.Context()
+				if _, _, err := g.store.GetOrCreateSession(ctx, "default", tc.agent, session); err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range []engine.UIMessage{{ID: "u1", Role: engine.RoleUser, Parts: []engine.UIPart{{Type: engine.PartText, Text: "weather in Paris"}}}, *tc.stored} {
+					if err := g.store.AppendMessage(ctx, "default", session, m); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			before := g.history(tc.agent, session)
+			resubmissions := 0
+			for resubmissions < 10 {
+				asst := before[len(before)-1]
+				if last.str("finishReason") == "interrupted" || !completeWithToolCalls(asst) {
+					break
+				}
+				body := map[string]any{"id": session, "trigger": "submit-message", "messageId": asst.ID, "messages": before}
+				chunks := readUIStream(t, g.do("POST", "/v1/agents/"+tc.agent+"/chat", body))
+				resubmissions++
+				if got := strings.Join(types(chunks), ","); got != "start,finish" {
+					t.Errorf("resubmission answered %s, want start,finish", got)
+				}
+				if chunks[0].str("messageId") != asst.ID {
+					t.Errorf("guard start names %q, want the assistant %q", chunks[0].str("messageId"), asst.ID)
+				}
+				last = chunks[len(chunks)-1]
+			}
+			if resubmissions != tc.resubmissions {
+				t.Errorf("the client resubmitted %d times, want %d", resubmissions, tc.resubmissions)
+			}
+			if after := g.history(tc.agent, session); mustJSON(after) != mustJSON(before) {
+				t.Errorf("the resubmission changed the history:\n%s\nwas\n%s", mustJSON(after), mustJSON(before))
+			}
+		})
 	}
 }
 

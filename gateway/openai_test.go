@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/turngate/turngate/gateway/config"
 )
 
 // confirmTool is a client tool as an OpenAI request declares it.
@@ -160,7 +162,11 @@ func TestOpenAIStreaming(t *testing.T) {
 }
 
 func TestOpenAIErrors(t *testing.T) {
-	g := newTestGateway(t, "basic")
+	g := newTestGateway(t, "basic", func(c *config.Config) {
+		c.Limits.MaxBodyBytes = 4096
+		c.Limits.MaxMessages = 3
+	})
+	user := map[string]any{"role": "user", "content": "x"}
 	tests := []struct {
 		name string
 		body any
@@ -173,6 +179,11 @@ func TestOpenAIErrors(t *testing.T) {
 		{"malformed", `{"model":`, 400, CodeInvalidJSON},
 		{"server tool shadowed", map[string]any{"model": "demo", "tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "weather"}}},
 			"messages": []any{map[string]any{"role": "user", "content": "x"}}}, 400, CodeInvalidRequest},
+		{"invalid UTF-8", "{\"model\":\"demo\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", 400, CodeInvalidJSON},
+		{"messages of the wrong type", `{"model":"demo","messages":"x"}`, 400, CodeInvalidRequest},
+		{"content of the wrong type", `{"model":"demo","messages":[{"role":"user","content":5}]}`, 400, CodeInvalidRequest},
+		{"too many messages", map[string]any{"model": "demo", "messages": []any{user, user, user, user}}, 413, CodeTooLarge},
+		{"body too large", `{"model":"demo","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, CodeTooLarge},
 		{"orphan tool result", map[string]any{"model": "demo", "messages": []any{map[string]any{"role": "tool", "tool_call_id": "x", "content": "1"}}}, 400, CodeInvalidRequest},
 	}
 	for _, tc := range tests {
