@@ -32,6 +32,10 @@ type Record struct {
 	StepNumber *int   `json:"stepNumber,omitempty"`
 	ToolCallID string `json:"toolCallId,omitempty"`
 	ToolName   string `json:"toolName,omitempty"`
+	// ToolKind and ToolServer say which kind of tool was called (http,
+	// mcp, agent, client, builtin) and, for MCP and sub-agents, which server.
+	ToolKind   string `json:"toolKind,omitempty"`
+	ToolServer string `json:"toolServer,omitempty"`
 	Outcome    string `json:"outcome"`
 	// RulesFired names the rules that matched: "file.yaml#rule" for CEL,
 	// "data.turngate.tool_call.block" style paths for Rego.

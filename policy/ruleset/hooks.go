@@ -141,7 +141,7 @@ func (h *hooks) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext) (
 // BeforeToolCall evaluates the revision's data.turngate.tool_call.
 func (h *hooks) BeforeToolCall(ctx context.Context, tc *engine.ToolCallContext) (*engine.ToolCallDecision, error) {
 	r := newRecord(policy.HookBeforeToolCall, &tc.Identity, new(tc.StepNumber))
-	r.ToolCallID, r.ToolName = tc.ToolCallID, tc.ToolName
+	r.ToolCallID, r.ToolName, r.ToolKind, r.ToolServer = tc.ToolCallID, tc.ToolName, tc.Tool.Kind, tc.Tool.Server
 	return evaluate(ctx, h, r, h.rev.rego.HasToolCall(),
 		func(ctx context.Context, _ time.Time) (*engine.ToolCallDecision, trace, error) {
 			d, tr, err := h.rev.rego.ToolCall(ctx, tc)
@@ -152,7 +152,7 @@ func (h *hooks) BeforeToolCall(ctx context.Context, tc *engine.ToolCallContext) 
 // ToolResult evaluates the revision's data.turngate.tool_result.
 func (h *hooks) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, error) {
 	r := newRecord(policy.HookToolResult, &rc.Identity, new(rc.StepNumber))
-	r.ToolCallID, r.ToolName = rc.ToolCallID, rc.ToolName
+	r.ToolCallID, r.ToolName, r.ToolKind, r.ToolServer = rc.ToolCallID, rc.ToolName, rc.Tool.Kind, rc.Tool.Server
 	return evaluate(ctx, h, r, h.rev.rego.HasToolResult(),
 		func(ctx context.Context, _ time.Time) (*engine.ToolResultDecision, trace, error) {
 			d, tr, err := h.rev.rego.ToolResult(ctx, rc)

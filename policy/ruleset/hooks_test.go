@@ -128,8 +128,8 @@ func TestHooksRecords(t *testing.T) {
 			if (r.StepNumber != nil) != tc.step {
 				t.Errorf("record step number = %v, want set: %v", r.StepNumber, tc.step)
 			}
-			if tc.toolField && (r.ToolCallID != "call-1" || r.ToolName == "") {
-				t.Errorf("record tool call = %q/%q", r.ToolCallID, r.ToolName)
+			if tc.toolField && (r.ToolCallID != "call-1" || r.ToolName == "" || r.ToolKind != engine.ToolKindHTTP) {
+				t.Errorf("record tool call = %q/%q kind %q", r.ToolCallID, r.ToolName, r.ToolKind)
 			}
 			if (len(r.RulesFired) > 0) != tc.fired {
 				t.Errorf("rules fired = %v, want some: %v", r.RulesFired, tc.fired)
