@@ -126,7 +126,13 @@ func (gw *gateway) start(ctx context.Context, p *params) error {
 	}
 	if p.Rev != "" {
 		// The report names the exact commit measured.
-		out, err := exec.CommandContext(ctx, "git", "rev-parse", "--verify", p.Rev+"^{commit}").Output()
+		root, err := moduleRoot(ctx)
+		if err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, "git", "rev-parse", "--verify", p.Rev+"^{commit}")
+		cmd.Dir = root
+		out, err := cmd.Output()
 		if err != nil {
 			return fmt.Errorf("resolving -rev %s: %w", p.Rev, err)
 		}
