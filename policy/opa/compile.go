@@ -17,11 +17,13 @@ import (
 	"github.com/turngate/turngate/policy"
 )
 
-// DefaultTimeout is the evaluation deadline when Options.Timeout is zero. A
-// tool-call decision is on every call's path; 100ms is far above a healthy
-// decision (tens of microseconds) and low enough that a runaway rule cannot
-// stall a turn.
-const DefaultTimeout = 100 * time.Millisecond
+// DefaultTimeout is the evaluation deadline when Options.Timeout is zero. It
+// bounds a runaway rule; it is not a latency budget. A normal decision takes
+// 25-45µs of CPU, but the deadline is wall-clock time, and on saturated CPUs
+// the wait for a CPU counts against it: at 100ms, 5 of 72,411 decisions under
+// load failed closed although their rules were cheap. One second still stops
+// a rule that loops over a huge input long before a turn would be abandoned.
+const DefaultTimeout = time.Second
 
 // DefaultTestTimeout is the per-test deadline of RunTests when
 // Options.TestTimeout is zero. Tests run in CI and under the race detector,

@@ -123,7 +123,9 @@ func (p *Policy) evalError(ctx, evalCtx context.Context, pkg string, err error) 
 	case ctx.Err() != nil:
 		return &policy.Error{Code: policy.CodeEval, Message: fmt.Sprintf("evaluating data.%s: %v", pkg, ctx.Err())}
 	case errors.Is(evalCtx.Err(), context.DeadlineExceeded):
-		return &policy.Error{Code: policy.CodeTimeout, Message: fmt.Sprintf("evaluating data.%s: exceeded the %v deadline", pkg, p.opts.timeout())}
+		return &policy.Error{Code: policy.CodeTimeout, Message: fmt.Sprintf(
+			"evaluating data.%s: evaluation exceeded the %v deadline (a runaway rule, or CPUs too saturated to finish it)",
+			pkg, p.opts.timeout())}
 	}
 	var te *topdown.Error
 	if !errors.As(err, &te) {

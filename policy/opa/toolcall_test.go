@@ -3,6 +3,7 @@ package opa
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,6 +281,7 @@ func TestToolCallFailsClosed(t *testing.T) {
 		tc      *engine.ToolCallContext
 		code    string
 		line    int
+		msg     string // a substring of the error message, when set
 	}{
 		{
 			name:    "runtime error: division by zero",
@@ -313,6 +315,7 @@ func TestToolCallFailsClosed(t *testing.T) {
 			opts: Options{Timeout: time.Millisecond},
 			tc:   call("x", `{}`),
 			code: policy.CodeTimeout,
+			msg:  "evaluation exceeded the 1ms deadline",
 		},
 		{
 			name:    "block member not a string",
@@ -396,6 +399,9 @@ func TestToolCallFailsClosed(t *testing.T) {
 			}
 			if got := errCode(err); got != tt.code {
 				t.Fatalf("error code = %q, want %q (%v)", got, tt.code, err)
+			}
+			if tt.msg != "" && !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error = %q, want it to say %q", err, tt.msg)
 			}
 			if tt.line != 0 {
 				pe := err.(*policy.Error)
