@@ -124,19 +124,15 @@ func FuzzDecodeChatRequest(f *testing.F) {
 	f.Add([]byte(`{"id":"s","messages":[{"role":"assistant","parts":[{"type":"tool-x","toolCallId":"c","state":"output-available","output":null}]}],"messageId":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := decodeChatRequest(data, 100)
-		if err != nil {
-			if toAPIError(err).Status >= 500 {
-				t.Fatalf("decoder error maps to a 5xx: %v", err)
-			}
+		if rejected(t, "decoder", err) {
 			return
 		}
 		if !validID(req.ID) || len(req.Messages) == 0 || len(req.Messages) > 100 {
 			t.Fatalf("accepted an invalid request: %+v", req)
 		}
 		tx := &transcript{}
-		if _, err := chatPlan(t.Context(), req, tx); err != nil && toAPIError(err).Status >= 500 {
-			t.Fatalf("plan error maps to a 5xx: %v", err)
-		}
+		_, err = chatPlan(t.Context(), req, tx)
+		rejected(t, "plan", err)
 	})
 }
 
@@ -151,18 +147,14 @@ func FuzzDecodeOpenAIRequest(f *testing.F) {
 			return
 		}
 		msgs, err := req.toUIMessages()
-		if err != nil {
-			if toAPIError(err).Status >= 500 {
-				t.Fatalf("conversion error maps to a 5xx: %v", err)
-			}
+		if rejected(t, "conversion", err) {
 			return
 		}
 		if len(msgs) != len(req.Messages)-countRole(req.Messages, "tool") {
 			t.Fatalf("%d UI messages from %d OpenAI messages", len(msgs), len(req.Messages))
 		}
-		if _, err := req.clientTools(nil); err != nil && toAPIError(err).Status >= 500 {
-			t.Fatalf("tools error maps to a 5xx: %v", err)
-		}
+		_, err = req.clientTools(nil)
+		rejected(t, "tools", err)
 	})
 }
 
@@ -183,10 +175,7 @@ func FuzzDecodeSaveRequest(f *testing.F) {
 	f.Add([]byte(`{"messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"a"},{"type":"file","url":"x"}]}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := decodeSaveRequest(data, 10)
-		if err != nil {
-			if toAPIError(err).Status >= 500 {
-				t.Fatalf("decoder error maps to a 5xx: %v", err)
-			}
+		if rejected(t, "decoder", err) {
 			return
 		}
 		for _, m := range req.Messages {
@@ -200,4 +189,13 @@ func FuzzDecodeSaveRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// rejected reports whether err is set, failing the fuzz input when what's
+// error would be answered with a 5xx.
+func rejected(t *testing.T, what string, err error) bool {
+	if err != nil && toAPIError(err).Status >= 500 {
+		t.Fatalf("%s error maps to a 5xx: %v", what, err)
+	}
+	return err != nil
 }

@@ -196,6 +196,25 @@ func sseEvents(t *testing.T, r io.Reader) (payloads []string, done bool) {
 	return payloads, done
 }
 
+// decodeSSE reads an SSE body that must end with [DONE] and decodes each
+// data payload as a T.
+func decodeSSE[T any](t *testing.T, r io.Reader) []T {
+	t.Helper()
+	payloads, done := sseEvents(t, r)
+	if !done {
+		t.Error("stream did not end with data: [DONE]")
+	}
+	var out []T
+	for _, p := range payloads {
+		var v T
+		if err := json.Unmarshal([]byte(p), &v); err != nil {
+			t.Fatalf("chunk %s: %v", p, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // chunk is a UI message stream chunk, decoded loosely.
 type chunk map[string]any
 
@@ -228,18 +247,7 @@ func readUIStreamRaw(t *testing.T, resp *http.Response) ([]chunk, []byte) {
 	if err != nil {
 		t.Fatalf("reading stream: %v", err)
 	}
-	payloads, done := sseEvents(t, bytes.NewReader(raw))
-	if !done {
-		t.Error("stream did not end with data: [DONE]")
-	}
-	var chunks []chunk
-	for _, p := range payloads {
-		var c chunk
-		if err := json.Unmarshal([]byte(p), &c); err != nil {
-			t.Fatalf("chunk %s: %v", p, err)
-		}
-		chunks = append(chunks, c)
-	}
+	chunks := decodeSSE[chunk](t, bytes.NewReader(raw))
 	checkUIStream(t, chunks)
 	return chunks, raw
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
 )
@@ -125,16 +126,24 @@ func TestActiveStreamsGauge(t *testing.T) {
 	}
 }
 
-func TestUpstreamErrorsCounted(t *testing.T) {
+// TestUpstreamFailureCounted checks the upstream metrics, and that an
+// agent's maxRetries 0 reaches the engine: a retryable upstream failure
+// ends the turn after one request.
+func TestUpstreamFailureCounted(t *testing.T) {
 	up := newFakeOpenAI(t)
 	up.failures = 1
-	cfg := testConfig(t, "basic")
-	cfg.Providers = append(cfg.Providers, config.Provider{Name: "up", Type: config.ProviderOpenAI, BaseURL: up.URL + "/v1"})
-	cfg.Models["up"] = config.Model{Provider: "up", Model: "gpt-test"}
-	cfg.Agents = append(cfg.Agents, config.Agent{Name: "remote", Model: "up", MaxRetries: new(0)})
-	g := startGateway(t, cfg, Options{})
-	g.doJSON("POST", "/v1/agents/remote/sessions/s1/messages", map[string]any{"text": "hi"}, http.StatusOK, nil)
+	g := newTestGateway(t, "basic", withUpstream(up, "", config.Agent{Name: "remote", Model: "up", MaxRetries: new(0)}))
+	var failed turnResponse
+	g.doJSON("POST", "/v1/agents/remote/sessions/s1/messages", map[string]any{"text": "hi"}, http.StatusOK, &failed)
 	g.doJSON("POST", "/v1/agents/remote/sessions/s1/messages", map[string]any{"text": "again"}, http.StatusOK, nil)
+	if failed.Status != engine.StatusError {
+		t.Errorf("first turn %q, want error", failed.Status)
+	}
+	up.mu.Lock()
+	if len(up.bodies) != 2 {
+		t.Errorf("%d upstream requests for two turns, want 2 (maxRetries 0)", len(up.bodies))
+	}
+	up.mu.Unlock()
 	m := g.metricsText()
 	for _, want := range []string{
 		`turngate_upstream_errors_total{model="up"} 1`,

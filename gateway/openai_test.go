@@ -107,18 +107,7 @@ func TestOpenAIStreaming(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	payloads, done := sseEvents(t, resp.Body)
-	if !done {
-		t.Error("no [DONE]")
-	}
-	var chunks []oaiChunk
-	for _, p := range payloads {
-		var c oaiChunk
-		if err := json.Unmarshal([]byte(p), &c); err != nil {
-			t.Fatalf("chunk %s: %v", p, err)
-		}
-		chunks = append(chunks, c)
-	}
+	chunks := decodeSSE[oaiChunk](t, resp.Body)
 	if len(chunks) < 4 {
 		t.Fatalf("%d chunks", len(chunks))
 	}

@@ -150,11 +150,7 @@ func TestEntryPathsFireHooks(t *testing.T) {
 func TestPartialMessagePersistedOnUpstreamError(t *testing.T) {
 	up := newFakeOpenAI(t)
 	up.cut = true
-	cfg := testConfig(t, "basic")
-	cfg.Providers = append(cfg.Providers, config.Provider{Name: "up", Type: config.ProviderOpenAI, BaseURL: up.URL + "/v1", APIKey: "sk-secret-upstream"})
-	cfg.Models["up"] = config.Model{Provider: "up", Model: "gpt-test"}
-	cfg.Agents = append(cfg.Agents, config.Agent{Name: "remote", Model: "up", MaxRetries: new(0)})
-	g := startGateway(t, cfg, Options{})
+	g := newTestGateway(t, "basic", withUpstream(up, "sk-secret-upstream", config.Agent{Name: "remote", Model: "up", MaxRetries: new(0)}))
 
 	chunks, raw := readUIStreamRaw(t, g.do("POST", "/v1/agents/remote/chat", chatBody("s1", "u1", "hi")))
 	var errorText string

@@ -125,11 +125,16 @@ func (s *Server) saveMessages(c *gin.Context) error {
 	if req.Async {
 		return s.submit(c, ag, id, req)
 	}
-	t, err := s.begin(c.Request.Context(), &turnInput{
+	return s.runAndRespond(c, &turnInput{
 		agent: ag, principal: principal(c), sessionID: id, entry: engine.EntrySaveMessages,
 		requestID: requestID(c), create: true, body: req.Body, setBody: true, bounded: true,
 		prepare: appendPlan(req.Messages, false),
 	})
+}
+
+// runAndRespond runs in's turn to its end and answers its result as JSON.
+func (s *Server) runAndRespond(c *gin.Context, in *turnInput) error {
+	t, err := s.begin(c.Request.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -269,7 +274,7 @@ func (s *Server) continueLastTurn(c *gin.Context) error {
 	if err := decodeOptionalBody(c, &req); err != nil {
 		return err
 	}
-	t, err := s.begin(c.Request.Context(), &turnInput{
+	return s.runAndRespond(c, &turnInput{
 		agent: ag, principal: principal(c), sessionID: id, entry: engine.EntryContinueLastTurn,
 		requestID: requestID(c), body: req.Body, setBody: req.Body != nil, bounded: true,
 		prepare: func(_ context.Context, tx *transcript) (*plan, error) {
@@ -280,14 +285,6 @@ func (s *Server) continueLastTurn(c *gin.Context) error {
 			return &plan{continuation: true, messageID: l.ID}, nil
 		},
 	})
-	if err != nil {
-		return err
-	}
-	if err := t.wait(c.Request.Context()); err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, newTurnResponse(t))
-	return nil
 }
 
 // cancel serves POST …/sessions/:id/cancel: the running turn ends aborted

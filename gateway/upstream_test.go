@@ -78,6 +78,17 @@ func (f *fakeOpenAI) last(t *testing.T) (map[string]any, http.Header) {
 	return f.bodies[len(f.bodies)-1], f.headers[len(f.headers)-1]
 }
 
+// withUpstream adds the provider "up" (the fake upstream, with key apiKey)
+// and its model alias "up" to a config, and agents.
+func withUpstream(up *fakeOpenAI, apiKey string, agents ...config.Agent) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Providers = append(c.Providers, config.Provider{Name: "up", Type: config.ProviderOpenAI, BaseURL: up.URL + "/v1",
+			APIKey: apiKey, Headers: map[string]string{"X-Provider": "p"}})
+		c.Models["up"] = config.Model{Provider: "up", Model: "gpt-test"}
+		c.Agents = append(c.Agents, agents...)
+	}
+}
+
 // stepWarnings records the provider warnings of every step.
 type stepWarnings struct {
 	engine.NopHooks
@@ -95,10 +106,6 @@ func (o *stepWarnings) OnStepFinish(_ context.Context, s *engine.StepResult) {
 // agent has and checks each one in the upstream request the turn makes.
 func TestAgentDefaultsReachTheProvider(t *testing.T) {
 	up := newFakeOpenAI(t)
-	cfg := testConfig(t, "basic")
-	cfg.Providers = append(cfg.Providers, config.Provider{Name: "up", Type: config.ProviderOpenAI, BaseURL: up.URL + "/v1",
-		APIKey: "sk-upstream", Headers: map[string]string{"X-Provider": "p"}})
-	cfg.Models["up"] = config.Model{Provider: "up", Model: "gpt-test"}
 	tuned, err := config.Parse("agent.yaml", []byte(`
 providers: [{name: up, type: openai}]
 models: {up: {provider: up, model: gpt-test}}
@@ -128,7 +135,8 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Agents = append(cfg.Agents, tuned.Agents[0])
+	cfg := testConfig(t, "basic")
+	withUpstream(up, "sk-upstream", tuned.Agents[0])(cfg)
 	obs := &stepWarnings{}
 	g := startGateway(t, cfg, Options{Observer: obs})
 
@@ -168,27 +176,5 @@ agents:
 	defer obs.mu.Unlock()
 	if !strings.Contains(strings.Join(obs.warnings, "\n"), "topK") {
 		t.Errorf("step warnings %q: topK did not reach the provider (which warns that it cannot send it)", obs.warnings)
-	}
-}
-
-// TestAgentMaxRetriesDefault checks that maxRetries 0 reaches the engine:
-// one retryable upstream failure ends the turn without a retry.
-func TestAgentMaxRetriesDefault(t *testing.T) {
-	up := newFakeOpenAI(t)
-	up.failures = 1
-	cfg := testConfig(t, "basic")
-	cfg.Providers = append(cfg.Providers, config.Provider{Name: "up", Type: config.ProviderOpenAI, BaseURL: up.URL + "/v1"})
-	cfg.Models["up"] = config.Model{Provider: "up", Model: "gpt-test"}
-	cfg.Agents = append(cfg.Agents, config.Agent{Name: "once", Model: "up", MaxRetries: new(0)})
-	g := startGateway(t, cfg, Options{})
-	var res turnResponse
-	g.doJSON("POST", "/v1/agents/once/sessions/s1/messages", map[string]any{"text": "hi"}, http.StatusOK, &res)
-	if res.Status != engine.StatusError {
-		t.Errorf("status %q, want error", res.Status)
-	}
-	up.mu.Lock()
-	defer up.mu.Unlock()
-	if len(up.bodies) != 1 {
-		t.Errorf("%d upstream requests, want 1 (maxRetries 0)", len(up.bodies))
 	}
 }

@@ -69,6 +69,20 @@ func mustSession(t testing.TB, s Store, tenant, id string) {
 	}
 }
 
+// storeTranscript creates the tenant's session id and appends
+// testdata/transcript.json to it, returning the messages.
+func storeTranscript(t *testing.T, s Store, tenant, id string) []engine.UIMessage {
+	t.Helper()
+	mustSession(t, s, tenant, id)
+	transcript := loadTranscript(t)
+	for _, m := range transcript {
+		if err := s.AppendMessage(context.Background(), tenant, id, m); err != nil {
+			t.Fatalf("AppendMessage %s: %v", m.ID, err)
+		}
+	}
+	return transcript
+}
+
 // assertJSON fails unless got and want encode to the same JSON.
 func assertJSON(t *testing.T, got, want any) {
 	t.Helper()
@@ -289,13 +303,7 @@ func TestSessions(t *testing.T) {
 func TestMessages(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t)
-	mustSession(t, s, "acme", "s1")
-	transcript := loadTranscript(t)
-	for _, m := range transcript {
-		if err := s.AppendMessage(ctx, "acme", "s1", m); err != nil {
-			t.Fatalf("AppendMessage %s: %v", m.ID, err)
-		}
-	}
+	transcript := storeTranscript(t, s, "acme", "s1")
 	got, err := s.Messages(ctx, "acme", "s1")
 	if err != nil {
 		t.Fatal(err)
@@ -843,13 +851,7 @@ func TestTurns(t *testing.T) {
 func TestDataSurvivesReopen(t *testing.T) {
 	ctx := context.Background()
 	s, path := openTest(t)
-	mustSession(t, s, "acme", "s1")
-	transcript := loadTranscript(t)
-	for _, m := range transcript {
-		if err := s.AppendMessage(ctx, "acme", "s1", m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	transcript := storeTranscript(t, s, "acme", "s1")
 	if err := s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`{"x":1}`)); err != nil {
 		t.Fatal(err)
 	}
