@@ -31,6 +31,7 @@ const busyTimeoutMillis = 10000
 type SQLite struct {
 	w *sql.DB // the single writer connection
 	r *sql.DB // read-only connections
+	q *statements
 }
 
 var _ Store = (*SQLite)(nil)
@@ -80,12 +81,16 @@ func OpenSQLite(path string) (*SQLite, error) {
 		return nil, fmt.Errorf("opening sqlite store: %w", err)
 	}
 	r.SetMaxOpenConns(max(4, runtime.GOMAXPROCS(0)))
-	return &SQLite{w: w, r: r}, nil
+	q, err := prepareStatements(context.Background(), w, r)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("opening sqlite store: %w", err), r.Close(), w.Close())
+	}
+	return &SQLite{w: w, r: r, q: q}, nil
 }
 
 // Close closes the database.
 func (s *SQLite) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.q.close(), s.r.Close(), s.w.Close())
 }
 
 // GetOrCreateSession implements Store.
@@ -101,11 +106,11 @@ func (s *SQLite) GetOrCreateSession(ctx context.Context, tenant, agent, id strin
 	var created bool
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		_, created, err = ensureSession(ctx, tx, tenant, agent, id, now())
+		_, created, err = s.ensureSession(ctx, tx, tenant, agent, id, now())
 		if err != nil {
 			return err
 		}
-		sess, err = getSession(ctx, tx, tenant, id)
+		sess, err = getSession(ctx, tx.StmtContext(ctx, s.q.session), tenant, id)
 		return err
 	})
 	if err != nil {
@@ -116,7 +121,7 @@ func (s *SQLite) GetOrCreateSession(ctx context.Context, tenant, agent, id strin
 
 // GetSession implements Store.
 func (s *SQLite) GetSession(ctx context.Context, tenant, id string) (*Session, error) {
-	sess, err := getSession(ctx, s.r, tenant, id)
+	sess, err := getSession(ctx, s.q.readSession, tenant, id)
 	if err != nil {
 		return nil, fmt.Errorf("reading session: %w", err)
 	}
@@ -129,8 +134,7 @@ func (s *SQLite) SetLastBody(ctx context.Context, tenant, id string, body json.R
 	if err != nil {
 		return fmt.Errorf("setting last body: %w", err)
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET last_body = ?, updated_at = ? WHERE tenant = ? AND id = ?`,
-		v, nanos(now()), tenant, id)
+	res, err := s.q.setLastBody.ExecContext(ctx, v, nanos(now()), tenant, id)
 	if err == nil {
 		err = affectedOne(res)
 	}
@@ -144,9 +148,7 @@ func (s *SQLite) SetLastBody(ctx context.Context, tenant, id string, body json.R
 func (s *SQLite) Messages(ctx context.Context, tenant, sessionID string) ([]engine.UIMessage, error) {
 	// One statement, so the session check and the transcript are one
 	// snapshot: no session gives no rows, an empty transcript one NULL row.
-	rows, err := s.r.QueryContext(ctx, `SELECT m.body FROM sessions s
-		LEFT JOIN messages m ON m.session_pk = s.pk
-		WHERE s.tenant = ? AND s.id = ? ORDER BY m.position`, tenant, sessionID)
+	rows, err := s.q.messages.QueryContext(ctx, tenant, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("reading messages: %w", err)
 	}
@@ -193,55 +195,93 @@ func (s *SQLite) UpsertMessage(ctx context.Context, tenant, sessionID string, m 
 	return nil
 }
 
-// putMessage appends m to the session, or with replace first tries to
-// replace the message with m.ID in place.
-func (s *SQLite) putMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage, replace bool) error {
-	if err := nonEmpty("message id", m.ID, "message role", m.Role); err != nil {
+// FinishTurn implements Store. One commit instead of two halves the waits
+// for the single writer and the disk syncs at the end of a turn.
+func (s *SQLite) FinishTurn(ctx context.Context, tenant, sessionID string, m engine.UIMessage, rec *TurnRecord) error {
+	if rec.Tenant != tenant || rec.SessionID != sessionID {
+		return fmt.Errorf("finishing turn: %w: record of %s/%s for session %s/%s",
+			ErrInvalid, rec.Tenant, rec.SessionID, tenant, sessionID)
+	}
+	body, err := encodeMessage(m)
+	if err != nil {
+		return fmt.Errorf("finishing turn: %w", err)
+	}
+	args, err := turnArgs(rec)
+	if err != nil {
+		return fmt.Errorf("finishing turn: %w", err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		if err := s.putMessageTx(ctx, tx, tenant, sessionID, m, body, true); err != nil {
+			return err
+		}
+		_, err := tx.StmtContext(ctx, s.q.recordTurn).ExecContext(ctx, args...)
 		return err
+	})
+	if err != nil {
+		return fmt.Errorf("finishing turn: %w", err)
+	}
+	return nil
+}
+
+// encodeMessage checks m's id and role and returns its stored form.
+func encodeMessage(m engine.UIMessage) (string, error) {
+	if err := nonEmpty("message id", m.ID, "message role", m.Role); err != nil {
+		return "", err
 	}
 	body, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("encoding message: %w", err)
+		return "", fmt.Errorf("encoding message: %w", err)
+	}
+	return string(body), nil
+}
+
+// putMessage appends m to the session, or with replace first tries to
+// replace the message with m.ID in place.
+func (s *SQLite) putMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage, replace bool) error {
+	body, err := encodeMessage(m)
+	if err != nil {
+		return err
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
-		pk, err := sessionPK(ctx, tx, tenant, sessionID)
+		return s.putMessageTx(ctx, tx, tenant, sessionID, m, body, replace)
+	})
+}
+
+// putMessageTx is putMessage inside tx, with m already encoded as body.
+func (s *SQLite) putMessageTx(ctx context.Context, tx *sql.Tx, tenant, sessionID string, m engine.UIMessage, body string, replace bool) error {
+	pk, err := s.sessionPK(ctx, tx, tenant, sessionID)
+	if err != nil {
+		return err
+	}
+	t := nanos(now())
+	if err := s.touchSession(ctx, tx, pk, t); err != nil {
+		return err
+	}
+	if replace {
+		res, err := tx.StmtContext(ctx, s.q.replaceMessage).ExecContext(ctx, m.Role, body, t, pk, m.ID)
 		if err != nil {
 			return err
 		}
-		t := nanos(now())
-		if err := touchSession(ctx, tx, pk, t); err != nil {
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
 			return err
 		}
-		if replace {
-			res, err := tx.ExecContext(ctx, `UPDATE messages SET role = ?, body = ?, updated_at = ?
-				WHERE session_pk = ? AND message_id = ?`, m.Role, string(body), t, pk, m.ID)
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil || n > 0 {
-				return err
-			}
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO messages (session_pk, position, message_id, role, body, created_at, updated_at)
-			SELECT ?, COALESCE(MAX(position), 0) + 1, ?, ?, ?, ?, ? FROM messages WHERE session_pk = ?`,
-			pk, m.ID, m.Role, string(body), t, t, pk)
-		if isConstraint(err) {
-			return fmt.Errorf("%w: message %q is already in the session", ErrConflict, m.ID)
-		}
-		return err
-	})
+	}
+	_, err = tx.StmtContext(ctx, s.q.appendMessage).ExecContext(ctx, pk, m.ID, m.Role, body, t, t, pk)
+	if isConstraint(err) {
+		return fmt.Errorf("%w: message %q is already in the session", ErrConflict, m.ID)
+	}
+	return err
 }
 
 // TruncateAfter implements Store.
 func (s *SQLite) TruncateAfter(ctx context.Context, tenant, sessionID, messageID string, inclusive bool) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		pk, err := sessionPK(ctx, tx, tenant, sessionID)
+		pk, err := s.sessionPK(ctx, tx, tenant, sessionID)
 		if err != nil {
 			return err
 		}
 		var pos int64
-		err = tx.QueryRowContext(ctx, `SELECT position FROM messages WHERE session_pk = ? AND message_id = ?`,
-			pk, messageID).Scan(&pos)
+		err = tx.StmtContext(ctx, s.q.messagePosition).QueryRowContext(ctx, pk, messageID).Scan(&pos)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("message %q: %w", messageID, ErrNotFound)
 		}
@@ -251,10 +291,10 @@ func (s *SQLite) TruncateAfter(ctx context.Context, tenant, sessionID, messageID
 		if !inclusive {
 			pos++
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE session_pk = ? AND position >= ?`, pk, pos); err != nil {
+		if _, err := tx.StmtContext(ctx, s.q.truncate).ExecContext(ctx, pk, pos); err != nil {
 			return err
 		}
-		return touchSession(ctx, tx, pk, nanos(now()))
+		return s.touchSession(ctx, tx, pk, nanos(now()))
 	})
 	if err != nil {
 		return fmt.Errorf("truncating messages: %w", err)
@@ -288,13 +328,12 @@ func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission) (*Submiss
 	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		t := now()
-		pk, _, err := ensureSession(ctx, tx, in.Tenant, in.Agent, in.SessionID, t)
+		pk, _, err := s.ensureSession(ctx, tx, in.Tenant, in.Agent, in.SessionID, t)
 		if err != nil {
 			return err
 		}
 		if key != nil {
-			out, err = scanSubmission(tx.QueryRowContext(ctx, `SELECT `+submissionColumns+` FROM submissions
-				WHERE session_pk = ? AND idempotency_key = ?`, pk, key))
+			out, err = scanSubmission(tx.StmtContext(ctx, s.q.submissionByKey).QueryRowContext(ctx, pk, key))
 			if err == nil {
 				existing = true
 				return nil
@@ -303,9 +342,7 @@ func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission) (*Submiss
 				return err
 			}
 		}
-		out, err = scanSubmission(tx.QueryRowContext(ctx, `INSERT INTO submissions
-			(id, session_pk, tenant, session_id, agent, idempotency_key, request, status, attempts, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING `+submissionColumns,
+		out, err = scanSubmission(tx.StmtContext(ctx, s.q.insertSubmission).QueryRowContext(ctx,
 			id, pk, in.Tenant, in.SessionID, in.Agent, key, string(in.Request), StatusQueued, nanos(t), nanos(t)))
 		if isConstraint(err) {
 			return fmt.Errorf("%w: submission id %q is taken", ErrConflict, id)
@@ -320,8 +357,7 @@ func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission) (*Submiss
 
 // GetSubmission implements Store.
 func (s *SQLite) GetSubmission(ctx context.Context, tenant, sessionID, id string) (*Submission, error) {
-	sub, err := scanSubmission(s.r.QueryRowContext(ctx, `SELECT `+submissionColumns+` FROM submissions
-		WHERE id = ? AND tenant = ? AND session_id = ?`, id, tenant, sessionID))
+	sub, err := scanSubmission(s.q.readSubmission.QueryRowContext(ctx, id, tenant, sessionID))
 	if err != nil {
 		return nil, fmt.Errorf("reading submission: %w", err)
 	}
@@ -331,15 +367,7 @@ func (s *SQLite) GetSubmission(ctx context.Context, tenant, sessionID, id string
 // ClaimSubmission implements Store. The single writer connection makes the
 // select-and-update one atomic step, so two claimers never get the same row.
 func (s *SQLite) ClaimSubmission(ctx context.Context) (*Submission, error) {
-	sub, err := scanSubmission(s.w.QueryRowContext(ctx, `UPDATE submissions
-		SET status = 'running', attempts = attempts + 1, updated_at = ?
-		WHERE seq = (
-			SELECT q.seq FROM submissions q
-			WHERE q.status = 'queued' AND NOT EXISTS (
-				SELECT 1 FROM submissions e
-				WHERE e.session_pk = q.session_pk AND e.seq < q.seq AND e.status IN ('queued', 'running'))
-			ORDER BY q.seq LIMIT 1)
-		RETURNING `+submissionColumns, nanos(now())))
+	sub, err := scanSubmission(s.q.claimSubmission.QueryRowContext(ctx, nanos(now())))
 	if err != nil {
 		return nil, fmt.Errorf("claiming submission: %w", err)
 	}
@@ -357,7 +385,7 @@ func (s *SQLite) FinishSubmission(ctx context.Context, id, status string, result
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var cur string
-		err := tx.QueryRowContext(ctx, `SELECT status FROM submissions WHERE id = ?`, id).Scan(&cur)
+		err := tx.StmtContext(ctx, s.q.submissionStatus).QueryRowContext(ctx, id).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -367,8 +395,7 @@ func (s *SQLite) FinishSubmission(ctx context.Context, id, status string, result
 		if finalStatus(cur) {
 			return fmt.Errorf("%w: submission %q is already %s", ErrConflict, id, cur)
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE submissions SET status = ?, result = ?, updated_at = ? WHERE id = ?`,
-			status, v, nanos(now()), id)
+		_, err = tx.StmtContext(ctx, s.q.finishSubmission).ExecContext(ctx, status, v, nanos(now()), id)
 		return err
 	})
 	if err != nil {
@@ -379,8 +406,7 @@ func (s *SQLite) FinishSubmission(ctx context.Context, id, status string, result
 
 // RequeueRunning implements Store.
 func (s *SQLite) RequeueRunning(ctx context.Context) (int, error) {
-	res, err := s.w.ExecContext(ctx, `UPDATE submissions SET status = 'queued', updated_at = ? WHERE status = 'running'`,
-		nanos(now()))
+	res, err := s.q.requeue.ExecContext(ctx, nanos(now()))
 	if err != nil {
 		return 0, fmt.Errorf("requeueing submissions: %w", err)
 	}
@@ -393,25 +419,29 @@ func (s *SQLite) RequeueRunning(ctx context.Context) (int, error) {
 
 // RecordTurn implements Store.
 func (s *SQLite) RecordTurn(ctx context.Context, t *TurnRecord) error {
-	usage, err := json.Marshal(t.Usage)
+	args, err := turnArgs(t)
 	if err != nil {
-		return fmt.Errorf("recording turn: encoding usage: %w", err)
+		return fmt.Errorf("recording turn: %w", err)
 	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
-		error, usage, rule_revision, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.RequestID, t.Tenant, t.SessionID, t.Agent, t.Status, t.FinishReason, t.Error, string(usage), t.RuleRevision,
-		nanos(t.StartedAt), nanos(t.FinishedAt))
-	if err != nil {
+	if _, err := s.q.recordTurn.ExecContext(ctx, args...); err != nil {
 		return fmt.Errorf("recording turn: %w", err)
 	}
 	return nil
 }
 
+// turnArgs are the arguments of the recordTurn statement for t.
+func turnArgs(t *TurnRecord) ([]any, error) {
+	usage, err := json.Marshal(t.Usage)
+	if err != nil {
+		return nil, fmt.Errorf("encoding usage: %w", err)
+	}
+	return []any{t.RequestID, t.Tenant, t.SessionID, t.Agent, t.Status, t.FinishReason, t.Error, string(usage),
+		t.RuleRevision, nanos(t.StartedAt), nanos(t.FinishedAt)}, nil
+}
+
 // Turns implements Store.
 func (s *SQLite) Turns(ctx context.Context, tenant, sessionID string) ([]TurnRecord, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT request_id, tenant, session_id, agent, status, finish_reason, error,
-		usage, rule_revision, started_at, finished_at FROM turns WHERE tenant = ? AND session_id = ? ORDER BY seq`,
-		tenant, sessionID)
+	rows, err := s.q.turns.QueryContext(ctx, tenant, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("reading turns: %w", err)
 	}
@@ -451,20 +481,14 @@ func (s *SQLite) write(ctx context.Context, f func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// querier is what *sql.DB and *sql.Tx have in common that the helpers use.
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// getSession reads the tenant's session id through q.
-func getSession(ctx context.Context, q querier, tenant, id string) (*Session, error) {
+// getSession reads the tenant's session id with q, a session statement.
+func getSession(ctx context.Context, q *sql.Stmt, tenant, id string) (*Session, error) {
 	var (
 		sess             = Session{ID: id, Tenant: tenant}
 		body             []byte
 		created, updated int64
 	)
-	err := q.QueryRowContext(ctx, `SELECT agent, last_body, created_at, updated_at FROM sessions
-		WHERE tenant = ? AND id = ?`, tenant, id).Scan(&sess.Agent, &body, &created, &updated)
+	err := q.QueryRowContext(ctx, tenant, id).Scan(&sess.Agent, &body, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -480,9 +504,8 @@ func getSession(ctx context.Context, q querier, tenant, id string) (*Session, er
 
 // ensureSession creates the tenant's session id for agent unless it exists,
 // and returns its key and whether it was created.
-func ensureSession(ctx context.Context, tx *sql.Tx, tenant, agent, id string, t time.Time) (int64, bool, error) {
-	res, err := tx.ExecContext(ctx, `INSERT INTO sessions (tenant, id, agent, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, id) DO NOTHING`, tenant, id, agent, nanos(t), nanos(t))
+func (s *SQLite) ensureSession(ctx context.Context, tx *sql.Tx, tenant, agent, id string, t time.Time) (int64, bool, error) {
+	res, err := tx.StmtContext(ctx, s.q.insertSession).ExecContext(ctx, tenant, id, agent, nanos(t), nanos(t))
 	if err != nil {
 		return 0, false, err
 	}
@@ -490,14 +513,14 @@ func ensureSession(ctx context.Context, tx *sql.Tx, tenant, agent, id string, t 
 	if err != nil {
 		return 0, false, err
 	}
-	pk, err := sessionPK(ctx, tx, tenant, id)
+	pk, err := s.sessionPK(ctx, tx, tenant, id)
 	return pk, n > 0, err
 }
 
 // sessionPK returns the key of the tenant's session id, or ErrNotFound.
-func sessionPK(ctx context.Context, q querier, tenant, id string) (int64, error) {
+func (s *SQLite) sessionPK(ctx context.Context, tx *sql.Tx, tenant, id string) (int64, error) {
 	var pk int64
-	err := q.QueryRowContext(ctx, `SELECT pk FROM sessions WHERE tenant = ? AND id = ?`, tenant, id).Scan(&pk)
+	err := tx.StmtContext(ctx, s.q.sessionPK).QueryRowContext(ctx, tenant, id).Scan(&pk)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, ErrNotFound
 	}
@@ -505,8 +528,8 @@ func sessionPK(ctx context.Context, q querier, tenant, id string) (int64, error)
 }
 
 // touchSession sets the session's updated_at.
-func touchSession(ctx context.Context, tx *sql.Tx, pk, t int64) error {
-	_, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = ? WHERE pk = ?`, t, pk)
+func (s *SQLite) touchSession(ctx context.Context, tx *sql.Tx, pk, t int64) error {
+	_, err := tx.StmtContext(ctx, s.q.touchSession).ExecContext(ctx, t, pk)
 	return err
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -200,7 +201,7 @@ func TestPragmas(t *testing.T) {
 	s, _ := openTest(t)
 	for _, db := range []struct {
 		name string
-		q    querier
+		q    *sql.DB
 	}{{"writer", s.w}, {"reader", s.r}} {
 		var mode string
 		var fk, busy int

@@ -97,6 +97,10 @@ type Store interface {
 
 	// RecordTurn appends a turn outcome to the audit.
 	RecordTurn(ctx context.Context, t *TurnRecord) error
+	// FinishTurn stores the end of a turn atomically: UpsertMessage of m
+	// and RecordTurn of rec in one transaction, so either both are stored
+	// or neither. rec must name tenant and sessionID (else ErrInvalid).
+	FinishTurn(ctx context.Context, tenant, sessionID string, m engine.UIMessage, rec *TurnRecord) error
 	// Turns returns the tenant's turn records for sessionID, oldest first.
 	Turns(ctx context.Context, tenant, sessionID string) ([]TurnRecord, error)
 

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// statements are the SQLite store's SQL statements, each prepared once on
+// the database that runs it instead of parsed on every call (parsing was 13%
+// of the gateway's CPU under load). A statement of the reader pool is
+// prepared on each read connection the first time it runs there; a writer
+// statement runs inside a transaction through (*sql.Tx).StmtContext, which
+// reuses the writer connection's prepared statement.
+type statements struct {
+	// On the readers.
+	readSession, messages, readSubmission, turns *sql.Stmt
+
+	// On the writer.
+	session, sessionPK, insertSession, touchSession, setLastBody *sql.Stmt
+	replaceMessage, appendMessage, messagePosition, truncate     *sql.Stmt
+	submissionByKey, insertSubmission, claimSubmission           *sql.Stmt
+	submissionStatus, finishSubmission, requeue, recordTurn      *sql.Stmt
+
+	all []*sql.Stmt // every prepared statement, for close
+}
+
+// selectSession reads a session by tenant and id.
+const selectSession = `SELECT agent, last_body, created_at, updated_at FROM sessions WHERE tenant = ? AND id = ?`
+
+// prepareStatements prepares the store's statements on the writer w and the
+// readers r.
+func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
+	q := &statements{}
+	for _, p := range []struct {
+		db    *sql.DB
+		dst   **sql.Stmt
+		query string
+	}{
+		{r, &q.readSession, selectSession},
+		// One statement, so the session check and the transcript are one
+		// snapshot: no session gives no rows, an empty transcript one NULL row.
+		{r, &q.messages, `SELECT m.body FROM sessions s LEFT JOIN messages m ON m.session_pk = s.pk
+			WHERE s.tenant = ? AND s.id = ? ORDER BY m.position`},
+		{r, &q.readSubmission, `SELECT ` + submissionColumns + ` FROM submissions
+			WHERE id = ? AND tenant = ? AND session_id = ?`},
+		{r, &q.turns, `SELECT request_id, tenant, session_id, agent, status, finish_reason, error,
+			usage, rule_revision, started_at, finished_at FROM turns WHERE tenant = ? AND session_id = ? ORDER BY seq`},
+
+		{w, &q.session, selectSession},
+		{w, &q.sessionPK, `SELECT pk FROM sessions WHERE tenant = ? AND id = ?`},
+		{w, &q.insertSession, `INSERT INTO sessions (tenant, id, agent, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, id) DO NOTHING`},
+		{w, &q.touchSession, `UPDATE sessions SET updated_at = ? WHERE pk = ?`},
+		{w, &q.setLastBody, `UPDATE sessions SET last_body = ?, updated_at = ? WHERE tenant = ? AND id = ?`},
+		{w, &q.replaceMessage, `UPDATE messages SET role = ?, body = ?, updated_at = ?
+			WHERE session_pk = ? AND message_id = ?`},
+		{w, &q.appendMessage, `INSERT INTO messages (session_pk, position, message_id, role, body, created_at, updated_at)
+			SELECT ?, COALESCE(MAX(position), 0) + 1, ?, ?, ?, ?, ? FROM messages WHERE session_pk = ?`},
+		{w, &q.messagePosition, `SELECT position FROM messages WHERE session_pk = ? AND message_id = ?`},
+		{w, &q.truncate, `DELETE FROM messages WHERE session_pk = ? AND position >= ?`},
+		{w, &q.submissionByKey, `SELECT ` + submissionColumns + ` FROM submissions
+			WHERE session_pk = ? AND idempotency_key = ?`},
+		{w, &q.insertSubmission, `INSERT INTO submissions
+			(id, session_pk, tenant, session_id, agent, idempotency_key, request, status, attempts, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING ` + submissionColumns},
+		{w, &q.claimSubmission, `UPDATE submissions
+			SET status = 'running', attempts = attempts + 1, updated_at = ?
+			WHERE seq = (
+				SELECT q.seq FROM submissions q
+				WHERE q.status = 'queued' AND NOT EXISTS (
+					SELECT 1 FROM submissions e
+					WHERE e.session_pk = q.session_pk AND e.seq < q.seq AND e.status IN ('queued', 'running'))
+				ORDER BY q.seq LIMIT 1)
+			RETURNING ` + submissionColumns},
+		{w, &q.submissionStatus, `SELECT status FROM submissions WHERE id = ?`},
+		{w, &q.finishSubmission, `UPDATE submissions SET status = ?, result = ?, updated_at = ? WHERE id = ?`},
+		{w, &q.requeue, `UPDATE submissions SET status = 'queued', updated_at = ? WHERE status = 'running'`},
+		{w, &q.recordTurn, `INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
+			error, usage, rule_revision, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+	} {
+		stmt, err := p.db.PrepareContext(ctx, p.query)
+		if err != nil {
+			head, _, _ := strings.Cut(p.query, "\n")
+			return nil, errors.Join(fmt.Errorf("preparing %q: %w", head, err), q.close())
+		}
+		*p.dst = stmt
+		q.all = append(q.all, stmt)
+	}
+	return q, nil
+}
+
+// close closes every prepared statement.
+func (q *statements) close() error {
+	var errs []error
+	for _, stmt := range q.all {
+		errs = append(errs, stmt.Close())
+	}
+	return errors.Join(errs...)
+}
