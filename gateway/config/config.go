@@ -6,7 +6,9 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -209,7 +211,8 @@ type Auth struct {
 }
 
 // APIKey maps a bearer key to a principal. Exactly one of Key and
-// KeySHA256 is set; Key is hashed at load and never kept.
+// KeySHA256 is set in the file; Parse replaces Key with its KeySHA256, so a
+// parsed Config holds no plaintext key.
 type APIKey struct {
 	Key       string   `yaml:"key"`
 	KeySHA256 string   `yaml:"keySha256"`
@@ -310,7 +313,19 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, withLines(data, err))
 	}
+	c.hashKeys()
 	return &c, nil
+}
+
+// hashKeys replaces every plaintext API key with its SHA-256.
+func (c *Config) hashKeys() {
+	for i := range c.Auth.APIKeys {
+		k := &c.Auth.APIKeys[i]
+		if k.Key != "" {
+			sum := sha256.Sum256([]byte(k.Key))
+			k.KeySHA256, k.Key = hex.EncodeToString(sum[:]), ""
+		}
+	}
 }
 
 func (c *Config) applyDefaults() {

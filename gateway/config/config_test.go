@@ -168,7 +168,11 @@ limits:
 	if p.APIKey != "sk-1" || p.BaseURL != "http://localhost:11434/v1" || p.Headers["X-Org"] != "org-acme" || p.Headers["X-Cost"] != "$5" {
 		t.Errorf("expanded provider %+v", p)
 	}
-	if c.Auth.APIKeys[0].Key != "g" || c.Limits.TurnTimeout != 90*time.Second {
+	// The key is kept only as its SHA-256 (of "g").
+	if k := c.Auth.APIKeys[0]; k.Key != "" || k.KeySHA256 != "cd0aa9856147b6c5b4ff2b7dfee5da20aa38253099ef1b4a64aced233c9afe29" {
+		t.Errorf("parsed API key %+v, want only the hash", k)
+	}
+	if c.Limits.TurnTimeout != 90*time.Second {
 		t.Errorf("config %+v", c)
 	}
 }
