@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/store"
@@ -33,8 +34,8 @@ type testGateway struct {
 	srv   *Server
 	http  *httptest.Server
 	store *store.SQLite
-	// audit collects the audit log.
-	audit *bytes.Buffer
+	// audit collects the audit log (unless Options.Audit was given).
+	audit *syncBuffer
 	// key is the bearer key sent by do (empty: none).
 	key string
 }
@@ -67,8 +68,11 @@ func startGateway(t testing.TB, cfg *config.Config, opts Options) *testGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &testGateway{t: t, cfg: cfg, store: st, audit: &bytes.Buffer{}}
+	g := &testGateway{t: t, cfg: cfg, store: st, audit: &syncBuffer{}}
 	opts.Config, opts.Store, opts.Rules = cfg, st, rules
+	if opts.Audit == nil {
+		opts.Audit = audit.New(g.audit, nil, discardLogger())
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}

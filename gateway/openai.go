@@ -196,11 +196,10 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 	in := &turnInput{
 		agent: ag, principal: principal(c), sessionID: newID("oai_"), entry: engine.EntryOpenAI,
 		requestID: requestID(c), ephemeral: true, bounded: true, extraTools: tools,
-		prepare: func(context.Context, *transcript) (*plan, error) { return &plan{}, nil },
-	}
-	in.prepare = func(_ context.Context, tx *transcript) (*plan, error) {
-		tx.messages = history
-		return &plan{}, nil
+		prepare: func(_ context.Context, tx *transcript) (*plan, error) {
+			tx.messages = history
+			return &plan{}, nil
+		},
 	}
 	if req.Stream {
 		in.onEvent = enc.event

@@ -160,9 +160,10 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 		t.buf.Close()
 		t.status = StatusSkipped
 		t.result = &engine.TurnResult{Status: StatusSkipped, Message: engine.UIMessage{ID: p.skipMessageID, Role: engine.RoleAssistant, Parts: []engine.UIPart{}}}
+		now := time.Now()
+		s.recordTurn(ctx, in, s.rules.Current().ID(), t.result, now, now)
 		release()
 		close(t.done)
-		s.metrics.Turns.WithLabelValues(in.agent.name, StatusSkipped).Inc()
 		return t, nil
 	}
 	if p.entry != "" {
