@@ -47,6 +47,7 @@ func TestShutdownLetsTurnsFinish(t *testing.T) {
 	// New turns are refused while the running one finishes.
 	waitFor(t, "shutdown to begin", srv.closing.Load)
 	g.doJSON("POST", "/v1/agents/slow/sessions/s2/messages", map[string]any{"text": "late"}, http.StatusServiceUnavailable, nil)
+	g.doJSON("GET", "/readyz", nil, http.StatusServiceUnavailable, nil)
 	readUntil(t, br, `"finish"`)
 	resp.Body.Close()
 	if err := <-done; err != nil {

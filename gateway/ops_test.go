@@ -45,3 +45,30 @@ func TestPprof(t *testing.T) {
 		})
 	}
 }
+
+func TestHealthAndReadiness(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	var health map[string]any
+	g.doJSON("GET", "/healthz", nil, http.StatusOK, &health)
+	if health["status"] != "ok" {
+		t.Errorf("healthz %v", health)
+	}
+	var ready struct {
+		Ready  bool              `json:"ready"`
+		Checks map[string]string `json:"checks"`
+	}
+	g.doJSON("GET", "/readyz", nil, http.StatusOK, &ready)
+	if !ready.Ready || ready.Checks["store"] != "ok" || ready.Checks["rules"] != "ok" {
+		t.Errorf("readyz %+v", ready)
+	}
+	// A store that no longer answers makes the gateway not ready; it
+	// stays alive.
+	if err := g.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g.doJSON("GET", "/readyz", nil, http.StatusServiceUnavailable, &ready)
+	if ready.Ready || ready.Checks["store"] != "unreachable" {
+		t.Errorf("readyz with a closed store %+v", ready)
+	}
+	g.doJSON("GET", "/healthz", nil, http.StatusOK, nil)
+}
