@@ -249,12 +249,9 @@ func (s *SQLite) putMessage(ctx context.Context, tenant, sessionID string, m eng
 
 // putMessageTx is putMessage inside tx, with m already encoded as body.
 func (s *SQLite) putMessageTx(ctx context.Context, tx *sql.Tx, tenant, sessionID string, m engine.UIMessage, body string, replace bool) error {
-	pk, err := s.sessionPK(ctx, tx, tenant, sessionID)
-	if err != nil {
-		return err
-	}
 	t := nanos(now())
-	if err := s.touchSession(ctx, tx, pk, t); err != nil {
+	pk, err := s.touchSession(ctx, tx, tenant, sessionID, t)
+	if err != nil {
 		return err
 	}
 	if replace {
@@ -276,7 +273,7 @@ func (s *SQLite) putMessageTx(ctx context.Context, tx *sql.Tx, tenant, sessionID
 // TruncateAfter implements Store.
 func (s *SQLite) TruncateAfter(ctx context.Context, tenant, sessionID, messageID string, inclusive bool) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		pk, err := s.sessionPK(ctx, tx, tenant, sessionID)
+		pk, err := s.touchSession(ctx, tx, tenant, sessionID, nanos(now()))
 		if err != nil {
 			return err
 		}
@@ -291,10 +288,8 @@ func (s *SQLite) TruncateAfter(ctx context.Context, tenant, sessionID, messageID
 		if !inclusive {
 			pos++
 		}
-		if _, err := tx.StmtContext(ctx, s.q.truncate).ExecContext(ctx, pk, pos); err != nil {
-			return err
-		}
-		return s.touchSession(ctx, tx, pk, nanos(now()))
+		_, err = tx.StmtContext(ctx, s.q.truncate).ExecContext(ctx, pk, pos)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("truncating messages: %w", err)
@@ -527,10 +522,15 @@ func (s *SQLite) sessionPK(ctx context.Context, tx *sql.Tx, tenant, id string) (
 	return pk, err
 }
 
-// touchSession sets the session's updated_at.
-func (s *SQLite) touchSession(ctx context.Context, tx *sql.Tx, pk, t int64) error {
-	_, err := tx.StmtContext(ctx, s.q.touchSession).ExecContext(ctx, t, pk)
-	return err
+// touchSession sets the updated_at of the tenant's session id to t and
+// returns its key, or ErrNotFound.
+func (s *SQLite) touchSession(ctx context.Context, tx *sql.Tx, tenant, id string, t int64) (int64, error) {
+	var pk int64
+	err := tx.StmtContext(ctx, s.q.touchSession).QueryRowContext(ctx, t, tenant, id).Scan(&pk)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	return pk, err
 }
 
 // scanSubmission reads one row of submissionColumns; ErrNotFound when there

@@ -53,7 +53,7 @@ func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
 		{w, &q.sessionPK, `SELECT pk FROM sessions WHERE tenant = ? AND id = ?`},
 		{w, &q.insertSession, `INSERT INTO sessions (tenant, id, agent, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, id) DO NOTHING`},
-		{w, &q.touchSession, `UPDATE sessions SET updated_at = ? WHERE pk = ?`},
+		{w, &q.touchSession, `UPDATE sessions SET updated_at = ? WHERE tenant = ? AND id = ? RETURNING pk`},
 		{w, &q.setLastBody, `UPDATE sessions SET last_body = ?, updated_at = ? WHERE tenant = ? AND id = ?`},
 		{w, &q.replaceMessage, `UPDATE messages SET role = ?, body = ?, updated_at = ?
 			WHERE session_pk = ? AND message_id = ?`},
