@@ -22,12 +22,15 @@ type fakeOpenAI struct {
 	bodies   []map[string]any
 	headers  []http.Header
 	failures int // answer this many requests with a retryable 500 first
-	// cut ends every stream after its first text delta, without a finish.
+	// cut ends every stream after its text delta, without a finish.
 	cut bool
 }
 
-// fakeAnswer is the text the fake upstream streams.
-const fakeAnswer = "Hello from upstream."
+// fakeReasoning and fakeAnswer are what the fake upstream streams.
+const (
+	fakeReasoning = "The user greets me."
+	fakeAnswer    = "Hello from upstream."
+)
 
 func newFakeOpenAI(t *testing.T) *fakeOpenAI {
 	f := &fakeOpenAI{}
@@ -51,13 +54,14 @@ func newFakeOpenAI(t *testing.T) *fakeOpenAI {
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		chunks := []string{
-			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"` + fakeAnswer + `"},"finish_reason":null}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"` + fakeReasoning + `"},"finish_reason":null}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"` + fakeAnswer + `"},"finish_reason":null}]}`,
 			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
 			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`,
 			`[DONE]`,
 		}
 		if f.cut {
-			chunks = chunks[:1]
+			chunks = chunks[:2]
 		}
 		for _, chunk := range chunks {
 			_, _ = io.WriteString(w, "data: "+chunk+"\n\n")
@@ -176,5 +180,35 @@ agents:
 	defer obs.mu.Unlock()
 	if !strings.Contains(strings.Join(obs.warnings, "\n"), "topK") {
 		t.Errorf("step warnings %q: topK did not reach the provider (which warns that it cannot send it)", obs.warnings)
+	}
+}
+
+// TestSendReasoning checks that reasoning reaches the UI stream by default
+// and not for an agent with sendReasoning: false.
+func TestSendReasoning(t *testing.T) {
+	up := newFakeOpenAI(t)
+	g := newTestGateway(t, "basic", withUpstream(up, "",
+		config.Agent{Name: "thinker", Model: "up"},
+		config.Agent{Name: "quiet", Model: "up", SendReasoning: new(false)}))
+	tests := []struct {
+		agent     string
+		reasoning bool
+	}{
+		{"thinker", true},
+		{"quiet", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.agent, func(t *testing.T) {
+			chunks := readUIStream(t, g.do("POST", "/v1/agents/"+tc.agent+"/chat", chatBody("s-"+tc.agent, "u1", "hi")))
+			var reasoning strings.Builder
+			for _, c := range chunks {
+				if strings.HasPrefix(c.str("type"), "reasoning-") {
+					reasoning.WriteString(c.str("delta"))
+				}
+			}
+			if got := reasoning.String() == fakeReasoning; got != tc.reasoning {
+				t.Errorf("reasoning in the stream %q, want it sent: %v (%s)", reasoning.String(), tc.reasoning, strings.Join(types(chunks), ","))
+			}
+		})
 	}
 }
