@@ -5,11 +5,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/policy"
 )
 
 func TestSaveMessagesAndContinue(t *testing.T) {
@@ -273,4 +277,63 @@ func TestAdminRules(t *testing.T) {
 		t.Errorf("dry run of a delete: %v, want the block rule matched", res)
 	}
 	g.doJSON("POST", "/v1/admin/rules/eval", map[string]any{"hook": "nope", "input": map[string]any{}}, http.StatusBadRequest, nil)
+}
+
+// TestAdminRulesReload breaks and fixes a rule file: the rejected reload is
+// a 422 with positioned diagnostics, the status shows them while the last
+// good revision keeps serving, and the fixed file loads.
+func TestAdminRulesReload(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("testdata", "rules", "basic", "tools.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "tools.rego")
+	write := func(data string) {
+		if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(string(src))
+	g := newTestGateway(t, "basic", func(c *config.Config) { c.Rules.Dir = dir })
+	type status struct {
+		Revision  string           `json:"revision"`
+		Files     []map[string]any `json:"files"`
+		LoadedAt  time.Time        `json:"loadedAt"`
+		LastError []policy.Error   `json:"lastError"`
+	}
+	var before status
+	g.doJSON("GET", "/v1/admin/rules", nil, http.StatusOK, &before)
+	if len(before.Files) != 1 || before.LoadedAt.IsZero() || len(before.LastError) != 0 {
+		t.Fatalf("rules status %+v", before)
+	}
+
+	write(string(src) + "\nblock contains x if {\n")
+	var rejected struct {
+		Code   string         `json:"code"`
+		Errors []policy.Error `json:"errors"`
+	}
+	g.doJSON("POST", "/v1/admin/rules/reload", nil, http.StatusUnprocessableEntity, &rejected)
+	if rejected.Code != CodeRulesInvalid || len(rejected.Errors) == 0 || rejected.Errors[0].Location.Line == 0 ||
+		!strings.HasSuffix(rejected.Errors[0].Location.File, "tools.rego") {
+		t.Fatalf("rejected reload %+v, want positioned diagnostics", rejected)
+	}
+	var broken status
+	g.doJSON("GET", "/v1/admin/rules", nil, http.StatusOK, &broken)
+	if broken.Revision != before.Revision || len(broken.LastError) == 0 || broken.LastError[0].Location.Line == 0 {
+		t.Errorf("status after the rejected reload %+v, want the old revision and the positioned error", broken)
+	}
+	chunks := readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "delete /etc/passwd")))
+	if !strings.Contains(mustJSON(chunks), "delete is disabled") {
+		t.Error("the last good revision stopped blocking deletes")
+	}
+
+	write(strings.Replace(string(src), "disabled on this gateway", "disabled here", 1))
+	var reloaded map[string]any
+	g.doJSON("POST", "/v1/admin/rules/reload", nil, http.StatusOK, &reloaded)
+	var fixed status
+	g.doJSON("GET", "/v1/admin/rules", nil, http.StatusOK, &fixed)
+	if reloaded["changed"] != true || fixed.Revision == before.Revision || fixed.Revision != reloaded["revision"] || len(fixed.LastError) != 0 {
+		t.Errorf("after the fix: reload %v, status %+v", reloaded, fixed)
+	}
 }
