@@ -202,8 +202,11 @@ func regeneratePlan(ctx context.Context, req *chatRequest, tx *transcript) (*pla
 
 // toolResultPlan copies the outputs of the client tool calls the stored
 // last assistant message is waiting for, and nothing else, then continues
-// that message. A request that carries no such output starts no turn: it
-// is answered by the A.8 guard.
+// that message. It takes them only once every pending call has one (the AI
+// SDK client sends them together), so no client output is stored before the
+// continuation turn has run the toolResult policy over it
+// (TurnRequest.ClientToolResults). A request that carries no such output,
+// or not all of them, starts no turn: it is answered by the A.8 guard.
 func toolResultPlan(ctx context.Context, sent engine.UIMessage, tx *transcript) (*plan, error) {
 	stored := tx.last()
 	if stored == nil || stored.Role != engine.RoleAssistant || stored.ID != sent.ID {
@@ -217,7 +220,7 @@ func toolResultPlan(ctx context.Context, sent engine.UIMessage, tx *transcript) 
 	}
 	msg := *stored
 	msg.Parts = append([]engine.UIPart(nil), stored.Parts...)
-	filled := 0
+	var filled []string
 	for _, p := range sent.Parts {
 		i, ok := pending[p.ToolCallID]
 		if !ok || !p.IsTool() {
@@ -236,18 +239,15 @@ func toolResultPlan(ctx context.Context, sent engine.UIMessage, tx *transcript) 
 			continue
 		}
 		delete(pending, p.ToolCallID)
-		filled++
+		filled = append(filled, p.ToolCallID)
 	}
-	if filled == 0 {
+	if len(filled) == 0 || len(pending) > 0 {
 		return &plan{skip: true, skipMessageID: stored.ID}, nil
 	}
-	if err := tx.upsert(ctx, msg); err != nil {
-		return nil, err
-	}
-	if len(pending) > 0 {
-		return &plan{skip: true, skipMessageID: msg.ID}, nil // wait for the remaining outputs
-	}
-	return &plan{continuation: true, messageID: msg.ID, entry: engine.EntryToolResult}, nil
+	// The transcript the turn reads carries the outputs; the store gets
+	// them with the turn's result, after the toolResult policy.
+	tx.replaceLast(msg)
+	return &plan{continuation: true, messageID: msg.ID, entry: engine.EntryToolResult, clientResults: filled}, nil
 }
 
 // chat serves POST /v1/agents/:agent/chat: the UI message stream.

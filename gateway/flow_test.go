@@ -458,3 +458,39 @@ func TestOnChatResponseAfterPersistAndUnlock(t *testing.T) {
 		t.Errorf("onChatResponse checks = %v, want just completed (persisted, unlocked)", obs.checks)
 	}
 }
+
+// TestChatClientToolOutputRedacted proves a client tool's output passes the
+// tool_result policy before the model or the store sees it.
+func TestChatClientToolOutputRedacted(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "please confirm")))
+	msgs := g.history("demo", "s1")
+	sent := msgs[1]
+	sent.Parts = append([]engine.UIPart(nil), sent.Parts...)
+	for i, p := range sent.Parts {
+		if p.Type == "tool-confirm" {
+			sent.Parts[i].State, sent.Parts[i].Output = engine.ToolStateOutputAvailable, json.RawMessage(`{"answer":"yes","token":"s3cret"}`)
+		}
+	}
+	body := map[string]any{"id": "s1", "trigger": "submit-message", "messageId": sent.ID, "messages": []any{msgs[0], sent}}
+	// The continuation re-emits the redacted output of the earlier call,
+	// as the AI SDK server does for approvals (A.6), so the strict
+	// per-response checker (which knows only this response's calls) is
+	// not used here.
+	resp := g.do("POST", "/v1/agents/demo/chat", body)
+	defer resp.Body.Close()
+	chunks := decodeSSE[chunk](t, resp.Body)
+	var text strings.Builder
+	for _, c := range chunks {
+		text.WriteString(c.str("delta"))
+	}
+	if c := chunks[1]; c.str("type") != "tool-output-available" || strings.Contains(mustJSON(c), "s3cret") {
+		t.Errorf("the continuation's first chunk %v, want the redacted client output", c)
+	}
+	if strings.Contains(text.String(), "s3cret") || !strings.Contains(text.String(), "[REDACTED]") {
+		t.Errorf("the model saw %q, want the token redacted", text.String())
+	}
+	if h := mustJSON(g.history("demo", "s1")); strings.Contains(h, "s3cret") || !strings.Contains(h, `"token":"[REDACTED]"`) {
+		t.Errorf("stored history keeps the client's secret:\n%s", h)
+	}
+}

@@ -78,3 +78,9 @@ func (t *transcript) truncateAfter(ctx context.Context, id string, inclusive boo
 	}
 	return nil
 }
+
+// replaceLast replaces the last message in the local copy only; the turn's
+// result persists it.
+func (t *transcript) replaceLast(m engine.UIMessage) {
+	t.messages[len(t.messages)-1] = m
+}

@@ -70,6 +70,9 @@ type plan struct {
 	messageID string
 	// entry overrides the input's entry path (tool results in chat).
 	entry string
+	// clientResults are the tool call ids whose client outputs the
+	// continuation brings (engine.TurnRequest.ClientToolResults).
+	clientResults []string
 }
 
 // turn is one admitted turn: running, or already done when skipped.
@@ -245,15 +248,16 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 			Principal: in.principal,
 			EntryPath: in.entry,
 		},
-		Model:        in.agent.model,
-		System:       in.agent.system,
-		Messages:     messages,
-		Tools:        append(s.agentTools(in.agent), in.extraTools...),
-		Defaults:     in.agent.defaults,
-		Continuation: p.continuation,
-		MessageID:    p.messageID,
-		Body:         in.body,
-		Hooks:        hooks,
+		Model:             in.agent.model,
+		System:            in.agent.system,
+		Messages:          messages,
+		Tools:             append(s.agentTools(in.agent), in.extraTools...),
+		Defaults:          in.agent.defaults,
+		Continuation:      p.continuation,
+		ClientToolResults: p.clientResults,
+		MessageID:         p.messageID,
+		Body:              in.body,
+		Hooks:             hooks,
 		Emit: func(ev engine.Event) {
 			if frame, err := uistream.Frame(ev); err == nil {
 				t.buf.Append(frame)
