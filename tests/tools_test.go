@@ -388,6 +388,9 @@ func TestMCPTools(t *testing.T) {
 			if d := decisionOf(rec); d["action"] != "block" || d["reason"] != reason {
 				t.Errorf("audit decision = %v, want a block naming the kind and the server", rec["decision"])
 			}
+			if rec["toolKind"] != "mcp" || rec["toolServer"] != tt.server {
+				t.Errorf("audit record names tool kind %v server %v, want mcp %s", rec["toolKind"], rec["toolServer"], tt.server)
+			}
 			allowed := x.g.waitAudit("the allowed read", toolDecision(session, tt.server+"_read"))
 			if allowed["outcome"] != "no_match" {
 				t.Errorf("read audit record = %v, want outcome no_match", allowed)
