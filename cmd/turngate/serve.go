@@ -101,7 +101,7 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return err
 	}
-	eng := engine.New(engine.Options{Models: m.Resolver(models), Logger: log})
+	eng := engine.New(engineOptions(cfg, m.Resolver(models), log))
 
 	var mcp *mcptool.Manager
 	if len(cfg.MCPServers) > 0 {
@@ -189,6 +189,17 @@ func serve(ctx context.Context, p serveParams) error {
 		return fmt.Errorf("serving: %w", err)
 	}
 	return nil
+}
+
+// engineOptions are the engine's options from cfg's tool limits.
+func engineOptions(cfg *config.Config, models engine.ModelResolver, log *slog.Logger) engine.Options {
+	return engine.Options{
+		Models:             models,
+		Logger:             log,
+		MaxConcurrentTools: cfg.Limits.MaxConcurrentTools,
+		ToolTimeout:        cfg.Limits.ToolTimeout,
+		MaxOutputBytes:     cfg.Limits.MaxToolOutputBytes,
+	}
 }
 
 func loadConfig(path string) (*config.Config, error) {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/turngate/turngate/gateway/config"
 )
 
 // writeServeConfig writes a config with its own store and rules directory.
@@ -122,6 +124,33 @@ func TestServeReloadMetrics(t *testing.T) {
 	}
 	r.hup <- syscall.SIGHUP
 	metricsHave(t, r.addr, `turngate_rule_reloads_total{result="success"} 1`)
+}
+
+// TestServeToolLimits checks that the config's tool limits reach the
+// engine: limits.maxToolOutputBytes truncates the weather tool's output.
+func TestServeToolLimits(t *testing.T) {
+	r := startServe(t, writeServeConfig(t, "limits: {maxToolOutputBytes: 10}\n"))
+	body := `{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"weather in Paris"}]}]}`
+	resp, err := http.Post("http://"+r.addr+"/v1/agents/demo/chat", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"tool-output-available"`) || !strings.Contains(string(data), "…[truncated ") {
+		t.Fatalf("chat: %d %s, want a truncated tool output", resp.StatusCode, data)
+	}
+}
+
+func TestEngineOptions(t *testing.T) {
+	cfg, err := config.Parse("t.yaml", []byte("limits: {maxConcurrentTools: 3, toolTimeout: 7s, maxToolOutputBytes: 99}\n"), os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := engineOptions(cfg, nil, nil)
+	if got.MaxConcurrentTools != 3 || got.ToolTimeout != 7*time.Second || got.MaxOutputBytes != 99 {
+		t.Errorf("engine options %+v, want 3, 7s, 99", got)
+	}
 }
 
 // TestServeReadHeaderTimeout checks that a client that never finishes its

@@ -257,6 +257,15 @@ type Limits struct {
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
 	// SubmissionWorkers is the number of submission workers.
 	SubmissionWorkers int `yaml:"submissionWorkers"`
+	// MaxConcurrentTools caps the tool executions running at once within
+	// one turn (engine.Options.MaxConcurrentTools).
+	MaxConcurrentTools int `yaml:"maxConcurrentTools"`
+	// ToolTimeout bounds a tool execution when the tool sets no timeout of
+	// its own (engine.Options.ToolTimeout).
+	ToolTimeout time.Duration `yaml:"toolTimeout"`
+	// MaxToolOutputBytes bounds a tool output when the tool sets no bound
+	// of its own (engine.Options.MaxOutputBytes).
+	MaxToolOutputBytes int `yaml:"maxToolOutputBytes"`
 }
 
 // Defaults for unset limits.
@@ -269,6 +278,9 @@ const (
 	DefaultReadHeaderTimeout        = 10 * time.Second
 	DefaultShutdownTimeout          = 30 * time.Second
 	DefaultSubmissionWorkers        = 4
+	DefaultMaxConcurrentTools       = 8
+	DefaultToolTimeout              = 60 * time.Second
+	DefaultMaxToolOutputBytes       = 64 << 10
 	DefaultPollInterval             = 5 * time.Second
 	DefaultAuditMaxSizeMB           = 100
 	DefaultAuditMaxBackups          = 5
@@ -376,6 +388,15 @@ func (c *Config) applyDefaults() {
 	if l.ShutdownTimeout == 0 {
 		l.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if l.MaxConcurrentTools == 0 {
+		l.MaxConcurrentTools = DefaultMaxConcurrentTools
+	}
+	if l.ToolTimeout == 0 {
+		l.ToolTimeout = DefaultToolTimeout
+	}
+	if l.MaxToolOutputBytes == 0 {
+		l.MaxToolOutputBytes = DefaultMaxToolOutputBytes
+	}
 	if l.SubmissionWorkers == 0 {
 		l.SubmissionWorkers = DefaultSubmissionWorkers
 	}
@@ -478,6 +499,15 @@ func (c *Config) Validate() error {
 	if l.MaxBodyBytes < 0 || l.MaxMessages < 0 || l.TurnTimeout < 0 || l.MaxQueuedTurnsPerSession < 0 ||
 		l.ReadHeaderTimeout < 0 || l.ShutdownTimeout < 0 || l.SubmissionWorkers < 0 {
 		add("limits: values must not be negative")
+	}
+	if l.MaxConcurrentTools < 0 {
+		add("limits.maxConcurrentTools: must be positive, not %d", l.MaxConcurrentTools)
+	}
+	if l.ToolTimeout < 0 {
+		add("limits.toolTimeout: must be positive, not %s", l.ToolTimeout)
+	}
+	if l.MaxToolOutputBytes < 0 {
+		add("limits.maxToolOutputBytes: must be positive, not %d", l.MaxToolOutputBytes)
 	}
 	return errors.Join(errs...)
 }

@@ -37,6 +37,19 @@ func TestDefault(t *testing.T) {
 	if c.Limits.MaxQueuedTurnsPerSession != DefaultMaxQueuedTurnsPerSession || c.Limits.TurnTimeout != DefaultTurnTimeout {
 		t.Errorf("limits %+v", c.Limits)
 	}
+	if l := c.Limits; l.MaxConcurrentTools != 8 || l.ToolTimeout != time.Minute || l.MaxToolOutputBytes != 65536 {
+		t.Errorf("tool limits %+v, want 8, 1m0s, 65536", l)
+	}
+}
+
+func TestToolLimits(t *testing.T) {
+	c, err := Parse("t.yaml", []byte("limits: {maxConcurrentTools: 2, toolTimeout: 5s, maxToolOutputBytes: 1024}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Limits; l.MaxConcurrentTools != 2 || l.ToolTimeout != 5*time.Second || l.MaxToolOutputBytes != 1024 {
+		t.Errorf("tool limits %+v, want 2, 5s, 1024", l)
+	}
 }
 
 func TestParseErrors(t *testing.T) {
@@ -60,6 +73,10 @@ func TestParseErrors(t *testing.T) {
 		{"active tool of a foreign tool", agentYAML("activeTools: [t, x]"), []string{"line 4: agents[0] (a): activeTools", `"x"`}},
 		{"zero topK", agentYAML("topK: 0"), []string{"topK must be at least 1"}},
 		{"negative timeout", agentYAML("timeout: {chunk: -1s}"), []string{"timeout: values must not be negative"}},
+		{"negative maxConcurrentTools", "limits: {maxConcurrentTools: -1}\n", []string{"limits.maxConcurrentTools: must be positive, not -1"}},
+		{"negative toolTimeout", "limits: {toolTimeout: -2s}\n", []string{"limits.toolTimeout: must be positive, not -2s"}},
+		{"negative maxToolOutputBytes", "limits: {maxToolOutputBytes: -5}\n", []string{"limits.maxToolOutputBytes: must be positive, not -5"}},
+		{"tool timeout without a unit", "limits: {toolTimeout: fast}\n", []string{"line 1"}},
 		{"unknown timeout key", agentYAML("timeout: {totalMs: 5}"), []string{"line 5", "totalMs"}},
 		{"duplicate agent", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents: [{name: a, model: m}, {name: a, model: m}]\n", []string{"line 3: agents[1]: duplicate agent"}},
 	}
