@@ -146,17 +146,7 @@ func serve(ctx context.Context, p serveParams) error {
 			}
 		}()
 	}
-	go func() {
-		for {
-			select {
-			case <-bg.Done():
-				return
-			case <-p.Hangup:
-				log.Info("SIGHUP: reloading rules")
-				_, _ = rules.Reload() // the manager logs and counts the result
-			}
-		}
-	}()
+	go rules.ReloadOn(bg, p.Hangup)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
