@@ -229,7 +229,7 @@ func encodeBody(body map[string]any) json.RawMessage {
 }
 
 // run runs the model turn, then persists the assistant message (the
-// partial one too), records the outcome, releases the turn lock and only
+// partial one too) and the outcome in one transaction, releases the turn lock and only
 // then fires the deferred onChatResponse observers: onChatResponse runs
 // after the message is persisted and after the lock is released, so an
 // observer may start the session's next turn.
@@ -273,13 +273,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
-	if !in.ephemeral && len(res.Message.Parts) > 0 {
-		if err := s.store.UpsertMessage(pctx, in.principal.Tenant, in.sessionID, res.Message); err != nil {
-			s.log.Error("persisting assistant message", "requestId", in.requestID, "session", in.sessionID, "err", err)
-		}
-	}
-	finished := time.Now()
-	s.recordTurn(pctx, in, rev.ID(), res, start, finished)
+	s.recordTurn(pctx, in, rev.ID(), res, start, time.Now())
 
 	t.result, t.status = res, res.Status
 	s.mu.Lock()
@@ -313,9 +307,26 @@ func (s *Server) runEngine(ctx context.Context, req *engine.TurnRequest) (res *e
 	return s.engine.Run(ctx, req)
 }
 
-// recordTurn writes the turn outcome to the store's turn audit, the audit
-// log and the metrics.
+// recordTurn stores the turn's outcome, with the assistant message when it
+// has parts (the partial one too) in the same transaction, then writes it to
+// the audit log and the metrics. Ephemeral turns store nothing.
 func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string, res *engine.TurnResult, start, end time.Time) {
+	if !in.ephemeral {
+		rec := &store.TurnRecord{
+			RequestID: in.requestID, Tenant: in.principal.Tenant, SessionID: in.sessionID, Agent: in.agent.name,
+			Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, Usage: res.Usage,
+			RuleRevision: revision, StartedAt: start, FinishedAt: end,
+		}
+		var err error
+		if len(res.Message.Parts) > 0 {
+			err = s.store.FinishTurn(ctx, in.principal.Tenant, in.sessionID, res.Message, rec)
+		} else {
+			err = s.store.RecordTurn(ctx, rec)
+		}
+		if err != nil {
+			s.log.Error("recording turn", "requestId", in.requestID, "session", in.sessionID, "err", err)
+		}
+	}
 	s.metrics.Turns.WithLabelValues(in.agent.name, res.Status).Inc()
 	var calls []engine.ToolResult
 	for _, st := range res.Steps {
@@ -327,17 +338,6 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string,
 		Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, Steps: len(res.Steps),
 		ToolCalls: calls, Usage: res.Usage, DurationMs: float64(end.Sub(start).Microseconds()) / 1000,
 	})
-	if in.ephemeral {
-		return
-	}
-	err := s.store.RecordTurn(ctx, &store.TurnRecord{
-		RequestID: in.requestID, Tenant: in.principal.Tenant, SessionID: in.sessionID, Agent: in.agent.name,
-		Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, Usage: res.Usage,
-		RuleRevision: revision, StartedAt: start, FinishedAt: end,
-	})
-	if err != nil {
-		s.log.Error("recording turn", "requestId", in.requestID, "err", err)
-	}
 }
 
 // responseCatcher keeps the engine's onChatResponse call so the gateway can
