@@ -29,6 +29,8 @@ type Location struct {
 	Column int    `json:"column,omitempty"`
 }
 
+// String renders the location as file, file:line or file:line:col,
+// whichever parts are known.
 func (l Location) String() string {
 	switch {
 	case l.Line == 0:
@@ -51,6 +53,8 @@ type Error struct {
 	Snippet string `json:"snippet,omitempty"`
 }
 
+// Error renders the diagnostic as "file:line:col: code: rule … field …:
+// message", followed by the snippet on its own lines when there is one.
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Location.File != "" {
@@ -80,6 +84,8 @@ const MaxErrors = 50
 // Errors is every diagnostic of one load, in file then position order.
 type Errors []*Error
 
+// Error renders one diagnostic as itself, several as a count followed by
+// one diagnostic per line.
 func (es Errors) Error() string {
 	if len(es) == 1 {
 		return es[0].Error()
