@@ -367,7 +367,9 @@ type ChatErrorContext struct {
 	Err error `json:"-"`
 	// Message is Err's text, for serialisation.
 	Message string `json:"message"`
-	// MessagesPersisted reports whether a partial message exists.
-	PartialMessage bool      `json:"partialMessage"`
-	At             time.Time `json:"at"`
+	// PartialMessage reports whether the turn's assistant message already
+	// has parts when the error happens.
+	PartialMessage bool `json:"partialMessage"`
+	// At is when the error happened.
+	At time.Time `json:"at"`
 }
