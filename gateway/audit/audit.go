@@ -121,12 +121,19 @@ func (l *Log) fail(err error) {
 	l.errOnce.Do(func() { l.logger.Error("writing audit log", "err", err) })
 }
 
-// encode renders v as one JSON line with "kind" first among its fields and
-// the redactions applied.
+// encode renders v as one JSON line with its fields, at every level, in
+// key order, "kind" among them, and the redactions applied. Without
+// redactions v is marshalled once and its members reordered in place.
 func (l *Log) encode(kind string, v any) ([]byte, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encoding audit %s: %w", kind, err)
+	}
+	if len(l.redact) == 0 {
+		kindKey := []byte(`"kind"`)
+		line := appendSorted(make([]byte, 0, len(raw)+len(kind)+16), raw,
+			&member{key: kindKey, sortKey: kindKey[1:5], val: []byte(`"` + kind + `"`)})
+		return append(line, '\n'), nil
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil {
