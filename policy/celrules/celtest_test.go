@@ -158,10 +158,10 @@ beforeStep:
 			t.Errorf("DecodeInput(%q) succeeded", bad)
 		}
 	}
-	if _, err := DecodeTurnContext([]byte(`turn: {continuation: true}`)); err != nil {
-		t.Error(err)
+	if in, err := DecodeInput([]byte(`turn: {continuation: true}`)); err != nil || !in.TurnContext().Continuation {
+		t.Error(in, err)
 	}
-	if sc, err := DecodeStepContext([]byte(`step: {stepNumber: 3}`)); err != nil || sc.StepNumber != 3 {
-		t.Error(sc, err)
+	if in, err := DecodeInput([]byte(`step: {stepNumber: 3}`)); err != nil || in.StepContext().StepNumber != 3 {
+		t.Error(in, err)
 	}
 }

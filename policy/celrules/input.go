@@ -59,26 +59,6 @@ func inputFrom(doc any) (*Input, error) {
 	return &in, nil
 }
 
-// DecodeTurnContext decodes a beforeTurn dry-run input (see Input) into the
-// turn context the rules see.
-func DecodeTurnContext(data []byte) (*engine.TurnContext, error) {
-	in, err := DecodeInput(data)
-	if err != nil {
-		return nil, err
-	}
-	return in.TurnContext(), nil
-}
-
-// DecodeStepContext decodes a beforeStep dry-run input (see Input) into the
-// step context the rules see.
-func DecodeStepContext(data []byte) (*engine.PrepareStepContext, error) {
-	in, err := DecodeInput(data)
-	if err != nil {
-		return nil, err
-	}
-	return in.StepContext(), nil
-}
-
 // TurnContext returns the input's turn with the principal applied.
 func (in *Input) TurnContext() *engine.TurnContext {
 	tc := &engine.TurnContext{}
