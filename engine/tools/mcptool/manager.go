@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,10 +39,6 @@ type Option func(*Manager)
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(m *Manager) { m.log = l } }
 
-// WithHTTPClient sets the HTTP client for streamable HTTP servers (default
-// http.DefaultClient). Configured headers are added on top of it.
-func WithHTTPClient(c *http.Client) Option { return func(m *Manager) { m.httpClient = c } }
-
 // WithConnectTimeout bounds one connection attempt (default DefaultConnectTimeout).
 func WithConnectTimeout(d time.Duration) Option { return func(m *Manager) { m.connectTimeout = d } }
 
@@ -57,7 +52,6 @@ func WithRetryBackoff(min, max time.Duration) Option {
 // for concurrent use.
 type Manager struct {
 	log            *slog.Logger
-	httpClient     *http.Client
 	connectTimeout time.Duration
 	retryMin       time.Duration
 	retryMax       time.Duration
@@ -81,7 +75,6 @@ type Manager struct {
 func NewManager(configs []ServerConfig, opts ...Option) (*Manager, error) {
 	m := &Manager{
 		log:            slog.Default(),
-		httpClient:     http.DefaultClient,
 		connectTimeout: DefaultConnectTimeout,
 		retryMin:       DefaultRetryMin,
 		retryMax:       DefaultRetryMax,

@@ -147,7 +147,7 @@ func (s *server) transport() mcp.Transport {
 		cmd.Stderr = &logWriter{log: s.m.log, server: s.cfg.Name}
 		return &mcp.CommandTransport{Command: cmd, TerminateDuration: stdioTerminateWait}
 	}
-	client := s.m.httpClient
+	client := http.DefaultClient
 	if len(s.cfg.Headers) > 0 {
 		c := *client
 		c.Transport = &headerTransport{base: client.Transport, headers: s.cfg.Headers}
