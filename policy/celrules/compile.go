@@ -122,12 +122,6 @@ func (s *Set) Rules(hook string) []string {
 	return ids
 }
 
-// IsTestFile reports whether a path names a CEL test file (*_test.yaml or
-// *_test.yml), which Compile does not take and RunTests does.
-func IsTestFile(path string) bool {
-	return strings.HasSuffix(path, "_test.yaml") || strings.HasSuffix(path, "_test.yml")
-}
-
 // Compile parses and type-checks every rule file. Files are taken in path
 // order. All errors of all files are returned at once, capped at
 // policy.MaxErrors, each positioned at the offending text; a set is

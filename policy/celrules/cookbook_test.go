@@ -3,6 +3,7 @@ package celrules
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/turngate/turngate/policy"
@@ -55,7 +56,7 @@ func loadDir(t testing.TB, dir string) (rules, tests []policy.File) {
 			t.Fatal(err)
 		}
 		f := policy.File{Path: filepath.Base(p), Data: data}
-		if IsTestFile(p) {
+		if strings.HasSuffix(p, "_test.yaml") {
 			tests = append(tests, f)
 		} else {
 			rules = append(rules, f)

@@ -57,9 +57,6 @@ func NewManager(dir string, opts Options, logger *slog.Logger) (*Manager, error)
 	return nil, fmt.Errorf("loading rules from %s: %w", dir, errs)
 }
 
-// Dir returns the rules directory.
-func (m *Manager) Dir() string { return m.dir }
-
 // Current returns the live revision. A turn calls it once and uses the
 // result for all its hooks.
 func (m *Manager) Current() *Revision { return m.cur.Load() }
