@@ -128,6 +128,9 @@ var celInputKeys = map[string]bool{"turn": true, "step": true, "principal": true
 // test-case input when every top-level key is one of celInputKeys, else
 // the hook's engine context.
 func celInput(hook string, input []byte) (*celrules.Input, error) {
+	if err := checkInputSize(input); err != nil {
+		return nil, err
+	}
 	var top map[string]any
 	if err := yaml.Unmarshal(input, &top); err == nil {
 		caseShape := true
@@ -135,7 +138,11 @@ func celInput(hook string, input []byte) (*celrules.Input, error) {
 			caseShape = caseShape && celInputKeys[k]
 		}
 		if caseShape {
-			return celrules.DecodeInput(input)
+			var in celrules.Input
+			if err := DecodeInput(input, &in); err != nil {
+				return nil, err
+			}
+			return &in, nil
 		}
 	}
 	if hook == policy.HookBeforeTurn {
@@ -156,8 +163,8 @@ func celInput(hook string, input []byte) (*celrules.Input, error) {
 // engine context type) by v's JSON field names, rejecting unknown fields,
 // trailing documents and inputs over MaxEvalInputBytes.
 func DecodeInput(input []byte, v any) error {
-	if len(input) > MaxEvalInputBytes {
-		return fmt.Errorf("decoding input: %d bytes, over the %d byte limit", len(input), MaxEvalInputBytes)
+	if err := checkInputSize(input); err != nil {
+		return err
 	}
 	js := input
 	if trimmed := bytes.TrimSpace(input); len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
@@ -183,6 +190,15 @@ func DecodeInput(input []byte, v any) error {
 	}
 	if dec.More() {
 		return errors.New("decoding input: more than one document")
+	}
+	return nil
+}
+
+// checkInputSize refuses a dry-run input over MaxEvalInputBytes before any
+// parser reads it.
+func checkInputSize(input []byte) error {
+	if len(input) > MaxEvalInputBytes {
+		return fmt.Errorf("decoding input: %d bytes, over the %d byte limit", len(input), MaxEvalInputBytes)
 	}
 	return nil
 }

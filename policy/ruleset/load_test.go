@@ -237,3 +237,18 @@ func FuzzEval(f *testing.F) {
 		}
 	})
 }
+
+// TestEvalInputLimit checks that every hook's dry-run input, a CEL test-case
+// input included, is refused over MaxEvalInputBytes before it is parsed.
+func TestEvalInputLimit(t *testing.T) {
+	rev := mustLoad(t, rulesDir(t, defaultSet()), Options{})
+	big := []byte("turn: {system: \"" + strings.Repeat("x", MaxEvalInputBytes) + "\"}\n")
+	for _, hook := range []string{policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult} {
+		t.Run(hook, func(t *testing.T) {
+			res, err := rev.Eval(context.Background(), hook, big)
+			if err == nil || !strings.Contains(err.Error(), "byte limit") {
+				t.Fatalf("Eval over the limit = %v, %v; want a size error", res, err)
+			}
+		})
+	}
+}
