@@ -193,44 +193,32 @@ func recoverObservation(log *slog.Logger, hook string) {
 	}
 }
 
-func panicError(hook string, r any) error {
-	return fmt.Errorf("%s hook panicked: %v", hook, r)
-}
-
-func callBeforeTurn(ctx context.Context, h Hooks, tc *TurnContext) (cfg *TurnConfig, err error) {
+// callDecision calls one decision hook through the method expression f,
+// turning a panic into an error that names the hook: a broken hook fails
+// its decision (closed), never the process.
+func callDecision[C, R any](ctx context.Context, h Hooks, c *C, hook string, f func(Hooks, context.Context, *C) (*R, error)) (r *R, err error) {
 	defer func() {
-		if r := recover(); r != nil {
-			cfg, err = nil, panicError("beforeTurn", r)
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("%s hook panicked: %v", hook, p)
 		}
 	}()
-	return h.BeforeTurn(ctx, tc)
+	return f(h, ctx, c)
 }
 
-func callBeforeStep(ctx context.Context, h Hooks, sc *PrepareStepContext) (cfg *StepConfig, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			cfg, err = nil, panicError("beforeStep", r)
-		}
-	}()
-	return h.BeforeStep(ctx, sc)
+func callBeforeTurn(ctx context.Context, h Hooks, tc *TurnContext) (*TurnConfig, error) {
+	return callDecision(ctx, h, tc, "beforeTurn", Hooks.BeforeTurn)
 }
 
-func callBeforeToolCall(ctx context.Context, h Hooks, tc *ToolCallContext) (d *ToolCallDecision, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			d, err = nil, panicError("beforeToolCall", r)
-		}
-	}()
-	return h.BeforeToolCall(ctx, tc)
+func callBeforeStep(ctx context.Context, h Hooks, sc *PrepareStepContext) (*StepConfig, error) {
+	return callDecision(ctx, h, sc, "beforeStep", Hooks.BeforeStep)
 }
 
-func callToolResult(ctx context.Context, h Hooks, rc *ToolCallResultContext) (d *ToolResultDecision, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			d, err = nil, panicError("toolResult", r)
-		}
-	}()
-	return h.ToolResult(ctx, rc)
+func callBeforeToolCall(ctx context.Context, h Hooks, tc *ToolCallContext) (*ToolCallDecision, error) {
+	return callDecision(ctx, h, tc, "beforeToolCall", Hooks.BeforeToolCall)
+}
+
+func callToolResult(ctx context.Context, h Hooks, rc *ToolCallResultContext) (*ToolResultDecision, error) {
+	return callDecision(ctx, h, rc, "toolResult", Hooks.ToolResult)
 }
 
 // mergeTurnConfig applies src on top of dst: set scalars replace, tools and
