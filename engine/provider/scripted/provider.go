@@ -9,6 +9,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 	"time"
@@ -97,23 +98,23 @@ func (p *Provider) parts(req *engine.ModelRequest, r *reply) []engine.StreamPart
 		}
 	}
 	var parts []engine.StreamPart
-	block := func(kind, id, text string) {
+	block := func(start, delta, end, id, text string) {
 		if text == "" {
 			return
 		}
-		parts = append(parts, engine.StreamPart{Type: kind + "-start", ID: id})
-		for _, c := range chunks(text, p.chunkSize) {
-			parts = append(parts, engine.StreamPart{Type: kind + "-delta", ID: id, Text: c})
+		parts = append(parts, engine.StreamPart{Type: start, ID: id})
+		for c := range chunks(text, p.chunkSize) {
+			parts = append(parts, engine.StreamPart{Type: delta, ID: id, Text: c})
 		}
-		parts = append(parts, engine.StreamPart{Type: kind + "-end", ID: id})
+		parts = append(parts, engine.StreamPart{Type: end, ID: id})
 	}
-	block("reasoning", fmt.Sprintf("reasoning_%d", step), r.reasoning)
-	block("text", fmt.Sprintf("text_%d", step), r.text)
+	block(engine.StreamReasoningStart, engine.StreamReasoningDelta, engine.StreamReasoningEnd, fmt.Sprintf("reasoning_%d", step), r.reasoning)
+	block(engine.StreamTextStart, engine.StreamTextDelta, engine.StreamTextEnd, fmt.Sprintf("text_%d", step), r.text)
 	outChars := len(r.reasoning) + len(r.text)
 	for n, c := range r.calls {
 		id := fmt.Sprintf("call_%d_%d", step, n)
 		parts = append(parts, engine.StreamPart{Type: engine.StreamToolInputStart, ID: id, ToolCallID: id, ToolName: c.name})
-		for _, ch := range chunks(string(c.input), p.chunkSize) {
+		for ch := range chunks(string(c.input), p.chunkSize) {
 			parts = append(parts, engine.StreamPart{Type: engine.StreamToolInputDelta, ID: id, ToolCallID: id, Text: ch})
 		}
 		parts = append(parts, engine.StreamPart{Type: engine.StreamToolCall, ID: id, ToolCallID: id, ToolName: c.name, Input: c.input})
@@ -129,20 +130,22 @@ func (p *Provider) parts(req *engine.ModelRequest, r *reply) []engine.StreamPart
 	return append(parts, engine.StreamPart{Type: engine.StreamFinish, FinishReason: finish, Usage: &usage, ProviderMetadata: meta})
 }
 
-// chunks splits s into pieces of at most n characters.
-func chunks(s string, n int) []string {
-	var out []string
-	for s != "" {
-		i, count := 0, 0
-		for i < len(s) && count < n {
-			_, size := utf8.DecodeRuneInString(s[i:])
-			i += size
-			count++
+// chunks yields s in pieces of at most n characters.
+func chunks(s string, n int) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for rest := s; rest != ""; {
+			i, count := 0, 0
+			for i < len(rest) && count < n {
+				_, size := utf8.DecodeRuneInString(rest[i:])
+				i += size
+				count++
+			}
+			if !yield(rest[:i]) {
+				return
+			}
+			rest = rest[i:]
 		}
-		out = append(out, s[:i])
-		s = s[i:]
 	}
-	return out
 }
 
 // tokens synthesises a token count: a byte count over four, rounded up,
