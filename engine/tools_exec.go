@@ -144,6 +144,14 @@ func (t *turn) decide(ctx context.Context, cs *callState, validJSON bool, step i
 	cs.run = true
 }
 
+// policyErrorText is what the model and the client see when a tool call's
+// policy fails (fail closed). The rule's internals (file positions, source,
+// the values it handled) stay in the decision record and onChatError; they
+// never reach the model, the stream or the transcript.
+func policyErrorText(tool string) string {
+	return fmt.Sprintf("Tool %q was refused: its policy could not be evaluated.", tool)
+}
+
 func (cs *callState) policyError(err error) {
 	cs.decision, cs.err, cs.errStage = DecisionError, err, StagePolicy
 }
@@ -304,7 +312,11 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 	}
 	if cs.err != nil {
 		cs.success = false
-		cs.errText = t.chatError(ctx, cs.errStage, cs.err, cs.err.Error())
+		def := cs.err.Error()
+		if cs.errStage == StagePolicy {
+			def = policyErrorText(cs.call.ToolName)
+		}
+		cs.errText = t.chatError(ctx, cs.errStage, cs.err, def)
 	}
 	rc.Success, rc.DurationMs = cs.success, float64(cs.duration.Microseconds())/1000
 	part := &t.msg.Parts[cs.part]
@@ -320,7 +332,12 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 		ev.Type, ev.Output = EventToolOutputAvailable, seen
 		part.State, part.Output = ToolStateOutputAvailable, seen
 	} else {
+		// afterToolCall (server-side audit) gets the raw error; the model,
+		// stream and transcript get errText.
 		rc.Output, rc.Error = nil, cs.errText
+		if cs.err != nil {
+			rc.Error = cs.err.Error()
+		}
 		ev.Type, ev.ErrorText = EventToolOutputError, cs.errText
 		part.State, part.ErrorText = ToolStateOutputError, cs.errText
 	}
@@ -333,7 +350,7 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 		Input:      cs.call.Input,
 		Output:     part.Output,
 		IsError:    !cs.success,
-		ErrorText:  rc.Error,
+		ErrorText:  part.ErrorText,
 		Decision:   cs.decision,
 	})
 }
@@ -381,7 +398,7 @@ func (t *turn) settleClientResults(ctx context.Context) {
 			}
 			switch {
 			case err != nil:
-				rc.Success, rc.Error = false, t.chatError(ctx, StagePolicy, err, err.Error())
+				rc.Success, rc.Error = false, t.chatError(ctx, StagePolicy, err, policyErrorText(name))
 				part.State, part.Output, part.ErrorText = ToolStateOutputError, nil, rc.Error
 				t.emit(Event{Type: EventToolOutputError, ToolCallID: part.ToolCallID, ErrorText: rc.Error, Dynamic: rc.Dynamic})
 			case d != nil:

@@ -93,6 +93,9 @@ func TestToolCallDecisions(t *testing.T) {
 		effective    string
 		modelSaw     string
 		isError      bool
+		// afterErr prefixes the raw error afterToolCall records: a policy
+		// failure's details stay server-side, the model sees a fixed text.
+		afterErr string
 	}{
 		{name: "void", decisionName: engine.DecisionAllow, executed: true, success: true, effective: modelInput,
 			modelSaw: `{"tool":"A","input":{"q":"model"}}`},
@@ -102,7 +105,7 @@ func TestToolCallDecisions(t *testing.T) {
 			decisionName: engine.DecisionRewrite, executed: true, success: true, effective: `{"q":"policy"}`,
 			modelSaw: `{"tool":"A","input":{"q":"policy"}}`},
 		{name: "allow with invalid input", decision: &engine.ToolCallDecision{Action: engine.ActionAllow, Input: json.RawMessage(`{"q":1}`)},
-			decisionName: engine.DecisionError, modelSaw: `"beforeToolCall rewrote the input of tool \"A\" into an invalid input:`, isError: true},
+			decisionName: engine.DecisionError, modelSaw: `"Tool \"A\" was refused: its policy could not be evaluated."`, afterErr: `beforeToolCall rewrote the input of tool "A" into an invalid input:`, isError: true},
 		{name: "block with reason", decision: &engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "read-only mode"},
 			decisionName: engine.DecisionBlock, success: true, modelSaw: `"read-only mode"`},
 		{name: "block without reason", decision: &engine.ToolCallDecision{Action: engine.ActionBlock},
@@ -110,9 +113,9 @@ func TestToolCallDecisions(t *testing.T) {
 		{name: "substitute", decision: &engine.ToolCallDecision{Action: engine.ActionSubstitute, Output: json.RawMessage(`{"cached":true}`), Input: json.RawMessage(`{"q":"cache"}`)},
 			decisionName: engine.DecisionSubstitute, success: true, effective: `{"q":"cache"}`, modelSaw: `{"cached":true}`},
 		{name: "hook error", err: errors.New("rego: conflict"),
-			decisionName: engine.DecisionError, modelSaw: `"beforeToolCall: rego: conflict"`, isError: true},
+			decisionName: engine.DecisionError, modelSaw: `"Tool \"A\" was refused: its policy could not be evaluated."`, afterErr: "beforeToolCall: rego: conflict", isError: true},
 		{name: "unknown action", decision: &engine.ToolCallDecision{Action: "maybe"},
-			decisionName: engine.DecisionError, modelSaw: `"beforeToolCall returned unknown action \"maybe\""`, isError: true},
+			decisionName: engine.DecisionError, modelSaw: `"Tool \"A\" was refused: its policy could not be evaluated."`, afterErr: `beforeToolCall returned unknown action "maybe"`, isError: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,8 +149,8 @@ func TestToolCallDecisions(t *testing.T) {
 			if tt.success && string(rc.Output) != tt.modelSaw {
 				t.Errorf("afterToolCall output %s, want %s", rc.Output, tt.modelSaw)
 			}
-			if !tt.success && rc.Error == "" {
-				t.Error("afterToolCall error is empty")
+			if !tt.success && (rc.Error == "" || !strings.HasPrefix(rc.Error, tt.afterErr)) {
+				t.Errorf("afterToolCall error %q, want prefix %q", rc.Error, tt.afterErr)
 			}
 			seen := toolResultsSeen(t, fake.requests()[1])[0]
 			if seen.IsError != tt.isError || !strings.HasPrefix(string(seen.Output), tt.modelSaw) {
