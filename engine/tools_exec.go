@@ -300,15 +300,11 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 	}
 	if cs.executed && cs.success {
 		rc.Success, rc.Output = true, cs.output
-		d, err := callToolResult(ctx, t.hooks, rc)
-		switch {
-		case err != nil:
-			cs.success, cs.output, cs.err, cs.errStage = false, nil, fmt.Errorf("toolResult: %w", err), StagePolicy
-		case d != nil && !json.Valid(orNull(d.Output)):
-			cs.success, cs.output, cs.err, cs.errStage = false, nil, fmt.Errorf("toolResult replaced the output of tool %q with invalid JSON", cs.call.ToolName), StagePolicy
-		case d != nil:
-			rc.ModelOutput = orNull(d.Output)
+		out, err := t.runToolResult(ctx, rc)
+		if err != nil {
+			cs.success, cs.output, cs.err, cs.errStage = false, nil, err, StagePolicy
 		}
+		rc.ModelOutput = out
 	}
 	if cs.err != nil {
 		cs.success = false
@@ -390,19 +386,14 @@ func (t *turn) settleClientResults(ctx context.Context) {
 		switch part.State {
 		case ToolStateOutputAvailable:
 			rc.Success, rc.Output = true, orNull(part.Output)
-			d, err := callToolResult(ctx, t.hooks, rc)
-			if err != nil {
-				err = fmt.Errorf("toolResult: %w", err)
-			} else if d != nil && !json.Valid(orNull(d.Output)) {
-				err = fmt.Errorf("toolResult replaced the output of tool %q with invalid JSON", name)
-			}
+			out, err := t.runToolResult(ctx, rc)
 			switch {
 			case err != nil:
 				rc.Success, rc.Error = false, t.chatError(ctx, StagePolicy, err, policyErrorText(name))
 				part.State, part.Output, part.ErrorText = ToolStateOutputError, nil, rc.Error
 				t.emit(Event{Type: EventToolOutputError, ToolCallID: part.ToolCallID, ErrorText: rc.Error, Dynamic: rc.Dynamic})
-			case d != nil:
-				rc.ModelOutput = orNull(d.Output)
+			case out != nil:
+				rc.ModelOutput = out
 				part.Output = rc.ModelOutput
 				t.emit(Event{Type: EventToolOutputAvailable, ToolCallID: part.ToolCallID, Output: rc.ModelOutput, Dynamic: rc.Dynamic})
 			}
@@ -413,4 +404,22 @@ func (t *turn) settleClientResults(ctx context.Context) {
 		}
 		t.callAfterToolCall(ctx, rc)
 	}
+}
+
+// runToolResult runs toolResult over rc's output. It returns the output the
+// model sees instead (nil when unchanged), or the error to fail closed on: a
+// hook error or panic, or a replacement that is not JSON.
+func (t *turn) runToolResult(ctx context.Context, rc *ToolCallResultContext) (json.RawMessage, error) {
+	d, err := callToolResult(ctx, t.hooks, rc)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("toolResult: %w", err)
+	case d == nil:
+		return nil, nil
+	}
+	out := orNull(d.Output)
+	if !json.Valid(out) {
+		return nil, fmt.Errorf("toolResult replaced the output of tool %q with invalid JSON", rc.ToolName)
+	}
+	return out, nil
 }
