@@ -43,6 +43,8 @@ type Request struct {
 type Response struct {
 	body   io.ReadCloser
 	cancel context.CancelFunc
+	// secrets are the request's credentials, removed from error texts.
+	secrets []string
 }
 
 // Read reads the body.
@@ -96,9 +98,39 @@ func Post(ctx context.Context, req Request) (*Response, error) {
 		defer cancel()
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBodyBytes))
-		return nil, StatusError(resp.StatusCode, resp.Header, body)
+		e := StatusError(resp.StatusCode, resp.Header, body)
+		e.Message = Redact(e.Message, credentials(httpReq.Header))
+		return nil, e
 	}
-	return &Response{body: resp.Body, cancel: cancel}, nil
+	return &Response{body: resp.Body, cancel: cancel, secrets: credentials(httpReq.Header)}, nil
+}
+
+// credentialHeaders carry API keys; their values never appear in errors.
+var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key"}
+
+// credentials returns the credential values of h (a bearer token without
+// its scheme), so an upstream that echoes a key in its error body cannot
+// put it in logs.
+func credentials(h http.Header) []string {
+	var out []string
+	for _, k := range credentialHeaders {
+		v := strings.TrimSpace(h.Get(k))
+		if scheme, token, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
+			v = strings.TrimSpace(token)
+		}
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Redact replaces every secret in s with "[REDACTED]".
+func Redact(s string, secrets []string) string {
+	for _, secret := range secrets {
+		s = strings.ReplaceAll(s, secret, "[REDACTED]")
+	}
+	return s
 }
 
 // streamHeader returns the headers of req: the content types, the API's

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,12 @@ func (s *Stream) Next() bool {
 // fail records err and releases the connection; parts already queued are
 // dropped so a failed stream never ends with a finish part.
 func (s *Stream) fail(err error) {
+	var ue *engine.UpstreamError
+	if r, ok := s.body.(*Response); ok && errors.As(err, &ue) {
+		redacted := *ue
+		redacted.Message = Redact(ue.Message, r.secrets)
+		err = &redacted
+	}
 	s.err = err
 	s.queue = nil
 	s.Close()

@@ -1,12 +1,17 @@
 package wire
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turngate/turngate/engine"
 )
 
 func TestDecoder(t *testing.T) {
@@ -100,3 +105,57 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
+
+// TestCredentialsNeverInErrors: an upstream that echoes the API key in an
+// error body (some OpenAI-compatible servers and proxies do) must not put
+// it in the error text, which reaches logs.
+func TestCredentialsNeverInErrors(t *testing.T) {
+	const key = "sk-test-SECRET-0123456789"
+	tests := []struct {
+		name   string
+		header http.Header
+		status int
+		body   string
+	}{
+		{"bearer, status error", http.Header{"Authorization": {"Bearer " + key}}, 401,
+			`{"error":{"message":"Incorrect API key provided: ` + key + `","type":"invalid_request_error"}}`},
+		{"x-api-key, status error", http.Header{"X-Api-Key": {key}}, 403, `{"error":{"message":"bad key ` + key + `"}}`},
+		{"bearer, in-stream error", http.Header{"Authorization": {"Bearer " + key}}, 200,
+			"data: {\"error\":{\"message\":\"key " + key + " revoked\",\"type\":\"server_error\"}}\n\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.status == 200 {
+					w.Header().Set("Content-Type", "text/event-stream")
+				}
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			}))
+			defer srv.Close()
+			stream, err := Open(context.Background(), Request{URL: srv.URL, Header: tt.header}, errorHandler{})
+			if err == nil {
+				for stream.Next() {
+				}
+				err = stream.Err()
+				stream.Close()
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "[REDACTED]") {
+				t.Errorf("error %q: want the key redacted", err)
+			}
+		})
+	}
+}
+
+// errorHandler turns a data object with an "error" key into the stream's
+// error, as the providers' handlers do.
+type errorHandler struct{}
+
+func (errorHandler) Event(ev Event, _ func(engine.StreamPart)) (bool, error) {
+	return false, StreamError(ev.Data)
+}
+
+func (errorHandler) End(func(engine.StreamPart)) error { return nil }
