@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -471,16 +472,12 @@ func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*Step
 		Model:            plan.model,
 		Text:             string(st.text),
 		Reasoning:        st.reasoning,
+		ReasoningText:    strings.Join(st.reasoning, ""),
 		ToolCalls:        st.calls,
 		FinishReason:     finishReason(st.finish.FinishReason, len(st.calls) > 0),
 		RawFinishReason:  st.finish.RawFinishReason,
 		Warnings:         st.finish.Warnings,
 		ProviderMetadata: st.finish.ProviderMetadata,
-	}
-	if len(st.reasoning) > 0 {
-		for _, r := range st.reasoning {
-			step.ReasoningText += r
-		}
 	}
 	if st.finish.Usage != nil {
 		step.Usage = *st.finish.Usage
