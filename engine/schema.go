@@ -9,15 +9,14 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/turngate/turngate/engine/internal/localschema"
 )
 
 // maxCachedSchemas bounds the compiled-schema cache. Tool schemas come from
 // configuration, so a turngate instance sees few distinct ones; the bound only
 // protects against a caller that sends a new schema with every turn.
 const maxCachedSchemas = 1024
-
-// schemaURL is the name a schema is compiled under; it never leaves memory.
-const schemaURL = "urn:turngate:schema"
 
 // schemaCache holds compiled JSON Schemas keyed by their bytes, so each
 // distinct schema is compiled once per Engine.
@@ -29,14 +28,6 @@ type schemaCache struct {
 type compiledSchema struct {
 	schema *jsonschema.Schema
 	err    error
-}
-
-// noLoader refuses every external $ref: schemas are self-contained, and a
-// schema must never make the engine read files or fetch URLs.
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("external schema reference %q is not allowed", url)
 }
 
 // compile returns the compiled form of raw, compiling it on first use.
@@ -64,12 +55,7 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing schema: %w", err)
 	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, fmt.Errorf("adding schema: %w", err)
-	}
-	s, err := c.Compile(schemaURL)
+	s, err := localschema.Compile(doc)
 	if err != nil {
 		return nil, fmt.Errorf("compiling schema: %w", err)
 	}

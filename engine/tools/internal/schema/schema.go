@@ -13,21 +13,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/turngate/turngate/engine/internal/localschema"
 )
-
-// resourceURL is the name the schema is compiled under; it only appears in
-// the validator's own error messages.
-const resourceURL = "turngate:///tool-input.json"
-
-// errNoRemoteRefs refuses every $ref outside the schema itself: a schema
-// (possibly from a remote MCP server) must not make the gateway read local
-// files or fetch URLs.
-var errNoRemoteRefs = errors.New("external $ref is not allowed in tool schemas")
-
-type refusingLoader struct{}
-
-// Load refuses to load anything.
-func (refusingLoader) Load(string) (any, error) { return nil, errNoRemoteRefs }
 
 // Check reports whether raw is a valid JSON Schema (draft 2020-12 unless
 // the schema names another draft with $schema) for a tool's input: a schema
@@ -48,12 +36,7 @@ func Check(raw json.RawMessage) error {
 	if t, ok := obj["type"]; ok && t != "object" {
 		return fmt.Errorf(`schema type must be "object", got %v`, t)
 	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refusingLoader{})
-	if err := c.AddResource(resourceURL, doc); err != nil {
-		return fmt.Errorf("adding schema: %w", err)
-	}
-	if _, err := c.Compile(resourceURL); err != nil {
+	if _, err := localschema.Compile(doc); err != nil {
 		var invalid *jsonschema.SchemaValidationError
 		var verr *jsonschema.ValidationError
 		if errors.As(err, &invalid) && errors.As(invalid.Err, &verr) {
