@@ -103,11 +103,7 @@ func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache) (ast.Value,
 	}
 	tool, err := toolTerm(tc.ToolName, &tc.Tool, tc.Dynamic, tc.Input, schemas)
 	errs = append(errs, err)
-	items := append(identityItems(&tc.Identity),
-		item("tool", tool),
-		item("call_id", ast.StringTerm(tc.ToolCallID)),
-		item("step_number", ast.InternedTerm(tc.StepNumber)),
-		item("messages_count", ast.InternedTerm(len(tc.Messages))),
+	items := append(callItems(&tc.Identity, tool, tc.ToolCallID, tc.StepNumber, len(tc.Messages)),
 		item("body", body),
 		item("previous_calls", ast.ArrayTerm(prev...)),
 	)
@@ -124,11 +120,7 @@ func toolResultInput(rc *engine.ToolCallResultContext, schemas *schemaCache) (as
 	if eerr != nil {
 		eerr = fmt.Errorf("effective input: %w", eerr)
 	}
-	items := append(identityItems(&rc.Identity),
-		item("tool", tool),
-		item("call_id", ast.StringTerm(rc.ToolCallID)),
-		item("step_number", ast.InternedTerm(rc.StepNumber)),
-		item("messages_count", ast.InternedTerm(len(rc.Messages))),
+	items := append(callItems(&rc.Identity, tool, rc.ToolCallID, rc.StepNumber, len(rc.Messages)),
 		item("output", out),
 		item("effective_input", eff),
 		item("success", ast.InternedTerm(rc.Success)),
@@ -165,9 +157,10 @@ func item(k string, v *ast.Term) [2]*ast.Term {
 	return ast.Item(kt, v)
 }
 
-// identityItems are the turn's identity fields, with room for the rest of
-// an input document.
-func identityItems(id *engine.Identity) [][2]*ast.Term {
+// callItems are the fields both input documents have: the turn's identity,
+// the tool, call_id, step_number and messages_count, with room for the rest
+// of a document.
+func callItems(id *engine.Identity, tool *ast.Term, callID string, step, messages int) [][2]*ast.Term {
 	roles := make([]*ast.Term, len(id.Principal.Roles))
 	for i, r := range id.Principal.Roles {
 		roles[i] = ast.StringTerm(r)
@@ -184,6 +177,10 @@ func identityItems(id *engine.Identity) [][2]*ast.Term {
 			item("subject", ast.StringTerm(id.Principal.Subject)),
 			item("roles", ast.ArrayTerm(roles...)),
 		)),
+		item("tool", tool),
+		item("call_id", ast.StringTerm(callID)),
+		item("step_number", ast.InternedTerm(step)),
+		item("messages_count", ast.InternedTerm(messages)),
 	)
 }
 
