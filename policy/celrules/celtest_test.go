@@ -153,7 +153,7 @@ beforeStep:
 	if _, _, err := set.Eval(context.Background(), "afterTurn", in); err == nil {
 		t.Error("unknown hook accepted")
 	}
-	for _, bad := range []string{`{"turn": {"modle": "x"}}`, `turn: [1`, `now: yesterday`} {
+	for _, bad := range []string{`{"turn": {"modle": "x"}}`, `turn: [1`, `now: yesterday`, "turn: {}\n---\nturn: {}\n"} {
 		if _, err := DecodeInput([]byte(bad)); err == nil {
 			t.Errorf("DecodeInput(%q) succeeded", bad)
 		}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -32,11 +34,16 @@ type Input struct {
 	Now       *time.Time                 `json:"now,omitempty"`
 }
 
-// DecodeInput decodes a dry-run input from YAML or JSON (JSON is YAML).
+// DecodeInput decodes a dry-run input from YAML or JSON (JSON is YAML):
+// one document, strictly.
 func DecodeInput(data []byte) (*Input, error) {
 	var doc any
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("decoding input: %w", err)
+	}
+	if err := dec.Decode(new(any)); !errors.Is(err, io.EOF) {
+		return nil, errors.New("decoding input: more than one document")
 	}
 	return inputFrom(doc)
 }

@@ -138,11 +138,7 @@ func celInput(hook string, input []byte) (*celrules.Input, error) {
 			caseShape = caseShape && celInputKeys[k]
 		}
 		if caseShape {
-			var in celrules.Input
-			if err := DecodeInput(input, &in); err != nil {
-				return nil, err
-			}
-			return &in, nil
+			return celrules.DecodeInput(input)
 		}
 	}
 	if hook == policy.HookBeforeTurn {
