@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/store"
 )
 
 // seenTurn is what turnObserver saw of one turn.
@@ -177,5 +179,20 @@ func TestPartialMessagePersistedOnUpstreamError(t *testing.T) {
 	recs, err := g.store.Turns(t.Context(), "default", "s1")
 	if err != nil || len(recs) != 1 || recs[0].Status != engine.StatusError {
 		t.Errorf("turn records %+v, %v; want one error", recs, err)
+	}
+}
+
+// TestRefusedTurnStoresNothing checks that admission is stored with the
+// turn's first write: a chat request refused before it (here a messageId
+// naming no message) creates no session and stores no body.
+func TestRefusedTurnStoresNothing(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	resp := g.do("POST", "/v1/agents/demo/chat", chatBody("fresh", "u1", "hi", "messageId", "nope", "body", map[string]any{"k": 1}))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d, want 400", resp.StatusCode)
+	}
+	if _, err := g.store.GetSession(context.Background(), "default", "fresh"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("after a refused first turn GetSession = %v, want ErrNotFound", err)
 	}
 }

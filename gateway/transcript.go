@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/store"
@@ -15,6 +16,35 @@ type transcript struct {
 	tenant   string
 	session  string
 	messages []engine.UIMessage
+	// pending, when not nil, is the admission not stored yet: the first
+	// write stores it (see admit).
+	pending *admission
+}
+
+// admission is what admitting a turn stores before its first change to the
+// transcript: the session, created for agent when absent, and the request's
+// body as the session's last body.
+type admission struct {
+	agent string
+	body  json.RawMessage
+}
+
+// admit stores the pending admission, if any, with user appended in the
+// same transaction when it is not nil. A session that turns out to belong
+// to another agent is not found.
+func (t *transcript) admit(ctx context.Context, user *engine.UIMessage) error {
+	if t.pending == nil {
+		return nil
+	}
+	sess, err := t.st.Admit(ctx, t.tenant, t.pending.agent, t.session, t.pending.body, user)
+	if err != nil {
+		return err
+	}
+	if sess.Agent != t.pending.agent {
+		return errSessionNotFound
+	}
+	t.pending = nil
+	return nil
 }
 
 // last returns the last message, or nil.
@@ -37,7 +67,13 @@ func (t *transcript) index(id string) int {
 
 func (t *transcript) append(ctx context.Context, m engine.UIMessage) error {
 	if t.st != nil {
-		if err := t.st.AppendMessage(ctx, t.tenant, t.session, m); err != nil {
+		var err error
+		if t.pending != nil {
+			err = t.admit(ctx, &m)
+		} else {
+			err = t.st.AppendMessage(ctx, t.tenant, t.session, m)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -48,6 +84,9 @@ func (t *transcript) append(ctx context.Context, m engine.UIMessage) error {
 // upsert replaces the message with m.ID in place, or appends m.
 func (t *transcript) upsert(ctx context.Context, m engine.UIMessage) error {
 	if t.st != nil {
+		if err := t.admit(ctx, nil); err != nil {
+			return err
+		}
 		if err := t.st.UpsertMessage(ctx, t.tenant, t.session, m); err != nil {
 			return err
 		}
@@ -67,6 +106,9 @@ func (t *transcript) truncateAfter(ctx context.Context, id string, inclusive boo
 		return store.ErrNotFound
 	}
 	if t.st != nil {
+		if err := t.admit(ctx, nil); err != nil {
+			return err
+		}
 		if err := t.st.TruncateAfter(ctx, t.tenant, t.session, id, inclusive); err != nil {
 			return err
 		}

@@ -138,18 +138,28 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 		if err != nil {
 			return nil, err
 		}
-		if in.setBody {
-			if err := s.store.SetLastBody(ctx, in.principal.Tenant, in.sessionID, encodeBody(in.body)); err != nil {
-				return nil, fmt.Errorf("storing request body: %w", err)
+		// The session's creation and the request's body are stored with
+		// the first write of prepare (with the user message, in one
+		// transaction), or after it when prepare writes nothing.
+		if sess == nil || in.setBody {
+			tx.pending = &admission{agent: in.agent.name}
+			if in.setBody {
+				tx.pending.body = encodeBody(in.body)
 			}
-		} else if len(sess.LastBody) > 0 {
+		}
+		if !in.setBody && sess != nil && len(sess.LastBody) > 0 {
 			_ = json.Unmarshal(sess.LastBody, &body)
 		}
-		if tx.messages, err = s.store.Messages(ctx, in.principal.Tenant, in.sessionID); err != nil {
-			return nil, fmt.Errorf("loading transcript: %w", err)
+		if sess != nil {
+			if tx.messages, err = s.store.Messages(ctx, in.principal.Tenant, in.sessionID); err != nil {
+				return nil, fmt.Errorf("loading transcript: %w", err)
+			}
 		}
 	}
 	p, err := in.prepare(ctx, tx)
+	if err == nil {
+		err = tx.admit(ctx, nil)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -187,15 +197,13 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	return t, nil
 }
 
-// session loads (or creates) the input's session, answering 404 for a
-// session of another agent as for a missing one.
+// session loads the input's session, answering 404 for a session of
+// another agent as for a missing one. A missing session is nil when the
+// input creates it (the transcript's admission does).
 func (s *Server) session(ctx context.Context, in *turnInput) (*store.Session, error) {
-	var sess *store.Session
-	var err error
-	if in.create {
-		sess, _, err = s.store.GetOrCreateSession(ctx, in.principal.Tenant, in.agent.name, in.sessionID)
-	} else {
-		sess, err = s.store.GetSession(ctx, in.principal.Tenant, in.sessionID)
+	sess, err := s.store.GetSession(ctx, in.principal.Tenant, in.sessionID)
+	if in.create && errors.Is(err, store.ErrNotFound) {
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err

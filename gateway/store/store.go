@@ -60,6 +60,14 @@ type Store interface {
 	// (nil clears it).
 	SetLastBody(ctx context.Context, tenant, id string, body json.RawMessage) error
 
+	// Admit stores a turn's admission atomically, in one transaction: it
+	// creates the tenant's session for agent when absent, sets its last
+	// body (nil clears it) and, when user is not nil, appends user to the
+	// transcript (ErrConflict when its id is already there). It returns the
+	// session as stored. When the session exists with another agent, Admit
+	// writes nothing and returns that session: the caller tells by its Agent.
+	Admit(ctx context.Context, tenant, agent, sessionID string, lastBody json.RawMessage, user *engine.UIMessage) (*Session, error)
+
 	// Messages returns the session's transcript in order.
 	Messages(ctx context.Context, tenant, sessionID string) ([]engine.UIMessage, error)
 	// AppendMessage adds m at the end of the transcript; ErrConflict when a
