@@ -6,6 +6,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
@@ -341,65 +342,29 @@ func (c *Config) hashKeys() {
 }
 
 func (c *Config) applyDefaults() {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
-	if c.Store.Driver == "" {
-		c.Store.Driver = "sqlite"
-	}
-	if c.Store.Path == "" {
-		c.Store.Path = "data/turngate.db"
-	}
-	if c.Rules.Dir == "" {
-		c.Rules.Dir = "rules"
-	}
+	c.Listen = cmp.Or(c.Listen, DefaultListen)
+	c.Store.Driver = cmp.Or(c.Store.Driver, "sqlite")
+	c.Store.Path = cmp.Or(c.Store.Path, "data/turngate.db")
+	c.Rules.Dir = cmp.Or(c.Rules.Dir, "rules")
 	if c.Rules.Watch == nil {
 		watch := true
 		c.Rules.Watch = &watch
 	}
-	if c.Rules.PollInterval == 0 {
-		c.Rules.PollInterval = DefaultPollInterval
-	}
-	if c.Audit.Sink == "" {
-		c.Audit.Sink = SinkStdout
-	}
-	if c.Audit.MaxSizeMB == 0 {
-		c.Audit.MaxSizeMB = DefaultAuditMaxSizeMB
-	}
-	if c.Audit.MaxBackups == 0 {
-		c.Audit.MaxBackups = DefaultAuditMaxBackups
-	}
+	c.Rules.PollInterval = cmp.Or(c.Rules.PollInterval, DefaultPollInterval)
+	c.Audit.Sink = cmp.Or(c.Audit.Sink, SinkStdout)
+	c.Audit.MaxSizeMB = cmp.Or(c.Audit.MaxSizeMB, DefaultAuditMaxSizeMB)
+	c.Audit.MaxBackups = cmp.Or(c.Audit.MaxBackups, DefaultAuditMaxBackups)
 	l := &c.Limits
-	if l.MaxBodyBytes == 0 {
-		l.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if l.MaxMessages == 0 {
-		l.MaxMessages = DefaultMaxMessages
-	}
-	if l.TurnTimeout == 0 {
-		l.TurnTimeout = DefaultTurnTimeout
-	}
-	if l.MaxQueuedTurnsPerSession == 0 {
-		l.MaxQueuedTurnsPerSession = DefaultMaxQueuedTurnsPerSession
-	}
-	if l.ReadHeaderTimeout == 0 {
-		l.ReadHeaderTimeout = DefaultReadHeaderTimeout
-	}
-	if l.ShutdownTimeout == 0 {
-		l.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if l.MaxConcurrentTools == 0 {
-		l.MaxConcurrentTools = DefaultMaxConcurrentTools
-	}
-	if l.ToolTimeout == 0 {
-		l.ToolTimeout = DefaultToolTimeout
-	}
-	if l.MaxToolOutputBytes == 0 {
-		l.MaxToolOutputBytes = DefaultMaxToolOutputBytes
-	}
-	if l.SubmissionWorkers == 0 {
-		l.SubmissionWorkers = DefaultSubmissionWorkers
-	}
+	l.MaxBodyBytes = cmp.Or(l.MaxBodyBytes, DefaultMaxBodyBytes)
+	l.MaxMessages = cmp.Or(l.MaxMessages, DefaultMaxMessages)
+	l.TurnTimeout = cmp.Or(l.TurnTimeout, DefaultTurnTimeout)
+	l.MaxQueuedTurnsPerSession = cmp.Or(l.MaxQueuedTurnsPerSession, DefaultMaxQueuedTurnsPerSession)
+	l.ReadHeaderTimeout = cmp.Or(l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	l.ShutdownTimeout = cmp.Or(l.ShutdownTimeout, DefaultShutdownTimeout)
+	l.MaxConcurrentTools = cmp.Or(l.MaxConcurrentTools, DefaultMaxConcurrentTools)
+	l.ToolTimeout = cmp.Or(l.ToolTimeout, DefaultToolTimeout)
+	l.MaxToolOutputBytes = cmp.Or(l.MaxToolOutputBytes, DefaultMaxToolOutputBytes)
+	l.SubmissionWorkers = cmp.Or(l.SubmissionWorkers, DefaultSubmissionWorkers)
 }
 
 // Agent returns the agent named name.
