@@ -134,39 +134,19 @@ func (c composed) ToolResult(ctx context.Context, rc *ToolCallResultContext) (*T
 }
 
 func (c composed) AfterToolCall(ctx context.Context, rc *ToolCallResultContext) {
-	for _, h := range c {
-		func() {
-			defer recoverObservation(slog.Default(), "afterToolCall")
-			h.AfterToolCall(ctx, rc)
-		}()
-	}
+	c.observe("afterToolCall", func(h Hooks) { h.AfterToolCall(ctx, rc) })
 }
 
 func (c composed) OnStepFinish(ctx context.Context, s *StepResult) {
-	for _, h := range c {
-		func() {
-			defer recoverObservation(slog.Default(), "onStepFinish")
-			h.OnStepFinish(ctx, s)
-		}()
-	}
+	c.observe("onStepFinish", func(h Hooks) { h.OnStepFinish(ctx, s) })
 }
 
 func (c composed) OnChunk(ctx context.Context, ch *ChunkContext) {
-	for _, h := range c {
-		func() {
-			defer recoverObservation(slog.Default(), "onChunk")
-			h.OnChunk(ctx, ch)
-		}()
-	}
+	c.observe("onChunk", func(h Hooks) { h.OnChunk(ctx, ch) })
 }
 
 func (c composed) OnChatResponse(ctx context.Context, r *ChatResponseResult) {
-	for _, h := range c {
-		func() {
-			defer recoverObservation(slog.Default(), "onChatResponse")
-			h.OnChatResponse(ctx, r)
-		}()
-	}
+	c.observe("onChatResponse", func(h Hooks) { h.OnChatResponse(ctx, r) })
 }
 
 func (c composed) OnChatError(ctx context.Context, e *ChatErrorContext) error {
@@ -183,6 +163,17 @@ func (c composed) OnChatError(ctx context.Context, e *ChatErrorContext) error {
 		}()
 	}
 	return replaced
+}
+
+// observe calls each member's observation hook in order; a panic in one is
+// logged and the others still run.
+func (c composed) observe(hook string, call func(Hooks)) {
+	for _, h := range c {
+		func() {
+			defer recoverObservation(slog.Default(), hook)
+			call(h)
+		}()
+	}
 }
 
 // recoverObservation recovers a panic in an observation hook and logs it.
