@@ -93,6 +93,91 @@ func TestREADMEQuickStart(t *testing.T) {
 	if _, ok := s.toolCall("weather"); !ok {
 		t.Errorf("the quick start's demo agent did not call weather:\n%s", s)
 	}
+	checkTour(t, string(readme), dir)
+}
+
+// checkTour runs each curl block of the README's "one-minute tour" verbatim
+// against the running quick start and checks its output against the block's
+// "# data: …" comment lines: each expected line's fragments (split at "...")
+// must appear in order in one output line.
+func checkTour(t *testing.T, readme, dir string) {
+	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Log("curl is not installed: the tour's commands are not run")
+		return
+	}
+	blocks := tourBlocks(readme)
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no curl block under its one-minute tour")
+	}
+	for _, b := range blocks {
+		var cmd, want []string
+		for _, line := range strings.Split(b, "\n") {
+			if c, ok := strings.CutPrefix(strings.TrimSpace(line), "# "); ok {
+				want = append(want, c)
+			} else {
+				cmd = append(cmd, line)
+			}
+		}
+		c := exec.Command("sh", "-c", strings.Join(cmd, "\n"))
+		c.Dir = dir
+		out, err := c.Output()
+		if err != nil {
+			t.Errorf("tour command failed: %v\n%s", err, b)
+			continue
+		}
+		for _, w := range want {
+			if !tourLineMatches(string(out), w) {
+				t.Errorf("tour command output lacks %q\ncommand:\n%s\noutput:\n%s", w, b, out)
+			}
+		}
+	}
+}
+
+// tourBlocks returns the ```sh blocks starting with curl under the README's
+// "one-minute tour" heading.
+func tourBlocks(readme string) []string {
+	var (
+		blocks             []string
+		inSection, inBlock bool
+		block              []string
+	)
+	for line := range strings.SplitSeq(readme, "\n") {
+		switch {
+		case inBlock && strings.HasPrefix(line, "```"):
+			inBlock = false
+			if len(block) > 0 && strings.HasPrefix(block[0], "curl ") {
+				blocks = append(blocks, strings.Join(block, "\n"))
+			}
+		case inBlock:
+			block = append(block, line)
+		case strings.HasPrefix(line, "#"):
+			inSection = strings.Contains(strings.ToLower(line), "one-minute tour")
+		case inSection && strings.TrimSpace(line) == "```sh":
+			inBlock, block = true, nil
+		}
+	}
+	return blocks
+}
+
+// tourLineMatches reports whether one line of out contains want's
+// "..."-separated fragments in order.
+func tourLineMatches(out, want string) bool {
+	for line := range strings.SplitSeq(out, "\n") {
+		rest, ok := line, true
+		for frag := range strings.SplitSeq(want, "...") {
+			i := strings.Index(rest, frag)
+			if i < 0 {
+				ok = false
+				break
+			}
+			rest = rest[i+len(frag):]
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // stopGroup sends SIGTERM to the process group pgid, then SIGKILL if the
