@@ -42,9 +42,11 @@ type Buffer struct {
 	mu     sync.Mutex
 	frames [][]byte
 	closed bool
-	// wake is closed and replaced whenever a frame is appended or the
-	// buffer is closed.
-	wake chan struct{}
+	// wake is closed when a frame is appended or the buffer is closed,
+	// and replaced on Append only if a follower took it since (waited), so
+	// appending while every follower is busy writing allocates nothing.
+	wake   chan struct{}
+	waited bool
 }
 
 // NewBuffer returns an empty, open Buffer.
@@ -58,8 +60,11 @@ func (b *Buffer) Append(frame []byte) {
 		return
 	}
 	b.frames = append(b.frames, frame)
-	close(b.wake)
-	b.wake = make(chan struct{})
+	if b.waited {
+		close(b.wake)
+		b.wake = make(chan struct{})
+		b.waited = false
+	}
 }
 
 // Close appends the [DONE] frame and ends the buffer; followers finish.
@@ -93,16 +98,19 @@ func (b *Buffer) Frames() [][]byte {
 func (b *Buffer) next(i int) ([][]byte, bool, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.waited = true
 	return b.frames[i:], b.closed, b.wake
 }
 
 // Follow writes every frame from the first one, then each new frame as it
-// arrives, flushing after each batch, until the buffer is closed or ctx is
-// done. A write error (the client went away) ends it with that error; the
-// turn behind the buffer is unaffected.
+// arrives, until the buffer is closed or ctx is done. It flushes once it
+// has caught up: frames that arrive while it writes are written in the
+// same batch, and a frame arriving alone is flushed at once. A write error
+// (the client went away) ends it with that error; the turn behind the
+// buffer is unaffected.
 func (b *Buffer) Follow(ctx context.Context, w http.ResponseWriter) error {
 	flusher, _ := w.(http.Flusher)
-	i := 0
+	i, unflushed := 0, false
 	for {
 		frames, closed, wake := b.next(i)
 		for _, f := range frames {
@@ -111,9 +119,15 @@ func (b *Buffer) Follow(ctx context.Context, w http.ResponseWriter) error {
 			}
 		}
 		i += len(frames)
-		if len(frames) > 0 && flusher != nil {
+		if len(frames) > 0 && !closed {
+			// More may have arrived while writing: flush once caught up.
+			unflushed = true
+			continue
+		}
+		if (unflushed || len(frames) > 0) && flusher != nil {
 			flusher.Flush()
 		}
+		unflushed = false
 		if closed {
 			return nil
 		}

@@ -36,22 +36,28 @@ func BenchmarkFrame(b *testing.B) {
 	}
 }
 
-// discardWriter is a flushable http.ResponseWriter that drops the body.
-type discardWriter struct{ h http.Header }
+// discardWriter is a flushable http.ResponseWriter that drops the body
+// and counts flushes (each one is a write syscall in the gateway).
+type discardWriter struct {
+	h       http.Header
+	flushes int
+}
 
-func (w discardWriter) Header() http.Header         { return w.h }
-func (w discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (w discardWriter) WriteHeader(int)             {}
-func (w discardWriter) Flush()                      {}
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+func (w *discardWriter) Flush()                      { w.flushes++ }
 
 // BenchmarkRelayChunk measures relaying one text-delta chunk: encoding it,
 // appending it to the response's Buffer and a following client's write,
-// which runs in its own goroutine as in the gateway.
+// which runs in its own goroutine as in the gateway. flushes/op is the
+// share of chunks that cost the follower a flush.
 func BenchmarkRelayChunk(b *testing.B) {
 	ev := benchEvents[0].ev
 	buf := NewBuffer()
+	w := &discardWriter{h: http.Header{}}
 	done := make(chan error, 1)
-	go func() { done <- buf.Follow(context.Background(), discardWriter{h: http.Header{}}) }()
+	go func() { done <- buf.Follow(context.Background(), w) }()
 	b.ReportAllocs()
 	for b.Loop() {
 		f, err := Frame(ev)
@@ -64,4 +70,5 @@ func BenchmarkRelayChunk(b *testing.B) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+	b.ReportMetric(float64(w.flushes)/float64(b.N), "flushes/op")
 }

@@ -2,6 +2,7 @@ package uistream
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -33,6 +34,46 @@ func TestFollowReplaysThenFollows(t *testing.T) {
 	b.Append(first) // after Close: ignored
 	if n := len(b.Frames()); n != 3 {
 		t.Errorf("%d frames after close, want 3", n)
+	}
+}
+
+// flushRecorder records the body and, on every flush, sends the body
+// written so far.
+type flushRecorder struct {
+	*httptest.ResponseRecorder
+	flushed chan string
+}
+
+func (r flushRecorder) Flush() { r.flushed <- r.Body.String() }
+
+var _ http.Flusher = flushRecorder{}
+
+func TestFollowFlushesOnceCaughtUp(t *testing.T) {
+	start, _ := Frame(map[string]string{"type": "start"})
+	delta, _ := Frame(map[string]string{"type": "text-delta"})
+	b := NewBuffer()
+	b.Append(start)
+	b.Append(delta)
+	rec := flushRecorder{httptest.NewRecorder(), make(chan string, 10)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- b.Follow(ctx, rec) }()
+
+	// The replay is written in one batch and flushed once.
+	if got, want := <-rec.flushed, string(start)+string(delta); got != want {
+		t.Errorf("first flush sent %q, want %q", got, want)
+	}
+	// A live frame arriving alone is flushed without waiting for another.
+	b.Append(delta)
+	if got, want := <-rec.flushed, string(start)+string(delta)+string(delta); got != want {
+		t.Errorf("live flush sent %q, want %q", got, want)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("Follow returned nil after its context was cancelled")
+	}
+	if len(rec.flushed) != 0 {
+		t.Errorf("%d flushes more than the 2 batches", len(rec.flushed))
 	}
 }
 
