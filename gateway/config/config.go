@@ -204,6 +204,11 @@ type Store struct {
 	// Driver is "sqlite" (the only driver so far).
 	Driver string `yaml:"driver"`
 	Path   string `yaml:"path"`
+	// Synchronous is "full" (default: an acknowledged write survives power
+	// loss) or "normal" (WAL synced at checkpoints only: a process crash
+	// loses nothing, power loss may lose the last commits but does not
+	// corrupt the file).
+	Synchronous string `yaml:"synchronous"`
 }
 
 // Auth configures API keys. With none, the gateway serves loopback only.
@@ -345,6 +350,7 @@ func (c *Config) applyDefaults() {
 	c.Listen = cmp.Or(c.Listen, DefaultListen)
 	c.Store.Driver = cmp.Or(c.Store.Driver, "sqlite")
 	c.Store.Path = cmp.Or(c.Store.Path, "data/turngate.db")
+	c.Store.Synchronous = cmp.Or(c.Store.Synchronous, "full")
 	c.Rules.Dir = cmp.Or(c.Rules.Dir, "rules")
 	if c.Rules.Watch == nil {
 		watch := true
@@ -439,6 +445,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.Driver != "sqlite" {
 		add("store.driver: only sqlite is supported, not %q", c.Store.Driver)
+	}
+	if c.Store.Synchronous != "full" && c.Store.Synchronous != "normal" {
+		add("store.synchronous: must be full or normal, not %q", c.Store.Synchronous)
 	}
 	for i, k := range c.Auth.APIKeys {
 		if (k.Key == "") == (k.KeySHA256 == "") {

@@ -27,7 +27,7 @@ func TestDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != DefaultListen || c.Store.Path != "data/turngate.db" || c.Rules.Dir != "rules" {
+	if c.Listen != DefaultListen || c.Store.Path != "data/turngate.db" || c.Store.Synchronous != "full" || c.Rules.Dir != "rules" {
 		t.Errorf("default config %+v", c)
 	}
 	a, ok := c.Agent("demo")
@@ -58,6 +58,7 @@ func TestParseErrors(t *testing.T) {
 		want       []string
 	}{
 		{"unknown top-level key", "listen: x\nlisten2: y\n", []string{"line 2", "listen2"}},
+		{"bad store synchronous", "store: {synchronous: \"off\"}\n", []string{"store.synchronous: must be full or normal, not \"off\""}},
 		{"unknown nested key", "agents:\n  - name: a\n    model: m\n    modle: m\n", []string{"line 4", "modle"}},
 		{"unknown tool key", "tools:\n  - name: t\n    http: {url: http://x, verb: GET}\n", []string{"line 3", "verb"}},
 		{"wrong type", "limits:\n  maxMessages: many\n", []string{"line 2"}},

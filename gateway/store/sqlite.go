@@ -36,12 +36,42 @@ type SQLite struct {
 
 var _ Store = (*SQLite)(nil)
 
+// The writer's synchronous settings (SQLite's PRAGMA synchronous).
+const (
+	// SynchronousFull syncs the WAL on every commit: an acknowledged write
+	// survives power loss. It is the default.
+	SynchronousFull = "full"
+	// SynchronousNormal syncs the WAL only at checkpoints: a process crash
+	// loses nothing, but power loss or an OS crash may lose the last
+	// commits (never corrupting the file).
+	SynchronousNormal = "normal"
+)
+
+// Option configures OpenSQLite.
+type Option func(*sqliteOptions)
+
+type sqliteOptions struct{ synchronous string }
+
+// WithSynchronous sets the writer's synchronous setting, SynchronousFull
+// or SynchronousNormal; OpenSQLite rejects any other value.
+func WithSynchronous(mode string) Option {
+	return func(o *sqliteOptions) { o.synchronous = mode }
+}
+
 // OpenSQLite opens (creating it and its parent directories when absent) the
 // SQLite database at path and migrates it to the newest schema. A database
 // migrated by a newer binary fails with ErrSchemaTooNew.
-func OpenSQLite(path string) (*SQLite, error) {
+func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("opening sqlite store: %w: path %q is not a file", ErrInvalid, path)
+	}
+	o := sqliteOptions{synchronous: SynchronousFull}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.synchronous != SynchronousFull && o.synchronous != SynchronousNormal {
+		return nil, fmt.Errorf("opening sqlite store: %w: synchronous %q is not %q or %q",
+			ErrInvalid, o.synchronous, SynchronousFull, SynchronousNormal)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -61,8 +91,7 @@ func OpenSQLite(path string) (*SQLite, error) {
 	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1", busyTimeoutMillis)
 	// _txlock=immediate takes the write lock at BEGIN, so a transaction that
 	// reads before it writes cannot fail halfway on a lock upgrade.
-	// synchronous=FULL makes an acknowledged write survive power loss.
-	w, err := sql.Open("sqlite", uri+"?"+common+"&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate")
+	w, err := sql.Open("sqlite", uri+"?"+common+"&_journal_mode=WAL&_synchronous="+o.synchronous+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("opening sqlite store: %w", err)
 	}

@@ -1,0 +1,45 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+)
+
+func TestOpenSQLiteSynchronous(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []Option
+		want int // PRAGMA synchronous: 1 NORMAL, 2 FULL
+	}{
+		{"default is full", nil, 2},
+		{"full", []Option{WithSynchronous(SynchronousFull)}, 2},
+		{"normal", []Option{WithSynchronous(SynchronousNormal)}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := OpenSQLite(filepath.Join(t.TempDir(), "t.db"), tc.opts...)
+			if err != nil {
+				t.Fatalf("OpenSQLite: %v", err)
+			}
+			defer s.Close()
+			var got int
+			if err := s.w.QueryRowContext(context.Background(), "PRAGMA synchronous").Scan(&got); err != nil {
+				t.Fatalf("reading the pragma: %v", err)
+			}
+			if got != tc.want {
+				t.Errorf("writer's synchronous = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOpenSQLiteRejectsUnknownSynchronous(t *testing.T) {
+	for _, mode := range []string{"", "off", "FULL", "extra"} {
+		_, err := OpenSQLite(filepath.Join(t.TempDir(), "t.db"), WithSynchronous(mode))
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("synchronous %q: error %v, want ErrInvalid", mode, err)
+		}
+	}
+}
