@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -41,5 +42,28 @@ func TestOpenSQLiteRejectsUnknownSynchronous(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("synchronous %q: error %v, want ErrInvalid", mode, err)
 		}
+	}
+}
+
+// BenchmarkAdmitSynchronous measures one admission commit with each
+// synchronous setting, on the file system of t.TempDir (tmpfs makes them
+// equal: it does not sync).
+func BenchmarkAdmitSynchronous(b *testing.B) {
+	for _, mode := range []string{SynchronousFull, SynchronousNormal} {
+		b.Run(mode, func(b *testing.B) {
+			s, err := OpenSQLite(filepath.Join(b.TempDir(), "t.db"), WithSynchronous(mode))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			m := text("", "What is the weather in Paris today, and should I take an umbrella?")
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				m.ID = strconv.Itoa(i)
+				if _, err := s.Admit(context.Background(), "acme", "demo", "s1", nil, &m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
