@@ -82,7 +82,7 @@ func serve(ctx context.Context, p serveParams) error {
 		log.Warn("NO API KEYS CONFIGURED: every request is the anonymous admin of tenant \"default\"; serving on loopback only", "listen", cfg.Listen)
 	}
 
-	st, err := store.OpenSQLite(cfg.Store.Path)
+	st, err := store.OpenSQLite(cfg.Store.Path, store.WithSynchronous(cfg.Store.Synchronous))
 	if err != nil {
 		return err
 	}
