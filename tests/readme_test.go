@@ -19,7 +19,7 @@ const quickStartAddr = "127.0.0.1:8080"
 
 // quickStartTimeout bounds the README's command until /healthz answers; it
 // compiles the binary first (go run).
-const quickStartTimeout = 5 * time.Minute
+const quickStartTimeout = 10 * time.Minute
 
 // TestREADMEQuickStart runs the run command of README.md's "Quick start"
 // section verbatim from a fresh clone of the repository and checks that it
