@@ -3,16 +3,13 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 // weatherStep is the first step of protocols.md A.6's server-tool and
 // client-tool transcripts.
@@ -62,21 +59,9 @@ func TestStreamMatchesAISDKGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			goldenJSON(t, filepath.Join("testdata", strings.TrimSuffix(tt.golden, ".golden")+".message.json"), msg)
+			golden.CheckJSON(t, filepath.Join("testdata", strings.TrimSuffix(tt.golden, ".golden")+".message.json"), msg)
 			got := h.ev.text() + "\n"
-			path := filepath.Join("testdata", tt.golden)
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != string(want) {
-				t.Errorf("stream differs from %s\n got:\n%s\nwant:\n%s", path, got, want)
-			}
+			golden.Check(t, filepath.Join("testdata", tt.golden), got)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/provider/anthropic"
 	"github.com/turngate/turngate/engine/provider/openai"
+	"github.com/turngate/turngate/internal/golden"
 )
 
 // These tests run the engine against the real HTTP providers and an
@@ -365,7 +365,7 @@ func TestTurnConfigReachesProviderBody(t *testing.T) {
 			srv.mu.Lock()
 			body, header := srv.bodies[0], srv.headers[0]
 			srv.mu.Unlock()
-			goldenJSON(t, filepath.Join("testdata", "requests", tt.name+".json"), body)
+			golden.CheckJSON(t, filepath.Join("testdata", "requests", tt.name+".json"), body)
 			if header.Get("X-Agent") != "a" || header.Get("X-Turn") != "t" {
 				t.Errorf("headers %v", header)
 			}
@@ -376,33 +376,5 @@ func TestTurnConfigReachesProviderBody(t *testing.T) {
 				t.Errorf("step model %q", res.Steps[0].Model)
 			}
 		})
-	}
-}
-
-// goldenJSON compares a JSON body, indented but otherwise byte for byte, with a golden file (-update
-// rewrites it).
-func goldenJSON(t *testing.T, path string, body []byte) {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, body, "", "  "); err != nil {
-		t.Fatalf("body is not JSON: %v\n%s", err, body)
-	}
-	buf.WriteByte('\n')
-	got := buf.Bytes()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run with -update): %v", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s mismatch\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
 	}
 }

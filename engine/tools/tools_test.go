@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,9 +21,8 @@ import (
 	"github.com/turngate/turngate/engine/tools"
 	"github.com/turngate/turngate/engine/tools/agenttool"
 	"github.com/turngate/turngate/engine/tools/mcptool"
+	"github.com/turngate/turngate/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // file is the part of the gateway's config that declares tools.
 type file struct {
@@ -179,20 +177,9 @@ func TestBuildReportsEveryError(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	golden := filepath.Join("testdata", "invalid.golden")
+	path := filepath.Join("testdata", "invalid.golden")
 	got := err.Error() + "\n"
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("errors differ from %s (run with -update):\n got:\n%s\nwant:\n%s", golden, got, want)
-	}
+	golden.Check(t, path, got)
 }
 
 func TestBuildWithoutDeps(t *testing.T) {

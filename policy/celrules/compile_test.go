@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/turngate/turngate/internal/golden"
 	"github.com/turngate/turngate/policy"
-	"github.com/turngate/turngate/policy/internal/golden"
 )
 
 // readFiles loads testdata files as policy files named by base name.

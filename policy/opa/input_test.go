@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/golden"
 	"github.com/turngate/turngate/policy"
-	"github.com/turngate/turngate/policy/internal/golden"
 )
 
 func fullCall() *engine.ToolCallContext {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -15,9 +14,8 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/provider/internal/replay"
 	"github.com/turngate/turngate/engine/provider/internal/wire"
+	"github.com/turngate/turngate/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func ptr[T any](v T) *T { return &v }
 
@@ -47,7 +45,7 @@ func TestStreamFixtures(t *testing.T) {
 			} else {
 				got = replay.Render(st)
 			}
-			replay.Golden(t, filepath.Join("testdata", "golden", name+".txt"), got, *update)
+			golden.Check(t, filepath.Join("testdata", "golden", name+".txt"), got)
 		})
 	}
 }
@@ -149,7 +147,7 @@ func TestRequestBody(t *testing.T) {
 					t.Errorf("header %s = %q, want %q", k, got, v)
 				}
 			}
-			replay.Golden(t, filepath.Join("testdata", "requests", tt.name+".json"), replay.IndentJSON(t, r.Body), *update)
+			golden.CheckJSON(t, filepath.Join("testdata", "requests", tt.name+".json"), r.Body)
 		})
 	}
 }

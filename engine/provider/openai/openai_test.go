@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,9 +16,8 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/provider/internal/replay"
 	"github.com/turngate/turngate/engine/provider/internal/wire"
+	"github.com/turngate/turngate/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func ptr[T any](v T) *T { return &v }
 
@@ -49,7 +47,7 @@ func TestStreamFixtures(t *testing.T) {
 			} else {
 				got = replay.Render(st)
 			}
-			replay.Golden(t, filepath.Join("testdata", "golden", name+".txt"), got, *update)
+			golden.Check(t, filepath.Join("testdata", "golden", name+".txt"), got)
 		})
 	}
 }
@@ -150,7 +148,7 @@ func TestRequestBody(t *testing.T) {
 					t.Errorf("header %s = %q, want %q", k, got, v)
 				}
 			}
-			replay.Golden(t, filepath.Join("testdata", "requests", tt.name+".json"), replay.IndentJSON(t, r.Body), *update)
+			golden.CheckJSON(t, filepath.Join("testdata", "requests", tt.name+".json"), r.Body)
 			if tt.req.TopK != nil && !strings.Contains(out, "topK is not part of") {
 				t.Errorf("no topK warning in the finish part:\n%s", out)
 			}

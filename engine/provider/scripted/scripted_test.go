@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,16 +11,14 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/engine"
-	"github.com/turngate/turngate/engine/provider/internal/replay"
+	"github.com/turngate/turngate/internal/golden"
 	"github.com/turngate/turngate/policy"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
-// golden compares got with testdata/<name>, rewriting it under -update.
-func golden(t *testing.T, name, got string) {
+// checkGolden compares got with testdata/<name>, rewriting it under -update.
+func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	replay.Golden(t, filepath.Join("testdata", name), got, *update)
+	golden.Check(t, filepath.Join("testdata", name), got)
 }
 
 // collect drains a stream and renders its parts one JSON object a line.
@@ -101,7 +98,7 @@ func TestDefaultScriptStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, _ := collect(t, Default(), &tt.req)
-			golden(t, filepath.Join("stream", tt.name+".golden"), got)
+			checkGolden(t, filepath.Join("stream", tt.name+".golden"), got)
 		})
 	}
 }
@@ -175,7 +172,7 @@ func TestParseErrors(t *testing.T) {
 					t.Errorf("error without a line: %v", e)
 				}
 			}
-			golden(t, filepath.Join("parse", name+".golden"), err.Error()+"\n")
+			checkGolden(t, filepath.Join("parse", name+".golden"), err.Error()+"\n")
 		})
 	}
 }

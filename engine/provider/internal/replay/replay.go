@@ -140,37 +140,6 @@ func RenderError(err error) string {
 	return err.Error()
 }
 
-// Golden compares got with the file at path, rewriting it when update.
-func Golden(t testing.TB, path, got string, update bool) {
-	t.Helper()
-	if update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run with -update): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s mismatch\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
-	}
-}
-
-// IndentJSON pretty-prints a JSON body for golden files.
-func IndentJSON(t testing.TB, body []byte) string {
-	t.Helper()
-	var out bytes.Buffer
-	if err := json.Indent(&out, body, "", "  "); err != nil {
-		t.Fatalf("request body is not JSON: %v\n%s", err, body)
-	}
-	return out.String() + "\n"
-}
-
 // Body returns the body of the captured response in file (everything after
 // the blank line that ends the headers).
 func Body(tb testing.TB, file string) []byte {

@@ -1,8 +1,10 @@
-// Package golden compares the policy packages' test output with golden
-// files. Run a package's tests with -update to rewrite them.
+// Package golden compares tests' output with golden files, for every
+// package of the module. Run a package's tests with -update to rewrite them.
 package golden
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -34,6 +36,18 @@ func Check(t testing.TB, path, got string) {
 	if got != string(want) {
 		t.Errorf("%s differs (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
+}
+
+// CheckJSON compares a JSON body, indented with two spaces and ending in a
+// newline, with the file at path.
+func CheckJSON(t testing.TB, path string, body []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, body, "", "  "); err != nil {
+		t.Fatalf("body is not JSON: %v\n%s", err, body)
+	}
+	buf.WriteByte('\n')
+	Check(t, path, buf.String())
 }
 
 // Errors renders diagnostics as golden files hold them: each error with its
