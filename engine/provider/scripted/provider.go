@@ -43,8 +43,11 @@ func WithChunkSize(n int) Option {
 	}
 }
 
-// WithChunkDelay sets the pause before every part after the first, to
-// simulate a real model's rate. The default is no pause.
+// WithChunkDelay paces the stream at one part per d, to simulate a real
+// model's rate: part k (counting from 0) is released k × d after the first.
+// The schedule is absolute, so a late timer does not delay the parts after
+// it, and a consumer slower than the rate gets the overdue parts at once; a
+// step of n parts takes (n − 1) × d. The default is no pause.
 func WithChunkDelay(d time.Duration) Option {
 	return func(p *Provider) { p.delay = max(d, 0) }
 }
@@ -166,7 +169,7 @@ func inputChars(req *engine.ModelRequest) int {
 	return n
 }
 
-// stream replays precomputed parts, pausing between them when configured.
+// stream replays precomputed parts, paced by delay when it is set.
 type stream struct {
 	ctx   context.Context
 	parts []engine.StreamPart
@@ -174,6 +177,11 @@ type stream struct {
 	next  int
 	cur   engine.StreamPart
 	err   error
+	// start is when the first part was released; part k is due at
+	// start + k × delay.
+	start time.Time
+	// timer waits for the next due part; made on the first wait, reused.
+	timer *time.Timer
 	// done is closed by Close; Next returns false once it is.
 	done      chan struct{}
 	closeOnce sync.Once
@@ -193,21 +201,39 @@ func (s *stream) Next() bool {
 		return false
 	default:
 	}
-	if s.delay > 0 && s.next > 0 {
-		t := time.NewTimer(s.delay)
-		defer t.Stop()
-		select {
-		case <-s.done:
-			return false
-		case <-s.ctx.Done():
-			s.err = s.ctx.Err()
-			return false
-		case <-t.C:
-		}
+	if s.delay > 0 && !s.wait() {
+		return false
 	}
 	s.cur = s.parts[s.next]
 	s.next++
 	return true
+}
+
+// wait blocks until the next part is due; it returns false when the
+// stream is closed or its context is done first.
+func (s *stream) wait() bool {
+	if s.next == 0 {
+		s.start = time.Now()
+		return true
+	}
+	d := time.Until(s.start.Add(time.Duration(s.next) * s.delay))
+	if d <= 0 {
+		return true
+	}
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
+	} else {
+		s.timer.Reset(d)
+	}
+	select {
+	case <-s.done:
+		return false
+	case <-s.ctx.Done():
+		s.err = s.ctx.Err()
+		return false
+	case <-s.timer.C:
+		return true
+	}
 }
 
 // Current returns the part Next advanced to.

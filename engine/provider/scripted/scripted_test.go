@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -298,5 +299,41 @@ func BenchmarkStream(b *testing.B) {
 		for s.Next() {
 		}
 		s.Close()
+	}
+}
+
+// TestChunkDelaySchedule checks the pacing contract: part k is released no
+// sooner than k × delay after the first, parts keep their order, and a
+// consumer that falls behind still gets every part.
+func TestChunkDelaySchedule(t *testing.T) {
+	const delay = 2 * time.Millisecond
+	req := &engine.ModelRequest{Messages: []engine.ModelMessage{user("hello there")}}
+	_, want := collect(t, Default(), req)
+	s, err := Default(WithChunkDelay(delay)).Stream(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var start time.Time
+	k := 0
+	for ; s.Next(); k++ {
+		if k == 0 {
+			start = time.Now()
+		} else if got, due := time.Since(start), time.Duration(k)*delay; got < due {
+			t.Fatalf("part %d came %v after the first, before its due time %v", k, got, due)
+		}
+		if k >= len(want) || !reflect.DeepEqual(s.Current(), want[k]) {
+			t.Fatalf("part %d = %+v, want the unpaced stream's", k, s.Current())
+		}
+		if k == 1 {
+			// Fall behind by several parts: they are then overdue, not lost.
+			time.Sleep(5 * delay)
+		}
+	}
+	if k != len(want) {
+		t.Errorf("%d parts, want %d", k, len(want))
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
