@@ -2,13 +2,19 @@ package ruleset
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/policy"
 )
 
 // BenchmarkLoad measures building a revision of the shipped rules
@@ -88,5 +94,101 @@ func BenchmarkReloadLatency(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// loadRules is a rules directory shaped like the load program's (tests/load,
+// its defaults): 20 Rego beforeToolCall rules, 10 CEL rules split between
+// beforeTurn and beforeStep, none of which matches, plus a tool_result
+// redaction that does not match either, so every hook fully evaluates and
+// changes nothing.
+func loadRules() map[string]string {
+	var rg, data, turn, step strings.Builder
+	rg.WriteString("package turngate.tool_call\n\nimport rego.v1\n\n")
+	rg.WriteString("patch contains {\"op\": \"replace\", \"path\": \"/limit\", \"value\": data.limits.search} if {\n\tinput.tool.name == \"search\"\n\tinput.tool.input.limit > data.limits.search\n}\n")
+	data.WriteString(`{"limits": {"search": 50}, "allowed": {"tool_0": ["acme"]`)
+	for i := 1; i < 20; i++ {
+		switch i % 3 {
+		case 0:
+			fmt.Fprintf(&rg, "\nblock contains \"tool_%d is disabled in read-only mode\" if {\n\tinput.tool.name == \"tool_%d\"\n\tinput.body.mode == \"read-only\"\n}\n", i, i)
+		case 1:
+			fmt.Fprintf(&rg, "\nblock contains \"tenant may not call tool_%d\" if {\n\tinput.tool.name == \"tool_%d\"\n\tnot input.principal.tenant in data.allowed.tool_%d\n}\n", i, i, i)
+		case 2:
+			fmt.Fprintf(&rg, "\npatch contains {\"op\": \"replace\", \"path\": \"/limit\", \"value\": %d} if {\n\tinput.tool.name == \"tool_%d\"\n\tinput.tool.input.limit > %d\n}\n", i, i, i)
+		}
+		fmt.Fprintf(&data, `, "tool_%d": ["acme", "globex"]`, i)
+	}
+	data.WriteString("}}\n")
+	for i := range 10 {
+		if i%2 == 0 {
+			fmt.Fprintf(&turn, "  - name: tenant-%d-budget\n    when: principal.tenant == \"tenant_%d\" && turn.maxSteps > %d\n    set:\n      maxSteps: '3'\n", i, i, i+2)
+			continue
+		}
+		fmt.Fprintf(&step, "  - name: step-%d-tools\n    when: step.stepNumber > %d && step.model == \"model_%d\"\n    set:\n      activeTools: '[\"weather\"]'\n", i, i+10, i)
+	}
+	return map[string]string{
+		"tools.rego":   rg.String(),
+		"results.rego": "package turngate.tool_result\n\nimport rego.v1\n\nredact contains \"/token\" if input.tool.name == \"search\"\n",
+		"data.json":    data.String(),
+		"turn.yaml":    "beforeTurn:\n" + turn.String() + "beforeStep:\n" + step.String(),
+	}
+}
+
+// BenchmarkTurn measures the policy hooks of one load-program turn as the
+// gateway calls them: beforeTurn, two beforeSteps, one beforeToolCall and
+// one toolResult, each sending its decision record to a recorder that
+// keeps it. It reports the median turn (p50-ns) besides the mean ns/op.
+func BenchmarkTurn(b *testing.B) {
+	rev := mustLoad(b, rulesDir(b, loadRules()), Options{})
+	var kept atomic.Pointer[policy.Record]
+	h := rev.Hooks(policy.RecorderFunc(func(r *policy.Record) { kept.Store(r) }), FailClosed)
+	ctx := context.Background()
+	id := engine.Identity{RequestID: "req-1", SessionID: "sess-1", Agent: "bench", EntryPath: engine.EntryChat,
+		Principal: engine.Principal{Tenant: "acme", Subject: "ann", Roles: []string{"dev"}}}
+	tools := []engine.ToolInfo{{Name: "weather", Kind: engine.ToolKindHTTP, Description: "Weather by city.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}}
+	msgs := []engine.ModelMessage{{Role: "user", Content: []engine.ContentPart{{Type: engine.ContentText, Text: "[hi] weather?"}}}}
+	tc := &engine.TurnContext{Identity: id, System: "You are helpful.", Messages: msgs, Tools: tools, Model: "scripted", MaxSteps: 8}
+	steps := []*engine.PrepareStepContext{
+		{Identity: id, StepNumber: 0, Model: "scripted", System: tc.System, Messages: msgs, Turn: tc},
+		{Identity: id, StepNumber: 1, Model: "scripted", System: tc.System, Messages: msgs, Turn: tc,
+			Steps: []engine.StepResult{{ToolCalls: []engine.ToolCall{{ToolName: "weather", ToolCallID: "c1"}}}}},
+	}
+	call := &engine.ToolCallContext{Identity: id, Type: "tool-call", ToolCallID: "c1", ToolName: "weather",
+		Input: json.RawMessage(`{"city":"Hiville"}`), Tool: tools[0], StepNumber: 0, Messages: msgs}
+	result := &engine.ToolCallResultContext{Identity: id, Type: "tool-call", ToolCallID: "c1", ToolName: "weather",
+		Input: call.Input, Tool: tools[0], Success: true, Output: json.RawMessage(`{"city":"Hiville","tempC":21}`),
+		Decision: engine.DecisionAllow, Executed: true, DurationMs: 1.5, Messages: msgs}
+	turn := func() error {
+		if _, err := h.BeforeTurn(ctx, tc); err != nil {
+			return err
+		}
+		for _, sc := range steps {
+			if _, err := h.BeforeStep(ctx, sc); err != nil {
+				return err
+			}
+		}
+		if d, err := h.BeforeToolCall(ctx, call); err != nil || d != nil {
+			return fmt.Errorf("beforeToolCall: %+v, %v", d, err)
+		}
+		if d, err := h.ToolResult(ctx, result); err != nil || d != nil {
+			return fmt.Errorf("toolResult: %+v, %v", d, err)
+		}
+		return nil
+	}
+	samples := make([]time.Duration, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		err := turn()
+		samples = append(samples, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds()), "p50-ns")
+	if r := kept.Load(); r == nil || r.Outcome != policy.OutcomeNoMatch {
+		b.Fatalf("last record %+v", r)
 	}
 }
