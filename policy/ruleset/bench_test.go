@@ -142,7 +142,9 @@ func BenchmarkTurn(b *testing.B) {
 	rev := mustLoad(b, rulesDir(b, loadRules()), Options{})
 	var kept atomic.Pointer[policy.Record]
 	h := rev.Hooks(policy.RecorderFunc(func(r *policy.Record) { kept.Store(r) }), FailClosed)
-	ctx := context.Background()
+	// A cancellable context, like the request context a gateway turn runs on.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	id := engine.Identity{RequestID: "req-1", SessionID: "sess-1", Agent: "bench", EntryPath: engine.EntryChat,
 		Principal: engine.Principal{Tenant: "acme", Subject: "ann", Roles: []string{"dev"}}}
 	tools := []engine.ToolInfo{{Name: "weather", Kind: engine.ToolKindHTTP, Description: "Weather by city.",
