@@ -120,6 +120,13 @@ func (t *turn) emit(ev Event) {
 	}
 }
 
+// flush tells the caller that the turn is about to wait (TurnRequest.Flush).
+func (t *turn) flush() {
+	if t.req.Flush != nil {
+		t.req.Flush()
+	}
+}
+
 func (t *turn) emitStart() {
 	t.emit(Event{Type: EventStart, MessageID: t.msg.ID})
 }
@@ -453,6 +460,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*Step
 		}
 		t.callOnChunk(ctx, p)
 		t.handlePart(&st, p)
+		t.flush()
 		ok = stream.Next()
 	}
 	if err := stream.Err(); err != nil || stepCtx.Err() != nil {
@@ -502,6 +510,7 @@ func (t *turn) open(ctx context.Context, prov Provider, req *ModelRequest, timer
 		if timer != nil {
 			timer.Reset(chunkTimeout)
 		}
+		t.flush()
 		stream, err := t.startStream(ctx, prov, req)
 		if err == nil {
 			if stream.Next() {
@@ -811,6 +820,7 @@ func (t *turn) end(ctx context.Context) *TurnResult {
 	if t.status != StatusAborted {
 		t.emit(Event{Type: EventFinish, FinishReason: t.finishReason})
 	}
+	t.flush()
 	res := &TurnResult{
 		Message:          t.msg,
 		Status:           t.status,

@@ -196,6 +196,7 @@ func (t *turn) execute(ctx context.Context, states []callState, runs, step int, 
 			t.runTool(ctx, cs, step, msgs)
 		}(&states[i])
 	}
+	t.flush()
 	for range runs {
 		select {
 		case <-done:

@@ -41,6 +41,14 @@ type TurnRequest struct {
 	// Emit receives the UI message stream events in order; nil discards them.
 	// It is called from the turn's goroutine and must not block for long.
 	Emit func(Event)
+	// Flush, when set, is called from the turn's goroutine whenever the
+	// turn is about to wait — for the model to open its stream or send its
+	// next part, for tools to finish — and once more before Run returns.
+	// The events emitted since the previous call then form a batch that
+	// nothing more will join soon: a caller that holds Emit's events can
+	// hand them on together (one network write instead of one per event)
+	// without delaying any of them past a wait.
+	Flush func()
 }
 
 // TurnResult is how a turn ended.

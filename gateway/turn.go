@@ -247,6 +247,13 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	start := time.Now()
 	rev := s.rules.Current()
 	catcher := &responseCatcher{}
+	var held [][]byte
+	flush := func() {
+		for _, f := range held {
+			t.buf.Append(f)
+		}
+		held = held[:0]
+	}
 	hooks := engine.Compose(rev.Hooks(s.recorder, s.failurePolicy), withoutResponse{s.observers}, catcher)
 	req := &engine.TurnRequest{
 		Identity: engine.Identity{
@@ -266,9 +273,12 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		MessageID:         p.messageID,
 		Body:              in.body,
 		Hooks:             hooks,
+		// Frames wait in held until the engine is about to wait, so the
+		// events of one model part or tool round reach the client in one
+		// write.
 		Emit: func(ev engine.Event) {
 			if frame, err := uistream.Frame(ev); err == nil {
-				t.buf.Append(frame)
+				held = append(held, frame)
 			} else {
 				s.log.Error("encoding stream event", "type", ev.Type, "err", err)
 			}
@@ -276,8 +286,10 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 				in.onEvent(ev)
 			}
 		},
+		Flush: flush,
 	}
 	res := s.runEngine(ctx, req)
+	flush() // the events of a recovered panic
 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
