@@ -214,6 +214,15 @@ func jsonTerm(raw json.RawMessage, empty *ast.Term) (*ast.Term, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return empty, nil
 	}
+	if json.Valid(raw) {
+		t, ok, err := parseJSONTerm(raw)
+		if err != nil {
+			return ast.NullTerm(), err
+		}
+		if ok {
+			return t, nil
+		}
+	}
 	x, err := decodeJSON(raw, nil)
 	if err != nil {
 		return ast.NullTerm(), err
