@@ -4,10 +4,12 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,14 +106,14 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) write(kind string, v any) {
-	line, err := l.encode(kind, v)
-	if err != nil {
-		l.fail(err)
-		return
+	b := lineBufs.Get().(*lineBuf)
+	line, err := l.encode(b, kind, v)
+	if err == nil {
+		l.mu.Lock()
+		_, err = l.w.Write(line)
+		l.mu.Unlock()
 	}
-	l.mu.Lock()
-	_, err = l.w.Write(line)
-	l.mu.Unlock()
+	b.release(line)
 	if err != nil {
 		l.fail(err)
 	}
@@ -121,18 +123,56 @@ func (l *Log) fail(err error) {
 	l.errOnce.Do(func() { l.logger.Error("writing audit log", "err", err) })
 }
 
+// lineBuf is the scratch space of one line: the record as json.Marshal
+// writes it, and the line. A writer must not keep the line it is given
+// (io.Writer), so buffers are pooled and serve record after record.
+type lineBuf struct {
+	raw  bytes.Buffer
+	enc  *json.Encoder // writes to raw
+	line []byte
+}
+
+// maxPooledLine is the largest buffer kept for reuse: a turn whose tool
+// calls carry big inputs and outputs can make a line of megabytes, and
+// pooling that would pin it.
+const maxPooledLine = 64 << 10
+
+var lineBufs = sync.Pool{New: func() any { return newLineBuf() }}
+
+func newLineBuf() *lineBuf {
+	b := new(lineBuf)
+	b.enc = json.NewEncoder(&b.raw)
+	return b
+}
+
+// release returns b to the pool, keeping line, if encode wrote one, as
+// its line buffer.
+func (b *lineBuf) release(line []byte) {
+	if line != nil {
+		b.line = line[:0]
+	}
+	if b.raw.Cap() > maxPooledLine || cap(b.line) > maxPooledLine {
+		return
+	}
+	lineBufs.Put(b)
+}
+
 // encode renders v as one JSON line with its fields, at every level, in
 // key order, "kind" among them, and the redactions applied. Without
-// redactions v is marshalled once and its members reordered in place.
-func (l *Log) encode(kind string, v any) ([]byte, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
+// redactions v is marshalled once and its members reordered into b's
+// line buffer, with the members of the objects being reordered on the
+// stack.
+func (l *Log) encode(b *lineBuf, kind string, v any) ([]byte, error) {
+	b.raw.Reset()
+	if err := b.enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("encoding audit %s: %w", kind, err)
 	}
+	raw := b.raw.Bytes()
+	raw = raw[:len(raw)-1] // Encode ends the value with a newline
 	if len(l.redact) == 0 {
-		kindKey := []byte(`"kind"`)
-		line := appendSorted(make([]byte, 0, len(raw)+len(kind)+16), raw,
-			&member{key: kindKey, sortKey: kindKey[1:5], val: []byte(`"` + kind + `"`)})
+		var scratch [sortScratch]member
+		kindMember := member{key: kindKey, sortKey: kindKey[1:5], val: quotedKind(kind)}
+		line, _ := appendSorted(slices.Grow(b.line[:0], len(raw)+len(kind)+16), raw, &kindMember, scratch[:0])
 		return append(line, '\n'), nil
 	}
 	var obj map[string]any
@@ -148,6 +188,35 @@ func (l *Log) encode(kind string, v any) ([]byte, error) {
 		return nil, fmt.Errorf("encoding audit %s: %w", kind, err)
 	}
 	return append(out, '\n'), nil
+}
+
+// sortScratch is how many object members encode reorders on the stack.
+// appendSorted holds the members of the object it writes and of the
+// objects around it: with "kind", at most 19 of a decision record's top
+// level or 16 of a turn's, plus a few of a decision, a tool call or an
+// input inside. Records with more spill to the heap.
+const sortScratch = 32
+
+// kindKey is the "kind" member's key.
+var kindKey = []byte(`"kind"`)
+
+// Quoted kinds are the "kind" members' values, made once: appendSorted
+// may copy its members to the heap, so escape analysis would move a value
+// built on encode's stack there too.
+var (
+	quotedDecision = []byte(`"` + KindDecision + `"`)
+	quotedTurn     = []byte(`"` + KindTurn + `"`)
+)
+
+// quotedKind returns kind as a JSON string.
+func quotedKind(kind string) []byte {
+	switch kind {
+	case KindDecision:
+		return quotedDecision
+	case KindTurn:
+		return quotedTurn
+	}
+	return []byte(`"` + kind + `"`)
 }
 
 // redact replaces the values at path inside v.

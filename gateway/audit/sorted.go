@@ -17,43 +17,49 @@ type member struct {
 // json.Marshal gives a map's keys, plus extra among the members of v
 // itself when v is an object. It produces what unmarshalling v into a
 // map and marshalling that again would, without building the map.
-func appendSorted(dst, v []byte, extra *member) []byte {
+//
+// ms is scratch space: the members of the objects being reordered, from
+// v's down to the innermost one being written, are appended to it and
+// dropped again, so one slice serves a whole record. appendSorted returns
+// it, grown if it had to be, with its length as it was.
+func appendSorted(dst, v []byte, extra *member, ms []member) ([]byte, []member) {
 	switch v[0] {
 	case '{':
-		ms := members(v)
+		base := len(ms)
+		ms = appendMembers(ms, v)
 		if extra != nil {
 			ms = append(ms, *extra)
 		}
-		slices.SortFunc(ms, func(a, b member) int { return bytes.Compare(a.sortKey, b.sortKey) })
+		end := len(ms)
+		slices.SortFunc(ms[base:end], func(a, b member) int { return bytes.Compare(a.sortKey, b.sortKey) })
 		dst = append(dst, '{')
-		for i, m := range ms {
-			if i > 0 {
+		for i := base; i < end; i++ {
+			if i > base {
 				dst = append(dst, ',')
 			}
-			dst = append(dst, m.key...)
+			dst = append(dst, ms[i].key...)
 			dst = append(dst, ':')
-			dst = appendSorted(dst, m.val, nil)
+			dst, ms = appendSorted(dst, ms[i].val, nil, ms)
 		}
-		return append(dst, '}')
+		return append(dst, '}'), ms[:base]
 	case '[':
 		dst = append(dst, '[')
 		for i := 1; v[i] != ']'; {
 			end := valueEnd(v, i)
-			dst = appendSorted(dst, v[i:end], nil)
+			dst, ms = appendSorted(dst, v[i:end], nil, ms)
 			if v[end] == ',' {
 				dst = append(dst, ',')
 				end++
 			}
 			i = end
 		}
-		return append(dst, ']')
+		return append(dst, ']'), ms
 	}
-	return append(dst, v...)
+	return append(dst, v...), ms
 }
 
-// members splits the compact JSON object v into its members.
-func members(v []byte) []member {
-	var ms []member
+// appendMembers appends the members of the compact JSON object v to ms.
+func appendMembers(ms []member, v []byte) []member {
 	for i := 1; v[i] != '}'; {
 		keyEnd := valueEnd(v, i) // v[keyEnd] is ':'
 		valEnd := valueEnd(v, keyEnd+1)

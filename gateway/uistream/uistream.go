@@ -6,7 +6,6 @@ package uistream
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -23,18 +22,6 @@ func SetHeaders(h http.Header) {
 
 // Done is the stream's terminating SSE event.
 var Done = []byte("data: [DONE]\n\n")
-
-// Frame encodes v as one SSE data event.
-func Frame(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encoding stream chunk: %w", err)
-	}
-	out := make([]byte, 0, len(b)+8)
-	out = append(out, "data: "...)
-	out = append(out, b...)
-	return append(out, '\n', '\n'), nil
-}
 
 // Buffer holds one response's SSE frames, appended by the turn and read by
 // any number of followers. It is safe for concurrent use.

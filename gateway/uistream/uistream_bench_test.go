@@ -36,6 +36,37 @@ func BenchmarkFrame(b *testing.B) {
 	}
 }
 
+// BenchmarkEventFrame measures encoding one chunk as the engine's Emit
+// callback can: the Event passed by value, not boxed in an interface.
+func BenchmarkEventFrame(b *testing.B) {
+	for _, bc := range benchEvents {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := EventFrame(bc.ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAppendFrame measures the encoding alone, into a reused buffer.
+func BenchmarkAppendFrame(b *testing.B) {
+	for _, bc := range benchEvents {
+		b.Run(bc.name, func(b *testing.B) {
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if buf, err = AppendFrame(buf[:0], bc.ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // discardWriter is a flushable http.ResponseWriter that drops the body
 // and counts flushes (each one is a write syscall in the gateway).
 type discardWriter struct {
