@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
@@ -95,24 +97,34 @@ func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, pkg strin
 	if err := ctx.Err(); err != nil {
 		// OPA notices cancellation asynchronously; a short evaluation could
 		// still succeed for a turn that is already over.
-		return nil, tr, p.evalError(ctx, ctx, pkg, err)
+		return nil, tr, p.evalError(ctx, false, pkg, err)
 	}
-	evalCtx, cancel := context.WithTimeout(ctx, p.opts.timeout())
-	defer cancel()
-	// Without a Cancel of its own, OPA starts a goroutine per evaluation
-	// to watch the context; a callback on the context's cancellation
-	// stops the evaluation the same way without one.
+	// The deadline is a timer that cancels the evaluation, as is the
+	// caller's context. With a Cancel of its own, OPA starts no goroutine
+	// per evaluation to watch a context.
 	stopper := topdown.NewCancel()
-	defer context.AfterFunc(evalCtx, stopper.Cancel)()
+	var timedOut atomic.Bool
+	deadline := time.AfterFunc(p.opts.timeout(), func() {
+		timedOut.Store(true)
+		stopper.Cancel()
+	})
+	defer deadline.Stop()
+	if ctx.Done() != nil {
+		defer context.AfterFunc(ctx, stopper.Cancel)()
+	}
+	evalCtx := ctx
+	if p.opts.AllowNetwork {
+		// Network builtins bound their requests by the context's deadline.
+		var cancel context.CancelFunc
+		evalCtx, cancel = context.WithTimeout(ctx, p.opts.timeout())
+		defer cancel()
+	}
 	prints := &printHook{}
 	rs, err := pq.Eval(evalCtx, rego.EvalParsedInput(input), rego.EvalPrintHook(prints),
-		rego.EvalExternalCancel(stopper),
-		// Nobody reads an evaluation's metrics; the no-op set skips their
-		// maps and timers.
-		rego.EvalMetrics(metrics.NoOp()))
+		rego.EvalExternalCancel(stopper), noMetrics)
 	tr.Prints = prints.lines
 	if err != nil {
-		return nil, tr, p.evalError(ctx, evalCtx, pkg, err)
+		return nil, tr, p.evalError(ctx, timedOut.Load(), pkg, err)
 	}
 	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
 		return nil, tr, &policy.Error{Code: policy.CodeUndefined, Message: fmt.Sprintf("data.%s is undefined", pkg)}
@@ -124,15 +136,20 @@ func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, pkg strin
 	return doc, tr, nil
 }
 
+// noMetrics gives evaluations the no-op metrics: nobody reads them, and
+// the default set costs maps and timers per evaluation.
+var noMetrics = rego.EvalMetrics(metrics.NoOp())
+
 // evalError converts an evaluation failure to a positioned diagnostic. ctx
-// is the caller's context, evalCtx the one bounded by Options.Timeout.
-func (p *Policy) evalError(ctx, evalCtx context.Context, pkg string, err error) *policy.Error {
+// is the caller's context; timedOut says whether the Options.Timeout
+// deadline passed.
+func (p *Policy) evalError(ctx context.Context, timedOut bool, pkg string, err error) *policy.Error {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &policy.Error{Code: policy.CodeTimeout, Message: fmt.Sprintf("evaluating data.%s: the caller's deadline passed", pkg)}
 	case ctx.Err() != nil:
 		return &policy.Error{Code: policy.CodeEval, Message: fmt.Sprintf("evaluating data.%s: %v", pkg, ctx.Err())}
-	case errors.Is(evalCtx.Err(), context.DeadlineExceeded):
+	case timedOut:
 		return &policy.Error{Code: policy.CodeTimeout, Message: fmt.Sprintf(
 			"evaluating data.%s: evaluation exceeded the %v deadline (a runaway rule, or CPUs too saturated to finish it)",
 			pkg, p.opts.timeout())}
