@@ -84,12 +84,12 @@ func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache) (ast.Value,
 			errs = append(errs, fmt.Errorf("previous call %s input: %w", pc.ToolCallID, err))
 		}
 		prev[i] = ast.ObjectTerm(
-			item("tool", ast.StringTerm(pc.ToolName)),
-			item("call_id", ast.StringTerm(pc.ToolCallID)),
-			item("input", pin),
-			item("decision", ast.StringTerm(pc.Decision)),
-			item("success", ast.InternedTerm(pc.Success)),
-			item("step_number", ast.InternedTerm(pc.StepNumber)),
+			ast.Item(inputKey.tool, ast.StringTerm(pc.ToolName)),
+			ast.Item(inputKey.callID, ast.StringTerm(pc.ToolCallID)),
+			ast.Item(inputKey.input, pin),
+			ast.Item(inputKey.decision, ast.StringTerm(pc.Decision)),
+			ast.Item(inputKey.success, ast.InternedTerm(pc.Success)),
+			ast.Item(inputKey.stepNumber, ast.InternedTerm(pc.StepNumber)),
 		)
 	}
 	body := emptyObject
@@ -104,8 +104,8 @@ func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache) (ast.Value,
 	tool, err := toolTerm(tc.ToolName, &tc.Tool, tc.Dynamic, tc.Input, schemas)
 	errs = append(errs, err)
 	items := append(callItems(&tc.Identity, tool, tc.ToolCallID, tc.StepNumber, len(tc.Messages)),
-		item("body", body),
-		item("previous_calls", ast.ArrayTerm(prev...)),
+		ast.Item(inputKey.body, body),
+		ast.Item(inputKey.previousCalls, ast.ArrayTerm(prev...)),
 	)
 	return ast.NewObject(items...), errors.Join(errs...)
 }
@@ -121,40 +121,81 @@ func toolResultInput(rc *engine.ToolCallResultContext, schemas *schemaCache) (as
 		eerr = fmt.Errorf("effective input: %w", eerr)
 	}
 	items := append(callItems(&rc.Identity, tool, rc.ToolCallID, rc.StepNumber, len(rc.Messages)),
-		item("output", out),
-		item("effective_input", eff),
-		item("success", ast.InternedTerm(rc.Success)),
-		item("error", ast.StringTerm(rc.Error)),
-		item("decision", ast.StringTerm(rc.Decision)),
-		item("executed", ast.InternedTerm(rc.Executed)),
-		item("duration_ms", ast.FloatNumberTerm(rc.DurationMs)),
+		ast.Item(inputKey.output, out),
+		ast.Item(inputKey.effectiveInput, eff),
+		ast.Item(inputKey.success, ast.InternedTerm(rc.Success)),
+		ast.Item(inputKey.error, ast.StringTerm(rc.Error)),
+		ast.Item(inputKey.decision, ast.StringTerm(rc.Decision)),
+		ast.Item(inputKey.executed, ast.InternedTerm(rc.Executed)),
+		ast.Item(inputKey.durationMs, ast.FloatNumberTerm(rc.DurationMs)),
 	)
 	return ast.NewObject(items...), errors.Join(terr, oerr, eerr)
 }
 
 var emptyObject = ast.ObjectTerm()
 
-// inputKeys are the input documents' key terms, built once: ast terms are
+// inputKey holds the input documents' key terms, built once: ast terms are
 // immutable, so every evaluation shares them.
-var inputKeys = func() map[string]*ast.Term {
-	m := map[string]*ast.Term{}
-	for _, k := range []string{
-		"agent", "session_id", "request_id", "entry_path", "depth", "principal", "tenant", "subject", "roles",
-		"tool", "name", "kind", "server", "description", "dynamic", "input", "schema",
-		"call_id", "step_number", "messages_count", "body", "previous_calls", "decision", "success",
-		"output", "effective_input", "error", "executed", "duration_ms",
-	} {
-		m[k] = ast.StringTerm(k)
-	}
-	return m
-}()
-
-func item(k string, v *ast.Term) [2]*ast.Term {
-	kt, ok := inputKeys[k]
-	if !ok {
-		kt = ast.StringTerm(k)
-	}
-	return ast.Item(kt, v)
+var inputKey = struct {
+	agent          *ast.Term
+	sessionID      *ast.Term
+	requestID      *ast.Term
+	entryPath      *ast.Term
+	depth          *ast.Term
+	principal      *ast.Term
+	tenant         *ast.Term
+	subject        *ast.Term
+	roles          *ast.Term
+	tool           *ast.Term
+	name           *ast.Term
+	kind           *ast.Term
+	server         *ast.Term
+	description    *ast.Term
+	dynamic        *ast.Term
+	input          *ast.Term
+	schema         *ast.Term
+	callID         *ast.Term
+	stepNumber     *ast.Term
+	messagesCount  *ast.Term
+	body           *ast.Term
+	previousCalls  *ast.Term
+	decision       *ast.Term
+	success        *ast.Term
+	output         *ast.Term
+	effectiveInput *ast.Term
+	error          *ast.Term
+	executed       *ast.Term
+	durationMs     *ast.Term
+}{
+	agent:          ast.StringTerm("agent"),
+	sessionID:      ast.StringTerm("session_id"),
+	requestID:      ast.StringTerm("request_id"),
+	entryPath:      ast.StringTerm("entry_path"),
+	depth:          ast.StringTerm("depth"),
+	principal:      ast.StringTerm("principal"),
+	tenant:         ast.StringTerm("tenant"),
+	subject:        ast.StringTerm("subject"),
+	roles:          ast.StringTerm("roles"),
+	tool:           ast.StringTerm("tool"),
+	name:           ast.StringTerm("name"),
+	kind:           ast.StringTerm("kind"),
+	server:         ast.StringTerm("server"),
+	description:    ast.StringTerm("description"),
+	dynamic:        ast.StringTerm("dynamic"),
+	input:          ast.StringTerm("input"),
+	schema:         ast.StringTerm("schema"),
+	callID:         ast.StringTerm("call_id"),
+	stepNumber:     ast.StringTerm("step_number"),
+	messagesCount:  ast.StringTerm("messages_count"),
+	body:           ast.StringTerm("body"),
+	previousCalls:  ast.StringTerm("previous_calls"),
+	decision:       ast.StringTerm("decision"),
+	success:        ast.StringTerm("success"),
+	output:         ast.StringTerm("output"),
+	effectiveInput: ast.StringTerm("effective_input"),
+	error:          ast.StringTerm("error"),
+	executed:       ast.StringTerm("executed"),
+	durationMs:     ast.StringTerm("duration_ms"),
 }
 
 // callItems are the fields both input documents have: the turn's identity,
@@ -167,20 +208,20 @@ func callItems(id *engine.Identity, tool *ast.Term, callID string, step, message
 	}
 	items := make([][2]*ast.Term, 0, 17)
 	return append(items,
-		item("agent", ast.StringTerm(id.Agent)),
-		item("session_id", ast.StringTerm(id.SessionID)),
-		item("request_id", ast.StringTerm(id.RequestID)),
-		item("entry_path", ast.StringTerm(id.EntryPath)),
-		item("depth", ast.InternedTerm(id.Depth)),
-		item("principal", ast.ObjectTerm(
-			item("tenant", ast.StringTerm(id.Principal.Tenant)),
-			item("subject", ast.StringTerm(id.Principal.Subject)),
-			item("roles", ast.ArrayTerm(roles...)),
+		ast.Item(inputKey.agent, ast.StringTerm(id.Agent)),
+		ast.Item(inputKey.sessionID, ast.StringTerm(id.SessionID)),
+		ast.Item(inputKey.requestID, ast.StringTerm(id.RequestID)),
+		ast.Item(inputKey.entryPath, ast.StringTerm(id.EntryPath)),
+		ast.Item(inputKey.depth, ast.InternedTerm(id.Depth)),
+		ast.Item(inputKey.principal, ast.ObjectTerm(
+			ast.Item(inputKey.tenant, ast.StringTerm(id.Principal.Tenant)),
+			ast.Item(inputKey.subject, ast.StringTerm(id.Principal.Subject)),
+			ast.Item(inputKey.roles, ast.ArrayTerm(roles...)),
 		)),
-		item("tool", tool),
-		item("call_id", ast.StringTerm(callID)),
-		item("step_number", ast.InternedTerm(step)),
-		item("messages_count", ast.InternedTerm(messages)),
+		ast.Item(inputKey.tool, tool),
+		ast.Item(inputKey.callID, ast.StringTerm(callID)),
+		ast.Item(inputKey.stepNumber, ast.InternedTerm(step)),
+		ast.Item(inputKey.messagesCount, ast.InternedTerm(messages)),
 	)
 }
 
@@ -198,13 +239,13 @@ func toolTerm(name string, info *engine.ToolInfo, dynamic bool, input json.RawMe
 		err = errors.Join(err, fmt.Errorf("tool input schema: %w", serr))
 	}
 	return ast.ObjectTerm(
-		item("name", ast.StringTerm(name)),
-		item("kind", ast.StringTerm(info.Kind)),
-		item("server", ast.StringTerm(info.Server)),
-		item("description", ast.StringTerm(info.Description)),
-		item("dynamic", ast.InternedTerm(dynamic || info.Dynamic)),
-		item("input", in),
-		item("schema", schema),
+		ast.Item(inputKey.name, ast.StringTerm(name)),
+		ast.Item(inputKey.kind, ast.StringTerm(info.Kind)),
+		ast.Item(inputKey.server, ast.StringTerm(info.Server)),
+		ast.Item(inputKey.description, ast.StringTerm(info.Description)),
+		ast.Item(inputKey.dynamic, ast.InternedTerm(dynamic || info.Dynamic)),
+		ast.Item(inputKey.input, in),
+		ast.Item(inputKey.schema, schema),
 	), err
 }
 
