@@ -167,7 +167,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	if p.skip {
 		t.buf = uistream.NewBuffer()
 		for _, ev := range guardEvents(p.skipMessageID) {
-			frame, _ := uistream.Frame(ev)
+			frame, _ := uistream.EventFrame(ev)
 			t.buf.Append(frame)
 		}
 		t.buf.Close()
@@ -249,9 +249,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	catcher := &responseCatcher{}
 	var held [][]byte
 	flush := func() {
-		for _, f := range held {
-			t.buf.Append(f)
-		}
+		t.buf.Append(held...)
 		held = held[:0]
 	}
 	hooks := engine.Compose(rev.Hooks(s.recorder, s.failurePolicy), withoutResponse{s.observers}, catcher)
@@ -277,7 +275,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		// events of one model part or tool round reach the client in one
 		// write.
 		Emit: func(ev engine.Event) {
-			if frame, err := uistream.Frame(ev); err == nil {
+			if frame, err := uistream.EventFrame(ev); err == nil {
 				held = append(held, frame)
 			} else {
 				s.log.Error("encoding stream event", "type", ev.Type, "err", err)

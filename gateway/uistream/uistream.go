@@ -39,14 +39,19 @@ type Buffer struct {
 // NewBuffer returns an empty, open Buffer.
 func NewBuffer() *Buffer { return &Buffer{wake: make(chan struct{})} }
 
-// Append adds one frame. Appending to a closed buffer does nothing.
-func (b *Buffer) Append(frame []byte) {
+// Append adds frames in order and wakes the followers once, so frames
+// appended together are written together. Appending to a closed buffer does
+// nothing.
+func (b *Buffer) Append(frames ...[]byte) {
+	if len(frames) == 0 {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
-	b.frames = append(b.frames, frame)
+	b.frames = append(b.frames, frames...)
 	if b.waited {
 		close(b.wake)
 		b.wake = make(chan struct{})

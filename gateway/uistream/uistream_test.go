@@ -68,12 +68,17 @@ func TestFollowFlushesOnceCaughtUp(t *testing.T) {
 	if got, want := <-rec.flushed, string(start)+string(delta)+string(delta); got != want {
 		t.Errorf("live flush sent %q, want %q", got, want)
 	}
+	// Live frames appended together are flushed together.
+	b.Append(delta, delta)
+	if got, want := <-rec.flushed, string(start)+strings.Repeat(string(delta), 4); got != want {
+		t.Errorf("batch flush sent %q, want %q", got, want)
+	}
 	cancel()
 	if err := <-done; err == nil {
 		t.Error("Follow returned nil after its context was cancelled")
 	}
 	if len(rec.flushed) != 0 {
-		t.Errorf("%d flushes more than the 2 batches", len(rec.flushed))
+		t.Errorf("%d flushes more than the 3 batches", len(rec.flushed))
 	}
 }
 
