@@ -24,6 +24,9 @@ type statements struct {
 	submissionByKey, insertSubmission, claimSubmission           *sql.Stmt
 	submissionStatus, finishSubmission, requeue, recordTurn      *sql.Stmt
 
+	// The writer's savepoint around each write of a batch (see write).
+	savepoint, release, rollbackTo *sql.Stmt
+
 	all []*sql.Stmt // every prepared statement, for close
 }
 
@@ -80,6 +83,9 @@ func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
 		{w, &q.requeue, `UPDATE submissions SET status = 'queued', updated_at = ? WHERE status = 'running'`},
 		{w, &q.recordTurn, `INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
 			error, usage, rule_revision, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{w, &q.savepoint, `SAVEPOINT write`},
+		{w, &q.release, `RELEASE write`},
+		{w, &q.rollbackTo, `ROLLBACK TO write`},
 	} {
 		stmt, err := p.db.PrepareContext(ctx, p.query)
 		if err != nil {

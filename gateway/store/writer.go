@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// The states of a writeRequest. A request moves from queued to started when
+// writeLoop takes it, or to abandoned when its caller stops waiting first;
+// whichever happens first wins, so an abandoned request never runs and a
+// started one is always waited for.
+const (
+	requestQueued int32 = iota
+	requestStarted
+	requestAbandoned
+)
+
+// writeRequest is one call of write, queued for writeLoop.
+type writeRequest struct {
+	f     func(tx *sql.Tx) error
+	state atomic.Int32
+	done  chan error // buffered, so writeLoop never waits for the caller
+}
+
+// write runs f in a transaction on the writer connection and returns once
+// that transaction has committed, with f's error or the commit's.
+//
+// The writer goroutine (writeLoop) runs the writes queued at the same time in
+// one transaction: each f inside its own savepoint, in the order they
+// queued, so f sees the writes of those before it. When f fails or panics,
+// only its savepoint is rolled back and only its caller gets the error; the
+// others commit. When the commit fails, every write of the batch gets that
+// error: none of them is stored.
+//
+// The statements of f run with the caller's ctx. Cancelling ctx while the
+// write is queued returns ctx's error and f never runs; once f has started,
+// write waits for the outcome, so a write is never reported failed and
+// stored. SQLite rolls back the whole transaction when a write statement is
+// interrupted (ctx cancelled halfway) or hits an I/O error; the writer then
+// runs the batch's other writes again in a new transaction. So f may run
+// more than once and must set all of its results on every run.
+//
+// f must not call write, or use the writer's statements outside tx: the
+// writer would wait for itself.
+func (s *SQLite) write(ctx context.Context, f func(tx *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-s.closing:
+		return errClosed
+	default:
+	}
+	r := &writeRequest{f: f, done: make(chan error, 1)}
+	select {
+	case s.writes <- r:
+	case <-s.closing:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(requestQueued, requestAbandoned) {
+			return ctx.Err()
+		}
+	case <-s.stopped:
+		// The writer has finished every request it started.
+		if r.state.CompareAndSwap(requestQueued, requestAbandoned) {
+			return errClosed
+		}
+	}
+	return <-r.done
+}
+
+// writeLoop is the writer goroutine: until Close, it takes the oldest queued
+// write and every other one queued by then, up to maxBatch, and runs them.
+func (s *SQLite) writeLoop() {
+	defer close(s.stopped)
+	batch := make([]*writeRequest, 0, maxBatch)
+	for {
+		select {
+		case <-s.closing:
+			return
+		case r := <-s.writes:
+			batch = append(batch[:0], r)
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.writes:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		// Requests whose callers have gone are dropped here, before they run.
+		live := batch[:0]
+		for _, r := range batch {
+			if r.state.CompareAndSwap(requestQueued, requestStarted) {
+				live = append(live, r)
+			}
+		}
+		for len(live) > 0 {
+			live = s.runTx(live)
+		}
+		clear(batch[:cap(batch)])
+	}
+}
+
+// runTx runs reqs in one transaction, commits it and reports each outcome.
+// When SQLite rolls the transaction back halfway, the request that was
+// running gets the error and runTx returns the other requests that have not
+// got an outcome, to run again.
+func (s *SQLite) runTx(reqs []*writeRequest) []*writeRequest {
+	// The transaction belongs to no caller: a caller's cancelled context
+	// must not roll back the others' writes.
+	ctx := context.Background()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		for _, r := range reqs {
+			r.done <- err
+		}
+		return nil
+	}
+	if len(reqs) == 1 {
+		// A lone write needs no savepoint: the transaction is its own.
+		r := reqs[0]
+		if err := runRequest(r, tx); err != nil {
+			r.done <- errors.Join(err, ignoreDone(tx.Rollback()))
+			return nil
+		}
+		s.commit(tx, reqs)
+		return nil
+	}
+	savepoint := tx.StmtContext(ctx, s.q.savepoint)
+	release := tx.StmtContext(ctx, s.q.release)
+	rollbackTo := tx.StmtContext(ctx, s.q.rollbackTo)
+	// ok holds the requests that succeeded so far; it reuses reqs' array,
+	// never overtaking the request being read.
+	ok := reqs[:0]
+	for i, r := range reqs {
+		_, err := savepoint.ExecContext(ctx)
+		lost := err != nil // the transaction is gone
+		if err == nil {
+			if err = runRequest(r, tx); err != nil {
+				// The culprit gets f's error: a failing ROLLBACK TO only
+				// says that SQLite has rolled back everything already.
+				_, rerr := rollbackTo.ExecContext(ctx)
+				if rerr == nil {
+					_, rerr = release.ExecContext(ctx)
+				}
+				lost = rerr != nil
+			} else if _, err = release.ExecContext(ctx); err != nil {
+				err = fmt.Errorf("store: releasing the write's savepoint: %w", err)
+				lost = true
+			}
+		}
+		if lost {
+			r.done <- err
+			_ = tx.Rollback() // fails when SQLite has already rolled back; nothing to undo then.
+			return append(append([]*writeRequest(nil), ok...), reqs[i+1:]...)
+		}
+		if err != nil {
+			r.done <- err
+			continue
+		}
+		ok = append(ok, r)
+	}
+	s.commit(tx, ok)
+	return nil
+}
+
+// commit commits tx and gives its result to reqs.
+func (s *SQLite) commit(tx *sql.Tx, reqs []*writeRequest) {
+	err := tx.Commit()
+	if err == nil {
+		s.commits.Add(1)
+	}
+	for _, r := range reqs {
+		r.done <- err
+	}
+}
+
+// runRequest runs r's f in tx, turning a panic into an error.
+func runRequest(r *writeRequest, tx *sql.Tx) (err error) {
+	defer func() {
+		switch p := recover().(type) {
+		case nil:
+		case error:
+			err = fmt.Errorf("store: write panicked: %w", p)
+		default:
+			err = fmt.Errorf("store: write panicked: %v", p)
+		}
+	}()
+	return r.f(tx)
+}
