@@ -71,13 +71,16 @@ type trace struct {
 func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 	eval func(ctx context.Context, now time.Time) (*T, trace, error)) (*T, error) {
 	r.Revision = h.rev.id
-	r.Time = h.rev.opts.Now()
+	start := time.Now()
+	r.Time = start
+	if h.rev.opts.Now != nil {
+		r.Time = h.rev.opts.Now()
+	}
 	if !has {
 		r.Outcome = policy.OutcomeNotEvaluated
 		h.rec.Record(r)
 		return nil, nil
 	}
-	start := time.Now()
 	out, tr, err := eval(ctx, r.Time)
 	r.DurationMicros = time.Since(start).Microseconds()
 	r.RulesFired, r.SetBy = tr.fired, tr.setBy
@@ -107,20 +110,39 @@ func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 }
 
 // newRecord starts the record of one evaluation of hook for the turn id.
-func newRecord(hook string, id *engine.Identity, step *int) *policy.Record {
+func newRecord(hook string, id *engine.Identity) *policy.Record {
 	return &policy.Record{
-		Hook:       hook,
-		RequestID:  id.RequestID,
-		SessionID:  id.SessionID,
-		Agent:      id.Agent,
-		Tenant:     id.Principal.Tenant,
-		StepNumber: step,
+		Hook:      hook,
+		RequestID: id.RequestID,
+		SessionID: id.SessionID,
+		Agent:     id.Agent,
+		Tenant:    id.Principal.Tenant,
 	}
+}
+
+// stepRecord is a record and the step number it points at, allocated
+// together.
+type stepRecord struct {
+	policy.Record
+	step int
+}
+
+// newStepRecord starts the record of one evaluation of hook at a step.
+func newStepRecord(hook string, id *engine.Identity, step int) *policy.Record {
+	sr := &stepRecord{Record: policy.Record{
+		Hook:      hook,
+		RequestID: id.RequestID,
+		SessionID: id.SessionID,
+		Agent:     id.Agent,
+		Tenant:    id.Principal.Tenant,
+	}, step: step}
+	sr.StepNumber = &sr.step
+	return &sr.Record
 }
 
 // BeforeTurn runs the revision's CEL beforeTurn rules.
 func (h *hooks) BeforeTurn(ctx context.Context, tc *engine.TurnContext) (*engine.TurnConfig, error) {
-	r := newRecord(policy.HookBeforeTurn, &tc.Identity, nil)
+	r := newRecord(policy.HookBeforeTurn, &tc.Identity)
 	return evaluate(ctx, h, r, h.rev.cel.HasBeforeTurn(),
 		func(ctx context.Context, now time.Time) (*engine.TurnConfig, trace, error) {
 			cfg, tr, err := h.rev.cel.BeforeTurn(ctx, tc, now)
@@ -130,7 +152,7 @@ func (h *hooks) BeforeTurn(ctx context.Context, tc *engine.TurnContext) (*engine
 
 // BeforeStep runs the revision's CEL beforeStep rules.
 func (h *hooks) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext) (*engine.StepConfig, error) {
-	r := newRecord(policy.HookBeforeStep, &sc.Identity, new(sc.StepNumber))
+	r := newStepRecord(policy.HookBeforeStep, &sc.Identity, sc.StepNumber)
 	return evaluate(ctx, h, r, h.rev.cel.HasBeforeStep(),
 		func(ctx context.Context, now time.Time) (*engine.StepConfig, trace, error) {
 			cfg, tr, err := h.rev.cel.BeforeStep(ctx, sc, now)
@@ -140,7 +162,7 @@ func (h *hooks) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext) (
 
 // BeforeToolCall evaluates the revision's data.turngate.tool_call.
 func (h *hooks) BeforeToolCall(ctx context.Context, tc *engine.ToolCallContext) (*engine.ToolCallDecision, error) {
-	r := newRecord(policy.HookBeforeToolCall, &tc.Identity, new(tc.StepNumber))
+	r := newStepRecord(policy.HookBeforeToolCall, &tc.Identity, tc.StepNumber)
 	r.ToolCallID, r.ToolName, r.ToolKind, r.ToolServer = tc.ToolCallID, tc.ToolName, tc.Tool.Kind, tc.Tool.Server
 	return evaluate(ctx, h, r, h.rev.rego.HasToolCall(),
 		func(ctx context.Context, _ time.Time) (*engine.ToolCallDecision, trace, error) {
@@ -151,7 +173,7 @@ func (h *hooks) BeforeToolCall(ctx context.Context, tc *engine.ToolCallContext) 
 
 // ToolResult evaluates the revision's data.turngate.tool_result.
 func (h *hooks) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, error) {
-	r := newRecord(policy.HookToolResult, &rc.Identity, new(rc.StepNumber))
+	r := newStepRecord(policy.HookToolResult, &rc.Identity, rc.StepNumber)
 	r.ToolCallID, r.ToolName, r.ToolKind, r.ToolServer = rc.ToolCallID, rc.ToolName, rc.Tool.Kind, rc.Tool.Server
 	return evaluate(ctx, h, r, h.rev.rego.HasToolResult(),
 		func(ctx context.Context, _ time.Time) (*engine.ToolResultDecision, trace, error) {

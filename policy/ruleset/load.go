@@ -116,10 +116,16 @@ type Options struct {
 	OnReload func(result string, err error)
 }
 
-func (o Options) withDefaults() Options {
+// now reads the Now clock. Now stays nil for time.Now, which tells the
+// hooks that their own start time is the clock's reading.
+func (o Options) now() time.Time {
 	if o.Now == nil {
-		o.Now = time.Now
+		return time.Now()
 	}
+	return o.Now()
+}
+
+func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -294,7 +300,7 @@ func compile(snap *snapshot, opts Options) (*Revision, policy.Errors) {
 	return &Revision{
 		root:     snap.root,
 		id:       snap.id,
-		loadedAt: opts.Now(),
+		loadedAt: opts.now(),
 		infos:    snap.infos,
 		byKind:   snap.byKind,
 		cel:      cel,
