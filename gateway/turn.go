@@ -134,10 +134,11 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	body := in.body
 	if !in.ephemeral {
 		tx.st = s.store
-		sess, err := s.session(ctx, in)
+		sess, msgs, err := s.session(ctx, in)
 		if err != nil {
 			return nil, err
 		}
+		tx.messages = msgs
 		// The session's creation and the request's body are stored with
 		// the first write of prepare (with the user message, in one
 		// transaction), or after it when prepare writes nothing.
@@ -149,11 +150,6 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 		}
 		if !in.setBody && sess != nil && len(sess.LastBody) > 0 {
 			_ = json.Unmarshal(sess.LastBody, &body)
-		}
-		if sess != nil {
-			if tx.messages, err = s.store.Messages(ctx, in.principal.Tenant, in.sessionID); err != nil {
-				return nil, fmt.Errorf("loading transcript: %w", err)
-			}
 		}
 	}
 	p, err := in.prepare(ctx, tx)
@@ -197,21 +193,21 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	return t, nil
 }
 
-// session loads the input's session, answering 404 for a session of
-// another agent as for a missing one. A missing session is nil when the
-// input creates it (the transcript's admission does).
-func (s *Server) session(ctx context.Context, in *turnInput) (*store.Session, error) {
-	sess, err := s.store.GetSession(ctx, in.principal.Tenant, in.sessionID)
+// session loads the input's session and its transcript, answering 404
+// for a session of another agent as for a missing one. A missing session
+// is nil when the input creates it (the transcript's admission does).
+func (s *Server) session(ctx context.Context, in *turnInput) (*store.Session, []engine.UIMessage, error) {
+	sess, msgs, err := s.store.Transcript(ctx, in.principal.Tenant, in.sessionID)
 	if in.create && errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("loading transcript: %w", err)
 	}
 	if sess.Agent != in.agent.name {
-		return nil, errSessionNotFound
+		return nil, nil, errSessionNotFound
 	}
-	return sess, nil
+	return sess, msgs, nil
 }
 
 // guardEvents is the response of a skipped turn: a start naming the last

@@ -263,37 +263,61 @@ func (s *SQLite) Admit(ctx context.Context, tenant, agent, sessionID string, las
 
 // Messages implements Store.
 func (s *SQLite) Messages(ctx context.Context, tenant, sessionID string) ([]engine.UIMessage, error) {
-	// One statement, so the session check and the transcript are one
-	// snapshot: no session gives no rows, an empty transcript one NULL row.
-	rows, err := s.q.messages.QueryContext(ctx, tenant, sessionID)
+	_, msgs, err := s.transcript(ctx, tenant, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("reading messages: %w", err)
 	}
+	return msgs, nil
+}
+
+// Transcript implements Store.
+func (s *SQLite) Transcript(ctx context.Context, tenant, sessionID string) (*Session, []engine.UIMessage, error) {
+	sess, msgs, err := s.transcript(ctx, tenant, sessionID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading transcript: %w", err)
+	}
+	return sess, msgs, nil
+}
+
+// transcript reads the session and its messages with one statement, so
+// they are one snapshot: no session gives no rows, an empty transcript one
+// row without a message.
+func (s *SQLite) transcript(ctx context.Context, tenant, sessionID string) (*Session, []engine.UIMessage, error) {
+	rows, err := s.q.transcript.QueryContext(ctx, tenant, sessionID)
+	if err != nil {
+		return nil, nil, err
+	}
 	defer rows.Close()
-	found := false
+	var sess *Session
 	msgs := []engine.UIMessage{}
 	for rows.Next() {
-		found = true
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return nil, fmt.Errorf("reading messages: %w", err)
+		var (
+			agent            string
+			lastBody, body   []byte
+			created, updated int64
+		)
+		if err := rows.Scan(&agent, &lastBody, &created, &updated, &body); err != nil {
+			return nil, nil, err
+		}
+		if sess == nil {
+			sess = newSession(tenant, sessionID, agent, lastBody, created, updated)
 		}
 		if body == nil {
 			continue
 		}
 		var m engine.UIMessage
 		if err := json.Unmarshal(body, &m); err != nil {
-			return nil, fmt.Errorf("reading messages: decoding message: %w", err)
+			return nil, nil, fmt.Errorf("decoding message: %w", err)
 		}
 		msgs = append(msgs, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading messages: %w", err)
+		return nil, nil, err
 	}
-	if !found {
-		return nil, fmt.Errorf("reading messages: %w", ErrNotFound)
+	if sess == nil {
+		return nil, nil, ErrNotFound
 	}
-	return msgs, nil
+	return sess, msgs, nil
 }
 
 // AppendMessage implements Store.
@@ -598,22 +622,27 @@ func (s *SQLite) Turns(ctx context.Context, tenant, sessionID string) ([]TurnRec
 // getSession reads the tenant's session id with q, a session statement.
 func getSession(ctx context.Context, q *sql.Stmt, tenant, id string) (*Session, error) {
 	var (
-		sess             = Session{ID: id, Tenant: tenant}
+		agent            string
 		body             []byte
 		created, updated int64
 	)
-	err := q.QueryRowContext(ctx, tenant, id).Scan(&sess.Agent, &body, &created, &updated)
+	err := q.QueryRowContext(ctx, tenant, id).Scan(&agent, &body, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
-		sess.LastBody = json.RawMessage(body)
+	return newSession(tenant, id, agent, body, created, updated), nil
+}
+
+// newSession builds a Session from its stored columns.
+func newSession(tenant, id, agent string, lastBody []byte, created, updated int64) *Session {
+	sess := &Session{ID: id, Tenant: tenant, Agent: agent, CreatedAt: fromNanos(created), UpdatedAt: fromNanos(updated)}
+	if lastBody != nil {
+		sess.LastBody = json.RawMessage(lastBody)
 	}
-	sess.CreatedAt, sess.UpdatedAt = fromNanos(created), fromNanos(updated)
-	return &sess, nil
+	return sess
 }
 
 // ensureSession creates the tenant's session id for agent unless it exists,

@@ -318,6 +318,30 @@ func TestMessages(t *testing.T) {
 			t.Errorf("Messages of an empty session = %v, %v; want an empty slice", got, err)
 		}
 	})
+	t.Run("transcript with its session", func(t *testing.T) {
+		if err := s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`{"plan":"pro"}`)); err != nil {
+			t.Fatal(err)
+		}
+		sess, msgs, err := s.Transcript(ctx, "acme", "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := s.GetSession(ctx, "acme", "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertJSON(t, sess, want)
+		assertJSON(t, msgs, transcript)
+		sess, msgs, err = s.Transcript(ctx, "acme", "empty")
+		if err != nil || sess == nil || sess.ID != "empty" || msgs == nil || len(msgs) != 0 {
+			t.Errorf("Transcript of an empty session = %+v, %v, %v; want the session and an empty slice", sess, msgs, err)
+		}
+		for _, tc := range []struct{ tenant, id string }{{"acme", "missing"}, {"globex", "s1"}} {
+			if _, _, err := s.Transcript(ctx, tc.tenant, tc.id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Transcript(%s, %s): err = %v, want ErrNotFound", tc.tenant, tc.id, err)
+			}
+		}
+	})
 	t.Run("append duplicate id", func(t *testing.T) {
 		if err := s.AppendMessage(ctx, "acme", "s1", text("u1", "again")); !errors.Is(err, ErrConflict) {
 			t.Errorf("err = %v, want ErrConflict", err)

@@ -16,7 +16,7 @@ import (
 // reuses the writer connection's prepared statement.
 type statements struct {
 	// On the readers.
-	readSession, messages, readSubmission, turns *sql.Stmt
+	readSession, transcript, readSubmission, turns *sql.Stmt
 
 	// On the writer.
 	session, sessionPK, insertSession, touchSession, setLastBody *sql.Stmt
@@ -43,9 +43,11 @@ func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
 		query string
 	}{
 		{r, &q.readSession, selectSession},
-		// One statement, so the session check and the transcript are one
-		// snapshot: no session gives no rows, an empty transcript one NULL row.
-		{r, &q.messages, `SELECT m.body FROM sessions s LEFT JOIN messages m ON m.session_pk = s.pk
+		// One statement, so the session and its transcript are one
+		// snapshot: no session gives no rows, an empty transcript one row
+		// with a NULL body.
+		{r, &q.transcript, `SELECT s.agent, s.last_body, s.created_at, s.updated_at, m.body
+			FROM sessions s LEFT JOIN messages m ON m.session_pk = s.pk
 			WHERE s.tenant = ? AND s.id = ? ORDER BY m.position`},
 		{r, &q.readSubmission, `SELECT ` + submissionColumns + ` FROM submissions
 			WHERE id = ? AND tenant = ? AND session_id = ?`},

@@ -70,6 +70,10 @@ type Store interface {
 
 	// Messages returns the session's transcript in order.
 	Messages(ctx context.Context, tenant, sessionID string) ([]engine.UIMessage, error)
+	// Transcript returns the tenant's session and its transcript in order,
+	// read together as one snapshot (one query where GetSession and
+	// Messages take two); ErrNotFound when there is no such session.
+	Transcript(ctx context.Context, tenant, sessionID string) (*Session, []engine.UIMessage, error)
 	// AppendMessage adds m at the end of the transcript; ErrConflict when a
 	// message with m.ID is already there.
 	AppendMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage) error
