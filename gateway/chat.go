@@ -283,8 +283,9 @@ func (s *Server) stream(c *gin.Context, buf *uistream.Buffer) {
 	defer s.metrics.ActiveStreams.Dec()
 	uistream.SetHeaders(c.Writer.Header())
 	c.Status(http.StatusOK)
+	// The headers go out with the first frames, in one write: the engine
+	// hands over its start event before it waits for anything.
 	c.Writer.WriteHeaderNow()
-	c.Writer.Flush()
 	_ = buf.Follow(c.Request.Context(), c.Writer)
 }
 
