@@ -23,6 +23,42 @@ const (
 	ruleRedact     = "redact"
 )
 
+// The decision document's member names as terms, built once:
+// ast.InternedTerm interns few strings and allocates a term for the rest.
+var (
+	blockTerm      = ast.StringTerm(ruleBlock)
+	substituteTerm = ast.StringTerm(ruleSubstitute)
+	patchTerm      = ast.StringTerm(rulePatch)
+	redactTerm     = ast.StringTerm(ruleRedact)
+	opTerm         = ast.StringTerm("op")
+	pathTerm       = ast.StringTerm("path")
+	valueTerm      = ast.StringTerm("value")
+	fromTerm       = ast.StringTerm("from")
+)
+
+// nameTerm returns name (a decision rule or a patch op member) as a term.
+func nameTerm(name string) *ast.Term {
+	switch name {
+	case ruleBlock:
+		return blockTerm
+	case ruleSubstitute:
+		return substituteTerm
+	case rulePatch:
+		return patchTerm
+	case ruleRedact:
+		return redactTerm
+	case "op":
+		return opTerm
+	case "path":
+		return pathTerm
+	case "value":
+		return valueTerm
+	case "from":
+		return fromTerm
+	}
+	return ast.StringTerm(name)
+}
+
 // Redacted replaces every value a tool_result redact path selects.
 const Redacted = "[REDACTED]"
 
@@ -132,7 +168,7 @@ func decisionObject(doc ast.Value, pkg string) (ast.Object, error) {
 // members returns the elements of a set (or array) rule, or nil if the
 // rule is absent.
 func members(obj ast.Object, pkg, rule string) ([]*ast.Term, error) {
-	t := obj.Get(ast.InternedTerm(rule))
+	t := obj.Get(nameTerm(rule))
 	if t == nil {
 		return nil, nil
 	}
@@ -169,7 +205,7 @@ func stringMembers(obj ast.Object, pkg, rule string) ([]string, error) {
 
 // substitute reads the substitute rule: {"output": any, "input"?: any}.
 func substitute(obj ast.Object) (*engine.ToolCallDecision, error) {
-	t := obj.Get(ast.InternedTerm(ruleSubstitute))
+	t := obj.Get(substituteTerm)
 	if t == nil {
 		return nil, nil
 	}
@@ -233,11 +269,11 @@ func validateOp(v ast.Value) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("is %s, want an object {\"op\", \"path\", …}", ast.ValueName(v))
 	}
-	opTerm := obj.Get(ast.InternedTerm("op"))
-	if opTerm == nil {
+	opMember := obj.Get(opTerm)
+	if opMember == nil {
 		return nil, fmt.Errorf("has no \"op\"")
 	}
-	name, ok := opTerm.Value.(ast.String)
+	name, ok := opMember.Value.(ast.String)
 	if !ok {
 		return nil, fmt.Errorf("\"op\" is not a string")
 	}
@@ -246,7 +282,7 @@ func validateOp(v ast.Value) ([]byte, error) {
 		return nil, fmt.Errorf("unknown op %q (want add, remove, replace, move, copy or test)", string(name))
 	}
 	for _, f := range append([]string{"path"}, required...) {
-		t := obj.Get(ast.InternedTerm(f))
+		t := obj.Get(nameTerm(f))
 		if t == nil {
 			return nil, fmt.Errorf("%s op has no %q", name, f)
 		}
