@@ -30,12 +30,21 @@ type Trace struct {
 // rule and field.
 func (s *Set) BeforeTurn(ctx context.Context, tc *engine.TurnContext, now time.Time) (*engine.TurnConfig, Trace, error) {
 	act := newActivation(tc, nil, &tc.Principal, now)
-	var cfg engine.TurnConfig
-	tr, err := s.eval(ctx, s.turnRules, act, func(f *fieldSpec, v any) { f.turn(&cfg, v) })
+	// The config is allocated when a rule fires: most turns match none.
+	var cfg *engine.TurnConfig
+	tr, err := s.eval(ctx, s.turnRules, act, func(f *fieldSpec, v any) {
+		if cfg == nil {
+			cfg = new(engine.TurnConfig)
+		}
+		f.turn(cfg, v)
+	})
 	if err != nil || tr.RulesFired == nil {
 		return nil, tr, err
 	}
-	return &cfg, tr, nil
+	if cfg == nil {
+		cfg = new(engine.TurnConfig)
+	}
+	return cfg, tr, nil
 }
 
 // BeforeStep evaluates the beforeStep rules before a model step. In these
@@ -48,12 +57,20 @@ func (s *Set) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext, now
 		turn = &engine.TurnContext{Identity: sc.Identity, System: sc.System, Messages: sc.Messages, Model: sc.Model}
 	}
 	act := newActivation(turn, sc, &sc.Principal, now)
-	var cfg engine.StepConfig
-	tr, err := s.eval(ctx, s.stepRules, act, func(f *fieldSpec, v any) { f.step(&cfg, v) })
+	var cfg *engine.StepConfig
+	tr, err := s.eval(ctx, s.stepRules, act, func(f *fieldSpec, v any) {
+		if cfg == nil {
+			cfg = new(engine.StepConfig)
+		}
+		f.step(cfg, v)
+	})
 	if err != nil || tr.RulesFired == nil {
 		return nil, tr, err
 	}
-	return &cfg, tr, nil
+	if cfg == nil {
+		cfg = new(engine.StepConfig)
+	}
+	return cfg, tr, nil
 }
 
 // eval runs rules in order, applying each fired rule's fields.
