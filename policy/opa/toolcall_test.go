@@ -3,6 +3,7 @@ package opa
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -432,6 +433,32 @@ func TestCallerContext(t *testing.T) {
 			d, _, err := p.ToolCall(tt.ctx, call("x", `{}`))
 			if errCode(err) != tt.code || d != nil {
 				t.Fatalf("ToolCall = %+v, %v; want a %s error", d, err, tt.code)
+			}
+		})
+	}
+}
+
+// TestDeadlineWithNetwork checks both deadline paths: without network
+// builtins a timer cancels the evaluation, with them the evaluation also
+// runs under a deadline context (for http.send); either way a runaway rule
+// is a CodeTimeout and a quick one decides.
+func TestDeadlineWithNetwork(t *testing.T) {
+	runaway := pkg + `block contains "never" if {
+	some i in numbers.range(1, 5000)
+	some j in numbers.range(1, 5000)
+	i * j < 0
+}`
+	quick := pkg + `block contains "no x" if input.tool.name == "x"`
+	for _, network := range []bool{false, true} {
+		t.Run(fmt.Sprintf("network=%v", network), func(t *testing.T) {
+			p := mustCompile(t, Options{Timeout: time.Millisecond, AllowNetwork: network}, map[string]string{"a.rego": runaway})
+			if d, _, err := p.ToolCall(context.Background(), call("x", `{}`)); errCode(err) != policy.CodeTimeout {
+				t.Fatalf("runaway rule: ToolCall = %+v, %v; want a %s error", d, err, policy.CodeTimeout)
+			}
+			p = mustCompile(t, Options{Timeout: time.Minute, AllowNetwork: network}, map[string]string{"a.rego": quick})
+			d, _, err := p.ToolCall(context.Background(), call("x", `{}`))
+			if err != nil || d == nil || d.Action != engine.ActionBlock {
+				t.Fatalf("quick rule: ToolCall = %+v, %v; want a block", d, err)
 			}
 		})
 	}
