@@ -172,7 +172,7 @@ func (s *SQLite) GetOrCreateSession(ctx context.Context, tenant, agent, id strin
 		return sess, false, err
 	}
 	var created bool
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		_, created, err = s.ensureSession(ctx, tx, tenant, agent, id, now())
 		if err != nil {
@@ -202,7 +202,7 @@ func (s *SQLite) SetLastBody(ctx context.Context, tenant, id string, body json.R
 	if err != nil {
 		return fmt.Errorf("setting last body: %w", err)
 	}
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, s.q.setLastBody).ExecContext(ctx, v, nanos(now()), tenant, id)
 		if err != nil {
 			return err
@@ -233,7 +233,7 @@ func (s *SQLite) Admit(ctx context.Context, tenant, agent, sessionID string, las
 		}
 	}
 	var sess *Session
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		t := now()
 		if _, _, err := s.ensureSession(ctx, tx, tenant, agent, sessionID, t); err != nil {
 			return err
@@ -351,7 +351,7 @@ func (s *SQLite) FinishTurn(ctx context.Context, tenant, sessionID string, m eng
 	if err != nil {
 		return fmt.Errorf("finishing turn: %w", err)
 	}
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := s.putMessageTx(ctx, tx, tenant, sessionID, m, body, true); err != nil {
 			return err
 		}
@@ -383,7 +383,7 @@ func (s *SQLite) putMessage(ctx context.Context, tenant, sessionID string, m eng
 	if err != nil {
 		return err
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return s.putMessageTx(ctx, tx, tenant, sessionID, m, body, replace)
 	})
 }
@@ -413,7 +413,7 @@ func (s *SQLite) putMessageTx(ctx context.Context, tx *sql.Tx, tenant, sessionID
 
 // TruncateAfter implements Store.
 func (s *SQLite) TruncateAfter(ctx context.Context, tenant, sessionID, messageID string, inclusive bool) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		pk, err := s.touchSession(ctx, tx, tenant, sessionID, nanos(now()))
 		if err != nil {
 			return err
@@ -462,7 +462,7 @@ func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission) (*Submiss
 		out      *Submission
 		existing bool
 	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		existing = false // f may run again (see write): forget an earlier run.
 		t := now()
 		pk, _, err := s.ensureSession(ctx, tx, in.Tenant, in.Agent, in.SessionID, t)
@@ -505,7 +505,7 @@ func (s *SQLite) GetSubmission(ctx context.Context, tenant, sessionID, id string
 // select-and-update one atomic step, so two claimers never get the same row.
 func (s *SQLite) ClaimSubmission(ctx context.Context) (*Submission, error) {
 	var sub *Submission
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		sub, err = scanSubmission(tx.StmtContext(ctx, s.q.claimSubmission).QueryRowContext(ctx, nanos(now())))
 		return err
@@ -525,7 +525,7 @@ func (s *SQLite) FinishSubmission(ctx context.Context, id, status string, result
 	if err != nil {
 		return fmt.Errorf("finishing submission: %w", err)
 	}
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var cur string
 		err := tx.StmtContext(ctx, s.q.submissionStatus).QueryRowContext(ctx, id).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -549,7 +549,7 @@ func (s *SQLite) FinishSubmission(ctx context.Context, id, status string, result
 // RequeueRunning implements Store.
 func (s *SQLite) RequeueRunning(ctx context.Context) (int, error) {
 	var n int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.StmtContext(ctx, s.q.requeue).ExecContext(ctx, nanos(now()))
 		if err != nil {
 			return err
@@ -569,7 +569,7 @@ func (s *SQLite) RecordTurn(ctx context.Context, t *TurnRecord) error {
 	if err != nil {
 		return fmt.Errorf("recording turn: %w", err)
 	}
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.StmtContext(ctx, s.q.recordTurn).ExecContext(ctx, args...)
 		return err
 	})

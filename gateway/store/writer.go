@@ -20,7 +20,10 @@ const (
 
 // writeRequest is one call of write, queued for writeLoop.
 type writeRequest struct {
-	f     func(tx *sql.Tx) error
+	// ctx is the caller's context without its cancellation: f's
+	// statements run with it (see write).
+	ctx   context.Context
+	f     func(ctx context.Context, tx *sql.Tx) error
 	state atomic.Int32
 	done  chan error // buffered, so writeLoop never waits for the caller
 }
@@ -35,17 +38,20 @@ type writeRequest struct {
 // others commit. When the commit fails, every write of the batch gets that
 // error: none of them is stored.
 //
-// The statements of f run with the caller's ctx. Cancelling ctx while the
-// write is queued returns ctx's error and f never runs; once f has started,
-// write waits for the outcome, so a write is never reported failed and
-// stored. SQLite rolls back the whole transaction when a write statement is
-// interrupted (ctx cancelled halfway) or hits an I/O error; the writer then
-// runs the batch's other writes again in a new transaction. So f may run
-// more than once and must set all of its results on every run.
+// Cancelling ctx while the write is queued returns ctx's error and f never
+// runs; once f has started, write waits for the outcome, so a write is never
+// reported failed and stored. f gets ctx without its cancellation (its
+// values kept) for its statements: a started write runs to its end, and the
+// SQLite driver starts no watcher goroutine per statement, which it does
+// for a context that can be cancelled. SQLite rolls back the whole
+// transaction when a write statement hits an I/O error (or is interrupted
+// through a context f made itself); the writer then runs the batch's other
+// writes again in a new transaction. So f may run more than once and must
+// set all of its results on every run.
 //
 // f must not call write, or use the writer's statements outside tx: the
 // writer would wait for itself.
-func (s *SQLite) write(ctx context.Context, f func(tx *sql.Tx) error) error {
+func (s *SQLite) write(ctx context.Context, f func(ctx context.Context, tx *sql.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -54,7 +60,7 @@ func (s *SQLite) write(ctx context.Context, f func(tx *sql.Tx) error) error {
 		return errClosed
 	default:
 	}
-	r := &writeRequest{f: f, done: make(chan error, 1)}
+	r := &writeRequest{ctx: context.WithoutCancel(ctx), f: f, done: make(chan error, 1)}
 	select {
 	case s.writes <- r:
 	case <-s.closing:
@@ -198,5 +204,5 @@ func runRequest(r *writeRequest, tx *sql.Tx) (err error) {
 			err = fmt.Errorf("store: write panicked: %v", p)
 		}
 	}()
-	return r.f(tx)
+	return r.f(r.ctx, tx)
 }

@@ -23,7 +23,7 @@ func holdWriter(t *testing.T, s *SQLite) (release func()) {
 	t.Helper()
 	running, unblock, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- s.write(context.Background(), func(*sql.Tx) error {
+		done <- s.write(context.Background(), func(context.Context, *sql.Tx) error {
 			close(running)
 			<-unblock
 			return nil
@@ -142,7 +142,7 @@ func TestBatchFailuresAreTheirOwn(t *testing.T) {
 		{"append a duplicate", func() error { return s.AppendMessage(ctx, "acme", "s1", u0) }, ErrConflict},
 		{"append to a missing session", func() error { return s.AppendMessage(ctx, "acme", "nope", u2) }, ErrNotFound},
 		{"panic after writing", func() error {
-			return s.write(ctx, func(tx *sql.Tx) error {
+			return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 				m := text("p1", "never stored")
 				body, err := encodeMessage(m)
 				if err != nil {
@@ -206,7 +206,7 @@ func TestLonePanicRollsBack(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTest(t)
 	mustSession(t, s, "acme", "s1")
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.StmtContext(ctx, s.q.setLastBody).ExecContext(ctx, `{"x":1}`, 1, "acme", "s1"); err != nil {
 			return err
 		}
@@ -231,7 +231,7 @@ func TestQueuedWriteCancelled(t *testing.T) {
 	var ran atomic.Bool
 	release := holdWriter(t, s)
 	errs := queue(t, s, func() error {
-		return s.write(ctx, func(*sql.Tx) error {
+		return s.write(ctx, func(context.Context, *sql.Tx) error {
 			ran.Store(true)
 			return nil
 		})
@@ -260,8 +260,10 @@ func TestLostTransactionRunsOthersAgain(t *testing.T) {
 		culprit func(ctx context.Context, cancel context.CancelFunc, tx *sql.Tx) error
 	}{
 		{
-			// A write statement interrupted through its context rolls back
-			// the transaction (SQLite's sqlite3_interrupt).
+			// A statement interrupted through a cancellable context rolls
+			// back the transaction (SQLite's sqlite3_interrupt). The store's
+			// own writes never are (write runs them without cancel); a
+			// write that uses the caller's context itself can be.
 			name: "statement interrupted by its context",
 			culprit: func(ctx context.Context, cancel context.CancelFunc, tx *sql.Tx) error {
 				time.AfterFunc(20*time.Millisecond, cancel)
@@ -304,12 +306,14 @@ func TestLostTransactionRunsOthersAgain(t *testing.T) {
 			var runs atomic.Int32 // of the first write
 			errs := queue(t, s,
 				func() error {
-					return s.write(bg, func(tx *sql.Tx) error {
+					return s.write(bg, func(_ context.Context, tx *sql.Tx) error {
 						runs.Add(1)
 						return s.putMessageTx(bg, tx, "acme", "s1", text("u1", "hi"), `{"id":"u1","role":"user"}`, false)
 					})
 				},
-				func() error { return s.write(ctx, func(tx *sql.Tx) error { return tt.culprit(ctx, cancel, tx) }) },
+				func() error {
+					return s.write(ctx, func(_ context.Context, tx *sql.Tx) error { return tt.culprit(ctx, cancel, tx) })
+				},
 				func() error { return s.AppendMessage(bg, "acme", "s1", text("u2", "there")) },
 			)
 			release()
@@ -434,5 +438,27 @@ func BenchmarkAdmitParallel(b *testing.B) {
 			})
 			b.ReportMetric(float64(s.commits.Load()-before)/float64(2*b.N), "commits/write")
 		})
+	}
+}
+
+// TestStartedWriteOutlivesItsCaller checks that a write whose caller gives
+// up after it started runs to its end: its statements do not see the
+// cancellation, it is stored, and the caller is told so.
+func TestStartedWriteOutlivesItsCaller(t *testing.T) {
+	s, _ := openTest(t)
+	mustSession(t, s, "acme", "s1")
+	ctx, cancel := context.WithCancel(context.Background())
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		cancel()
+		if ctx.Err() != nil {
+			return fmt.Errorf("the write's statements see the caller's cancellation: %w", ctx.Err())
+		}
+		return s.putMessageTx(ctx, tx, "acme", "s1", text("u1", "hi"), `{"id":"u1","role":"user","parts":[]}`, false)
+	})
+	if err != nil {
+		t.Fatalf("write = %v, want nil: it had started", err)
+	}
+	if msgs, err := s.Messages(context.Background(), "acme", "s1"); err != nil || len(msgs) != 1 {
+		t.Errorf("Messages = %v, %v; want the started write stored", msgs, err)
 	}
 }
