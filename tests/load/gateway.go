@@ -155,7 +155,7 @@ func (gw *gateway) start(ctx context.Context, p *params) error {
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), p.GatewayEnv...)
 	if p.CPUProfile != "" {
 		pp, err := freePort()
 		if err != nil {

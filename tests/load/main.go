@@ -50,6 +50,9 @@ type params struct {
 	Audit        string        `json:"audit"`
 	Rev          string        `json:"rev,omitempty"`
 	StoreDir     string        `json:"storeDir,omitempty"`
+	// GatewayEnv holds KEY=VALUE settings added to the started gateway's
+	// environment only (e.g. GOGC=400), not to the load generator's.
+	GatewayEnv envList `json:"gatewayEnv,omitempty"`
 
 	Streams int           `json:"streams,omitempty"`
 	Hold    time.Duration `json:"hold,omitempty"`
@@ -122,6 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (*params, error) {
 	fs.IntVar(&p.CEL, "cel", 10, "with -start: generated CEL rules (beforeTurn and beforeStep)")
 	fs.StringVar(&p.Audit, "audit", "file", "with -start: the gateway's audit sink (file or none)")
 	fs.StringVar(&p.Rev, "rev", "", "with -start: build the gateway from this git `revision` (e.g. HEAD) instead of the working tree")
+	fs.Var(&p.GatewayEnv, "gateway-env", "with -start: add `KEY=VALUE` to the gateway's environment only (repeatable), e.g. GOGC=400")
 	fs.StringVar(&p.StoreDir, "store-dir", "", "with -start: `directory` of the SQLite file (default: the temporary directory; /dev/shm takes disk syncs out)")
 	fs.IntVar(&p.Streams, "n", 10000, "idle-streams: streams to hold open")
 	fs.DurationVar(&p.Hold, "hold", 10*time.Second, "idle-streams: how long to hold them open")
@@ -174,6 +178,8 @@ func (p *params) validate() error {
 		return fmt.Errorf("-audit must be file or none, not %q", p.Audit)
 	case p.CPUProfile != "" && !p.Start:
 		return errors.New("-cpuprofile needs -start (the gateway is built with a pprof listener)")
+	case len(p.GatewayEnv) > 0 && !p.Start:
+		return errors.New("-gateway-env needs -start")
 	}
 	if p.Agent == "" {
 		p.Agent = "demo"
@@ -222,4 +228,17 @@ func logger(p *params, w io.Writer) func(format string, args ...any) {
 			fmt.Fprintf(w, "load: "+format+"\n", args...)
 		}
 	}
+}
+
+// envList is a repeatable KEY=VALUE flag.
+type envList []string
+
+func (e *envList) String() string { return strings.Join(*e, " ") }
+
+func (e *envList) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", v)
+	}
+	*e = append(*e, v)
+	return nil
 }

@@ -104,6 +104,9 @@ func TestParseFlags(t *testing.T) {
 		{"bad audit", []string{"-start", "-audit", "stdout"}, false},
 		{"profile without start", []string{"-url", "http://x", "-cpuprofile", "x"}, false},
 		{"extra argument", []string{"-start", "now"}, false},
+		{"gateway env", []string{"-start", "-gateway-env", "GOGC=400", "-gateway-env", "GOMEMLIMIT=1GiB"}, true},
+		{"gateway env not KEY=VALUE", []string{"-start", "-gateway-env", "GOGC"}, false},
+		{"gateway env without start", []string{"-url", "http://x", "-gateway-env", "GOGC=400"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := parseFlags(tc.args, &strings.Builder{})
