@@ -106,6 +106,9 @@ func TestAdmit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if tc.wantSess != nil && (!sess.CreatedAt.Equal(stored.CreatedAt) || !sess.UpdatedAt.Equal(stored.UpdatedAt)) {
+				t.Errorf("Admit times created %v updated %v, stored %v %v", sess.CreatedAt, sess.UpdatedAt, stored.CreatedAt, stored.UpdatedAt)
+			}
 			if string(stored.LastBody) != string(tc.wantBody) {
 				t.Errorf("stored last body = %s, want %s", stored.LastBody, tc.wantBody)
 			}

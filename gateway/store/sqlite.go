@@ -234,26 +234,35 @@ func (s *SQLite) Admit(ctx context.Context, tenant, agent, sessionID string, las
 	}
 	var sess *Session
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		t := now()
-		if _, _, err := s.ensureSession(ctx, tx, tenant, agent, sessionID, t); err != nil {
+		t := nanos(now())
+		// An existing session of agent, the common case: one statement
+		// sets its last body, touches it and returns it.
+		var pk, created int64
+		err := tx.StmtContext(ctx, s.q.admitSession).QueryRowContext(ctx, v, t, tenant, sessionID, agent).Scan(&pk, &created)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			// Absent (create it) or another agent's (write nothing).
+			if pk, _, err = s.ensureSession(ctx, tx, tenant, agent, sessionID, fromNanos(t)); err != nil {
+				return err
+			}
+			if sess, err = getSession(ctx, tx.StmtContext(ctx, s.q.session), tenant, sessionID); err != nil || sess.Agent != agent {
+				return err
+			}
+			if _, err := tx.StmtContext(ctx, s.q.setLastBody).ExecContext(ctx, v, t, tenant, sessionID); err != nil {
+				return err
+			}
+			created = nanos(sess.CreatedAt)
+		case err != nil:
 			return err
 		}
-		var err error
-		sess, err = getSession(ctx, tx.StmtContext(ctx, s.q.session), tenant, sessionID)
-		if err != nil || sess.Agent != agent {
-			return err
-		}
-		if _, err := tx.StmtContext(ctx, s.q.setLastBody).ExecContext(ctx, v, nanos(t), tenant, sessionID); err != nil {
-			return err
-		}
-		sess.LastBody, sess.UpdatedAt = nil, fromNanos(nanos(t))
+		sess = newSession(tenant, sessionID, agent, nil, created, t)
 		if v != nil {
 			sess.LastBody = append(json.RawMessage(nil), lastBody...)
 		}
 		if user == nil {
 			return nil
 		}
-		return s.putMessageTx(ctx, tx, tenant, sessionID, *user, body, false)
+		return s.putMessageAt(ctx, tx, pk, *user, body, t, false)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("admitting turn: %w", err)
@@ -395,16 +404,18 @@ func (s *SQLite) putMessageTx(ctx context.Context, tx *sql.Tx, tenant, sessionID
 	if err != nil {
 		return err
 	}
+	return s.putMessageAt(ctx, tx, pk, m, body, t, replace)
+}
+
+// putMessageAt appends m, encoded as body, to the session with key pk at
+// time t; with replace, a message with m.ID already there is replaced in
+// place instead (one upsert statement).
+func (s *SQLite) putMessageAt(ctx context.Context, tx *sql.Tx, pk int64, m engine.UIMessage, body string, t int64, replace bool) error {
+	q := s.q.appendMessage
 	if replace {
-		res, err := tx.StmtContext(ctx, s.q.replaceMessage).ExecContext(ctx, m.Role, body, t, pk, m.ID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n > 0 {
-			return err
-		}
+		q = s.q.upsertMessage
 	}
-	_, err = tx.StmtContext(ctx, s.q.appendMessage).ExecContext(ctx, pk, m.ID, m.Role, body, t, t, pk)
+	_, err := tx.StmtContext(ctx, q).ExecContext(ctx, pk, m.ID, m.Role, body, t, t, pk)
 	if isConstraint(err) {
 		return fmt.Errorf("%w: message %q is already in the session", ErrConflict, m.ID)
 	}

@@ -20,7 +20,8 @@ type statements struct {
 
 	// On the writer.
 	session, sessionPK, insertSession, touchSession, setLastBody *sql.Stmt
-	replaceMessage, appendMessage, messagePosition, truncate     *sql.Stmt
+	admitSession, upsertMessage, appendMessage                   *sql.Stmt
+	messagePosition, truncate                                    *sql.Stmt
 	submissionByKey, insertSubmission, claimSubmission           *sql.Stmt
 	submissionStatus, finishSubmission, requeue, recordTurn      *sql.Stmt
 
@@ -29,6 +30,10 @@ type statements struct {
 
 	all []*sql.Stmt // every prepared statement, for close
 }
+
+// appendMessage inserts a message after the session's last one.
+const appendMessage = `INSERT INTO messages (session_pk, position, message_id, role, body, created_at, updated_at)
+	SELECT ?, COALESCE(MAX(position), 0) + 1, ?, ?, ?, ?, ? FROM messages WHERE session_pk = ?`
 
 // selectSession reads a session by tenant and id.
 const selectSession = `SELECT agent, last_body, created_at, updated_at FROM sessions WHERE tenant = ? AND id = ?`
@@ -60,10 +65,12 @@ func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, id) DO NOTHING`},
 		{w, &q.touchSession, `UPDATE sessions SET updated_at = ? WHERE tenant = ? AND id = ? RETURNING pk`},
 		{w, &q.setLastBody, `UPDATE sessions SET last_body = ?, updated_at = ? WHERE tenant = ? AND id = ?`},
-		{w, &q.replaceMessage, `UPDATE messages SET role = ?, body = ?, updated_at = ?
-			WHERE session_pk = ? AND message_id = ?`},
-		{w, &q.appendMessage, `INSERT INTO messages (session_pk, position, message_id, role, body, created_at, updated_at)
-			SELECT ?, COALESCE(MAX(position), 0) + 1, ?, ?, ?, ?, ? FROM messages WHERE session_pk = ?`},
+		{w, &q.admitSession, `UPDATE sessions SET last_body = ?, updated_at = ?
+			WHERE tenant = ? AND id = ? AND agent = ? RETURNING pk, created_at`},
+		{w, &q.appendMessage, appendMessage},
+		// A replaced message keeps its position and created_at.
+		{w, &q.upsertMessage, appendMessage + ` ON CONFLICT (session_pk, message_id)
+			DO UPDATE SET role = excluded.role, body = excluded.body, updated_at = excluded.updated_at`},
 		{w, &q.messagePosition, `SELECT position FROM messages WHERE session_pk = ? AND message_id = ?`},
 		{w, &q.truncate, `DELETE FROM messages WHERE session_pk = ? AND position >= ?`},
 		{w, &q.submissionByKey, `SELECT ` + submissionColumns + ` FROM submissions
