@@ -175,13 +175,22 @@ var (
 	doneData   = []byte("[DONE]")
 )
 
+// readers are readStream's line readers, reused so that the load
+// generator does not allocate 16 KiB per turn.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+
 // readStream reads UI message stream events until [DONE] or EOF. Event
 // types are read from the frame's leading "type" key, the encoding's
 // field order, with a JSON decode as the fallback. onEvent, if set, sees
 // each event's type.
 func readStream(r io.Reader, start time.Time, onEvent func(string)) (streamStats, error) {
 	var st streamStats
-	br := bufio.NewReaderSize(r, 16<<10)
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil)
+		readers.Put(br)
+	}()
 	for {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
