@@ -291,8 +291,15 @@ func (s *SQLite) Transcript(ctx context.Context, tenant, sessionID string) (*Ses
 // transcript reads the session and its messages with one statement, so
 // they are one snapshot: no session gives no rows, an empty transcript one
 // row without a message.
+//
+// A read that has started runs to its end, like a write: with the caller's
+// cancellation the SQLite driver would start a watcher goroutine for it, on
+// every turn, to interrupt a query of a few hundred microseconds.
 func (s *SQLite) transcript(ctx context.Context, tenant, sessionID string) (*Session, []engine.UIMessage, error) {
-	rows, err := s.q.transcript.QueryContext(ctx, tenant, sessionID)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	rows, err := s.q.transcript.QueryContext(context.WithoutCancel(ctx), tenant, sessionID)
 	if err != nil {
 		return nil, nil, err
 	}
