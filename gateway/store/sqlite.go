@@ -294,7 +294,7 @@ func (s *SQLite) Transcript(ctx context.Context, tenant, sessionID string) (*Ses
 //
 // A read that has started runs to its end, like a write: with the caller's
 // cancellation the SQLite driver would start a watcher goroutine for it, on
-// every turn, to interrupt a query of a few hundred microseconds.
+// every turn, to interrupt a query that takes about 0.1 ms.
 func (s *SQLite) transcript(ctx context.Context, tenant, sessionID string) (*Session, []engine.UIMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
