@@ -233,6 +233,9 @@ func (r *report) write(w io.Writer, asJSON bool) error {
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
 	row("mode", "%s", r.Mode)
 	row("machine", "%d CPUs, %s, %s, %s, load average %s", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.GoVersion, r.Machine.OS, r.Machine.LoadAvg)
+	if r.Params.Rate > 0 {
+		row("start rate", "%g turns/s (open loop)", r.Params.Rate)
+	}
 	if len(r.Params.GatewayEnv) > 0 {
 		row("gateway env", "%s", r.Params.GatewayEnv.String())
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -107,6 +108,8 @@ func TestParseFlags(t *testing.T) {
 		{"gateway env", []string{"-start", "-gateway-env", "GOGC=400", "-gateway-env", "GOMEMLIMIT=1GiB"}, true},
 		{"gateway env not KEY=VALUE", []string{"-start", "-gateway-env", "GOGC"}, false},
 		{"gateway env without start", []string{"-url", "http://x", "-gateway-env", "GOGC=400"}, false},
+		{"rate", []string{"-start", "-rate", "1000"}, true},
+		{"negative rate", []string{"-start", "-rate", "-5"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := parseFlags(tc.args, &strings.Builder{})
@@ -117,5 +120,28 @@ func TestParseFlags(t *testing.T) {
 				t.Error("no default agent")
 			}
 		})
+	}
+}
+
+// TestPaceNeverAhead checks that pace never lets more turns start than its
+// rate allows for the time elapsed, and that starts do come.
+func TestPaceNeverAhead(t *testing.T) {
+	const rate = 2000.0
+	stop, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	begin := time.Now()
+	starts := pace(stop, rate, 4)
+	got := 0
+	deadline := time.After(5 * time.Second)
+	for got < 20 {
+		select {
+		case <-starts:
+			got++
+			if allowed := time.Since(begin).Seconds() * rate; float64(got) > allowed {
+				t.Fatalf("%d starts after %v: more than %.0f turns/s allow", got, time.Since(begin), rate)
+			}
+		case <-deadline:
+			t.Fatalf("only %d starts in 5 s at %.0f/s", got, rate)
+		}
 	}
 }

@@ -69,6 +69,10 @@ type turnLoad struct {
 	// limit, when positive, is how many turns to start in total.
 	limit   int64
 	started atomic.Int64
+	// rate, when positive, paces the starts of all workers' turns together
+	// at this many per second (see pace); otherwise each worker starts its
+	// next turn as soon as the last one ended.
+	rate float64
 }
 
 // workerResult is what one worker gathered.
@@ -82,17 +86,58 @@ type workerResult struct {
 // Requests run under ctx.
 func (l *turnLoad) runLoad(ctx, stop context.Context) []workerResult {
 	res := make([]workerResult, l.conc)
+	var starts <-chan struct{}
+	if l.rate > 0 {
+		starts = pace(stop, l.rate, l.conc)
+	}
 	var wg sync.WaitGroup
 	for w := range l.conc {
-		wg.Go(func() { res[w] = l.worker(ctx, stop, w) })
+		wg.Go(func() { res[w] = l.worker(ctx, stop, w, starts) })
 	}
 	wg.Wait()
 	return res
 }
 
-func (l *turnLoad) worker(ctx, stop context.Context, w int) workerResult {
+// pace sends rate turn starts per second until stop is done, on an
+// absolute schedule. A start that finds every worker busy waits in a buffer
+// of one per worker; when that is full too (the gateway is slower than the
+// rate), the start is dropped and the turns/s achieved falls below rate.
+// Latency is measured from a turn's start, so it leaves out that wait.
+func pace(stop context.Context, rate float64, workers int) <-chan struct{} {
+	starts := make(chan struct{}, workers)
+	go func() {
+		tick := time.NewTicker(max(time.Millisecond, time.Duration(float64(time.Second)/rate)))
+		defer tick.Stop()
+		begin, sent := time.Now(), 0
+		for {
+			select {
+			case <-stop.Done():
+				return
+			case now := <-tick.C:
+				for due := int(now.Sub(begin).Seconds() * rate); sent < due; sent++ {
+					select {
+					case starts <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	return starts
+}
+
+// worker runs turns until stop is done, each after a start from starts
+// when that is not nil.
+func (l *turnLoad) worker(ctx, stop context.Context, w int, starts <-chan struct{}) workerResult {
 	var r workerResult
 	for n := 0; stop.Err() == nil && ctx.Err() == nil; n++ {
+		if starts != nil {
+			select {
+			case <-starts:
+			case <-stop.Done():
+				return r
+			}
+		}
 		if l.limit > 0 && l.started.Add(1) > l.limit {
 			break
 		}
@@ -282,7 +327,7 @@ func measureTurns(ctx context.Context, p *params, gw *gateway, prompt string, co
 	if p.Warmup > 0 {
 		gw.log("warming up for %v", p.Warmup)
 		stop, cancel := context.WithTimeout(ctx, p.Warmup)
-		warm := &turnLoad{gw: gw, agent: p.Agent, prompt: prompt, conc: conc, perSession: p.SessionTurns, run: run + "w"}
+		warm := &turnLoad{gw: gw, agent: p.Agent, prompt: prompt, conc: conc, perSession: p.SessionTurns, run: run + "w", rate: p.Rate}
 		res := warm.runLoad(ctx, stop)
 		cancel()
 		if n, errs := countSamples(res); n == 0 && errs.total() > 0 {
@@ -291,7 +336,7 @@ func measureTurns(ctx context.Context, p *params, gw *gateway, prompt string, co
 	}
 	stop, cancel := window(ctx, p)
 	defer cancel()
-	load := &turnLoad{gw: gw, agent: p.Agent, prompt: prompt, conc: conc, perSession: p.SessionTurns, run: run, limit: int64(p.Turns)}
+	load := &turnLoad{gw: gw, agent: p.Agent, prompt: prompt, conc: conc, perSession: p.SessionTurns, run: run, limit: int64(p.Turns), rate: p.Rate}
 	before, err := gw.sample(ctx)
 	if err != nil {
 		return nil, err
