@@ -41,7 +41,7 @@ func (r *relayRun) rows(row func(string, string, ...any)) {
 		row(t.name+": turn latency", "%s", t.run.Latency)
 		row(t.name+": gateway CPU per turn", "%.3f ms", t.cpu)
 	}
-	row("relay latency per chunk", "%.1f µs (includes the model timer's overshoot)", r.LatencyPerChunkUs)
+	row("relay latency per chunk", "%.1f µs (meaningful with -c 1; with many sessions the queueing differs between the two runs)", r.LatencyPerChunkUs)
 	row("relay CPU per chunk", "%.1f µs", r.CPUPerChunkUs)
 }
 
