@@ -77,6 +77,10 @@ func (p *jsonParser) value() (*ast.Term, bool, error) {
 	return ast.NewTerm(n), true, nil
 }
 
+// scanKeys is how many keys object compares a new key with one by one
+// before it keeps them in a map.
+const scanKeys = 16
+
 func (p *jsonParser) object() (*ast.Term, bool, error) {
 	p.i++ // {
 	p.space()
@@ -84,14 +88,33 @@ func (p *jsonParser) object() (*ast.Term, bool, error) {
 		p.i++
 		return ast.ObjectTerm(), true, nil
 	}
-	var items [][2]*ast.Term
+	var (
+		items [][2]*ast.Term
+		// seen holds the keys once the object has more than scanKeys of
+		// them, so a model's input with many keys costs linear time.
+		seen map[string]struct{}
+	)
 	for {
 		p.space()
 		k := p.str()
-		for _, it := range items {
-			if string(it[0].Value.(ast.String)) == k {
+		if seen == nil {
+			for _, it := range items {
+				if string(it[0].Value.(ast.String)) == k {
+					return nil, false, nil
+				}
+			}
+			if len(items) == scanKeys {
+				seen = make(map[string]struct{}, 4*scanKeys)
+				for _, it := range items {
+					seen[string(it[0].Value.(ast.String))] = struct{}{}
+				}
+			}
+		}
+		if seen != nil {
+			if _, dup := seen[k]; dup {
 				return nil, false, nil
 			}
+			seen[k] = struct{}{}
 		}
 		p.space()
 		p.i++ // :

@@ -52,8 +52,40 @@ func TestJSONTermMatchesInterfaceToValue(t *testing.T) {
 		`"héllo wörld 中文 😀"`, "\"bad \xff utf8\"", "{\"k\xfe\":\"v\"}", `{"\u0041":"\u0042"}`,
 		`{"a": [ 1 , 2 ] , "b" : { } }`,
 		`{"x":1} trailing`, `{"x":}`, `[1,]`, `{"a" 1}`, `nul`, `"unterminated`, `{"a":1}{"b":2}`,
+		manyKeys(40, -1), manyKeys(40, 3), manyKeys(40, 39), manyKeys(scanKeys, scanKeys-1), manyKeys(scanKeys+1, scanKeys),
 	} {
 		t.Run(raw, func(t *testing.T) { checkJSONTerm(t, raw) })
+	}
+}
+
+// manyKeys is an object of n keys k0…k(n-1) whose last key repeats key dup
+// (none when dup < 0): objects past scanKeys find duplicates through a map.
+func manyKeys(n, dup int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k := i
+		if i == n-1 && dup >= 0 {
+			k = dup
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, k, i)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// TestJSONTermManyKeysLinear checks that a duplicate key is still found in
+// an object far larger than scanKeys, which then takes the slow path.
+func TestJSONTermManyKeysLinear(t *testing.T) {
+	for _, dup := range []int{-1, 0, 9999} {
+		raw := manyKeys(20000, dup)
+		_, ok, err := parseJSONTerm([]byte(raw))
+		if err != nil || ok != (dup < 0) {
+			t.Errorf("parseJSONTerm(20,000 keys, duplicate of k%d) = ok %v, %v", dup, ok, err)
+		}
 	}
 }
 
