@@ -47,7 +47,10 @@ type TurnRequest struct {
 	// The events emitted since the previous call then form a batch that
 	// nothing more will join soon: a caller that holds Emit's events can
 	// hand them on together (one network write instead of one per event)
-	// without delaying any of them past a wait.
+	// without delaying any of them past a wait. Hooks are not waits: the
+	// events of a step's end (tool outputs, finish-step) are held while
+	// toolResult, afterToolCall, onStepFinish and the next beforeStep run,
+	// so those hooks delay them (Rego by at most its deadline).
 	Flush func()
 }
 

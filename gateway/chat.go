@@ -284,7 +284,9 @@ func (s *Server) stream(c *gin.Context, buf *uistream.Buffer) {
 	uistream.SetHeaders(c.Writer.Header())
 	c.Status(http.StatusOK)
 	// The headers go out with the first frames, in one write: the engine
-	// hands over its start event before it waits for anything.
+	// hands over its start event after its setup hooks (beforeTurn, and the
+	// toolResult hooks of a continuation's client outputs) and before it
+	// waits for the model.
 	c.Writer.WriteHeaderNow()
 	_ = buf.Follow(c.Request.Context(), c.Writer)
 }

@@ -118,7 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (*params, error) {
 	fs.IntVar(&p.Conc, "c", 64, "concurrent sessions (or policy clients)")
 	fs.DurationVar(&p.Duration, "duration", 20*time.Second, "how long to measure (after -warmup)")
 	fs.IntVar(&p.Turns, "turns", 0, "stop after this many measured turns or decisions (0: use -duration)")
-	fs.Float64Var(&p.Rate, "rate", 0, "turns, soak: start this many turns per second across the sessions (0: each session starts its next turn when the last one ends)")
+	fs.Float64Var(&p.Rate, "rate", 0, "turns, soak, relay: start this many turns per second across the sessions (0: each session starts its next turn when the last one ends)")
 	fs.DurationVar(&p.Warmup, "warmup", 3*time.Second, "load before measuring starts")
 	fs.IntVar(&p.Chunks, "chunks", 8, "with -start: text chunks the scripted model streams per step")
 	fs.DurationVar(&p.ChunkDelay, "chunk-delay", time.Millisecond, "with -start: the scripted model's pause between stream parts")
