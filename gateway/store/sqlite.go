@@ -49,6 +49,13 @@ var errClosed = errors.New("store: closed")
 // collect more: batches form while the previous commit runs, so a lone
 // write's latency is that of its own transaction (plus the hand-over to the
 // writer goroutine and back).
+//
+// Transcript and Messages read through an in-process cache of decoded
+// transcripts (decoding and reading them was 9% of the gateway's CPU under
+// load). The writer goroutine applies each committed write to the cache, in
+// commit order, before the write returns; a commit that fails empties it.
+// So the cache is right only while this process is the file's one writer,
+// which is what SQLite is for: several gateway replicas use PostgreSQL.
 type SQLite struct {
 	w *sql.DB // the single writer connection, used only by writeLoop once it runs
 	r *sql.DB // read-only connections
@@ -59,6 +66,17 @@ type SQLite struct {
 	stopped   chan struct{}      // closed when writeLoop has returned
 	closeOnce sync.Once
 	commits   atomic.Int64 // transactions writeLoop committed; tests compare it with the writes
+
+	// cache holds decoded transcripts (nil when disabled): SQLite serves
+	// one gateway process, so the writes of this process are all the writes
+	// and keep it right (see writeThen).
+	cache *transcriptCache
+
+	// Test hooks, nil outside tests: testAfterCommit runs on the writer
+	// right after a commit, before its changes reach the cache;
+	// testAfterRead runs after a transcript read that missed the cache
+	// went to the database, before it fills the cache.
+	testAfterCommit, testAfterRead func()
 }
 
 var _ Store = (*SQLite)(nil)
@@ -77,12 +95,22 @@ const (
 // Option configures OpenSQLite.
 type Option func(*sqliteOptions)
 
-type sqliteOptions struct{ synchronous string }
+type sqliteOptions struct {
+	synchronous string
+	// The transcript cache's bounds; no cache when cacheEntries is 0.
+	cacheEntries, cacheBytes int
+}
 
 // WithSynchronous sets the writer's synchronous setting, SynchronousFull
 // or SynchronousNormal; OpenSQLite rejects any other value.
 func WithSynchronous(mode string) Option {
 	return func(o *sqliteOptions) { o.synchronous = mode }
+}
+
+// withTranscriptCache sets the transcript cache's bounds, in entries and in
+// bytes of stored JSON; 0 entries disables it. For tests and benchmarks.
+func withTranscriptCache(entries, bytes int) Option {
+	return func(o *sqliteOptions) { o.cacheEntries, o.cacheBytes = entries, bytes }
 }
 
 // OpenSQLite opens (creating it and its parent directories when absent) the
@@ -92,7 +120,7 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("opening sqlite store: %w: path %q is not a file", ErrInvalid, path)
 	}
-	o := sqliteOptions{synchronous: SynchronousFull}
+	o := sqliteOptions{synchronous: SynchronousFull, cacheEntries: defaultCacheEntries, cacheBytes: defaultCacheBytes}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -149,6 +177,9 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 		closing: make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
+	if o.cacheEntries > 0 {
+		s.cache = newTranscriptCache(o.cacheEntries, o.cacheBytes)
+	}
 	go s.writeLoop()
 	return s, nil
 }
@@ -172,7 +203,7 @@ func (s *SQLite) GetOrCreateSession(ctx context.Context, tenant, agent, id strin
 		return sess, false, err
 	}
 	var created bool
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		_, created, err = s.ensureSession(ctx, tx, tenant, agent, id, now())
 		if err != nil {
@@ -180,7 +211,7 @@ func (s *SQLite) GetOrCreateSession(ctx context.Context, tenant, agent, id strin
 		}
 		sess, err = getSession(ctx, tx.StmtContext(ctx, s.q.session), tenant, id)
 		return err
-	})
+	}, s.invalidateIf(&created, cacheKey{tenant, id}))
 	if err != nil {
 		return nil, false, fmt.Errorf("creating session: %w", err)
 	}
@@ -202,13 +233,25 @@ func (s *SQLite) SetLastBody(ctx context.Context, tenant, id string, body json.R
 	if err != nil {
 		return fmt.Errorf("setting last body: %w", err)
 	}
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, s.q.setLastBody).ExecContext(ctx, v, nanos(now()), tenant, id)
+	var (
+		t     int64
+		after func()
+	)
+	if c := s.cache; c != nil {
+		var cached json.RawMessage // NULL reads as nil
+		if v != nil {
+			cached = cloneRaw(body)
+		}
+		after = func() { c.setLastBody(cacheKey{tenant, id}, cached, fromNanos(t)) }
+	}
+	err = s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		t = nanos(now())
+		res, err := tx.StmtContext(ctx, s.q.setLastBody).ExecContext(ctx, v, t, tenant, id)
 		if err != nil {
 			return err
 		}
 		return affectedOne(res)
-	})
+	}, after)
 	if err != nil {
 		return fmt.Errorf("setting last body: %w", err)
 	}
@@ -232,17 +275,39 @@ func (s *SQLite) Admit(ctx context.Context, tenant, agent, sessionID string, las
 			return nil, fmt.Errorf("admitting turn: %w", err)
 		}
 	}
-	var sess *Session
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	var (
+		sess *Session
+		// created and admitted are what f's last run did: it created the
+		// session; it stored the admission (not another agent's session).
+		created, admitted bool
+		after             func()
+	)
+	if c := s.cache; c != nil {
+		var cached *cachedMessage
+		if user != nil {
+			m, err := decodeMessage(user.ID, []byte(body))
+			if err != nil {
+				return nil, fmt.Errorf("admitting turn: %w", err)
+			}
+			cached = &m
+		}
+		after = func() {
+			if admitted {
+				c.admit(cacheKey{tenant, sessionID}, sess, created, cached)
+			}
+		}
+	}
+	err = s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		created, admitted = false, false
 		t := nanos(now())
 		// An existing session of agent, the common case: one statement
 		// sets its last body, touches it and returns it.
-		var pk, created int64
-		err := tx.StmtContext(ctx, s.q.admitSession).QueryRowContext(ctx, v, t, tenant, sessionID, agent).Scan(&pk, &created)
+		var pk, createdAt int64
+		err := tx.StmtContext(ctx, s.q.admitSession).QueryRowContext(ctx, v, t, tenant, sessionID, agent).Scan(&pk, &createdAt)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			// Absent (create it) or another agent's (write nothing).
-			if pk, _, err = s.ensureSession(ctx, tx, tenant, agent, sessionID, fromNanos(t)); err != nil {
+			if pk, created, err = s.ensureSession(ctx, tx, tenant, agent, sessionID, fromNanos(t)); err != nil {
 				return err
 			}
 			if sess, err = getSession(ctx, tx.StmtContext(ctx, s.q.session), tenant, sessionID); err != nil || sess.Agent != agent {
@@ -251,19 +316,20 @@ func (s *SQLite) Admit(ctx context.Context, tenant, agent, sessionID string, las
 			if _, err := tx.StmtContext(ctx, s.q.setLastBody).ExecContext(ctx, v, t, tenant, sessionID); err != nil {
 				return err
 			}
-			created = nanos(sess.CreatedAt)
+			createdAt = nanos(sess.CreatedAt)
 		case err != nil:
 			return err
 		}
-		sess = newSession(tenant, sessionID, agent, nil, created, t)
+		sess = newSession(tenant, sessionID, agent, nil, createdAt, t)
 		if v != nil {
 			sess.LastBody = append(json.RawMessage(nil), lastBody...)
 		}
+		admitted = true
 		if user == nil {
 			return nil
 		}
 		return s.putMessageAt(ctx, tx, pk, *user, body, t, false)
-	})
+	}, after)
 	if err != nil {
 		return nil, fmt.Errorf("admitting turn: %w", err)
 	}
@@ -288,31 +354,63 @@ func (s *SQLite) Transcript(ctx context.Context, tenant, sessionID string) (*Ses
 	return sess, msgs, nil
 }
 
-// transcript reads the session and its messages with one statement, so
+// transcript returns the session and its messages from the transcript
+// cache, or reads them (see readTranscript) and fills the cache.
+func (s *SQLite) transcript(ctx context.Context, tenant, sessionID string) (*Session, []engine.UIMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	c := s.cache
+	if c == nil {
+		sess, msgs, err := s.readTranscript(ctx, tenant, sessionID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sess, plainTranscript(msgs), nil
+	}
+	k := cacheKey{tenant, sessionID}
+	sess, out, token, hit := c.get(k)
+	if hit {
+		return sess, out, nil
+	}
+	sess, msgs, err := s.readTranscript(ctx, tenant, sessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.testAfterRead != nil {
+		s.testAfterRead()
+	}
+	if !c.fill(k, token, sess, msgs) {
+		return sess, plainTranscript(msgs), nil
+	}
+	// The cache owns msgs now: the caller gets a copy.
+	sess, out = copyTranscript(*sess, msgs)
+	return sess, out, nil
+}
+
+// readTranscript reads the session and its messages with one statement, so
 // they are one snapshot: no session gives no rows, an empty transcript one
 // row without a message.
 //
 // A read that has started runs to its end, like a write: with the caller's
 // cancellation the SQLite driver would start a watcher goroutine for it, on
 // every turn, to interrupt a query that takes about 0.1 ms.
-func (s *SQLite) transcript(ctx context.Context, tenant, sessionID string) (*Session, []engine.UIMessage, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
-	}
+func (s *SQLite) readTranscript(ctx context.Context, tenant, sessionID string) (*Session, []cachedMessage, error) {
 	rows, err := s.q.transcript.QueryContext(context.WithoutCancel(ctx), tenant, sessionID)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rows.Close()
 	var sess *Session
-	msgs := []engine.UIMessage{}
+	msgs := []cachedMessage{}
 	for rows.Next() {
 		var (
 			agent            string
 			lastBody, body   []byte
+			id               sql.RawBytes
 			created, updated int64
 		)
-		if err := rows.Scan(&agent, &lastBody, &created, &updated, &body); err != nil {
+		if err := rows.Scan(&agent, &lastBody, &created, &updated, &id, &body); err != nil {
 			return nil, nil, err
 		}
 		if sess == nil {
@@ -321,9 +419,13 @@ func (s *SQLite) transcript(ctx context.Context, tenant, sessionID string) (*Ses
 		if body == nil {
 			continue
 		}
-		var m engine.UIMessage
-		if err := json.Unmarshal(body, &m); err != nil {
+		m, err := decodeMessage("", body)
+		if err != nil {
 			return nil, nil, fmt.Errorf("decoding message: %w", err)
+		}
+		// The stored id is the decoded one unless it is not UTF-8.
+		if m.id = m.m.ID; string(id) != m.id {
+			m.id = string(id)
 		}
 		msgs = append(msgs, m)
 	}
@@ -367,13 +469,19 @@ func (s *SQLite) FinishTurn(ctx context.Context, tenant, sessionID string, m eng
 	if err != nil {
 		return fmt.Errorf("finishing turn: %w", err)
 	}
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if err := s.putMessageTx(ctx, tx, tenant, sessionID, m, body, true); err != nil {
+	var t int64
+	after, err := s.afterPut(tenant, sessionID, m.ID, body, &t, true)
+	if err != nil {
+		return fmt.Errorf("finishing turn: %w", err)
+	}
+	err = s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		t = nanos(now())
+		if err := s.putMessageTx(ctx, tx, tenant, sessionID, m, body, t, true); err != nil {
 			return err
 		}
 		_, err := tx.StmtContext(ctx, s.q.recordTurn).ExecContext(ctx, args...)
 		return err
-	})
+	}, after)
 	if err != nil {
 		return fmt.Errorf("finishing turn: %w", err)
 	}
@@ -399,14 +507,49 @@ func (s *SQLite) putMessage(ctx context.Context, tenant, sessionID string, m eng
 	if err != nil {
 		return err
 	}
-	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return s.putMessageTx(ctx, tx, tenant, sessionID, m, body, replace)
-	})
+	var t int64
+	after, err := s.afterPut(tenant, sessionID, m.ID, body, &t, replace)
+	if err != nil {
+		return err
+	}
+	return s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		t = nanos(now())
+		return s.putMessageTx(ctx, tx, tenant, sessionID, m, body, t, replace)
+	}, after)
 }
 
-// putMessageTx is putMessage inside tx, with m already encoded as body.
-func (s *SQLite) putMessageTx(ctx context.Context, tx *sql.Tx, tenant, sessionID string, m engine.UIMessage, body string, replace bool) error {
-	t := nanos(now())
+// afterPut returns the after of a write that puts the message id, stored as
+// body, into the session at *t (set by the write's f): it applies the put to
+// the transcript cache. It is nil without a cache.
+func (s *SQLite) afterPut(tenant, sessionID, id, body string, t *int64, replace bool) (func(), error) {
+	c := s.cache
+	if c == nil {
+		return nil, nil
+	}
+	m, err := decodeMessage(id, []byte(body))
+	if err != nil {
+		return nil, fmt.Errorf("decoding message: %w", err)
+	}
+	return func() { c.put(cacheKey{tenant, sessionID}, fromNanos(*t), m, replace) }, nil
+}
+
+// invalidateIf returns the after of a write that drops the session's cached
+// transcript when *cond (set by the write's f); nil without a cache.
+func (s *SQLite) invalidateIf(cond *bool, k cacheKey) func() {
+	c := s.cache
+	if c == nil {
+		return nil
+	}
+	return func() {
+		if *cond {
+			c.invalidate(k)
+		}
+	}
+}
+
+// putMessageTx is putMessage inside tx at time t, with m already encoded
+// as body.
+func (s *SQLite) putMessageTx(ctx context.Context, tx *sql.Tx, tenant, sessionID string, m engine.UIMessage, body string, t int64, replace bool) error {
 	pk, err := s.touchSession(ctx, tx, tenant, sessionID, t)
 	if err != nil {
 		return err
@@ -431,7 +574,8 @@ func (s *SQLite) putMessageAt(ctx context.Context, tx *sql.Tx, pk int64, m engin
 
 // TruncateAfter implements Store.
 func (s *SQLite) TruncateAfter(ctx context.Context, tenant, sessionID, messageID string, inclusive bool) error {
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	truncated := true
+	err := s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		pk, err := s.touchSession(ctx, tx, tenant, sessionID, nanos(now()))
 		if err != nil {
 			return err
@@ -449,7 +593,7 @@ func (s *SQLite) TruncateAfter(ctx context.Context, tenant, sessionID, messageID
 		}
 		_, err = tx.StmtContext(ctx, s.q.truncate).ExecContext(ctx, pk, pos)
 		return err
-	})
+	}, s.invalidateIf(&truncated, cacheKey{tenant, sessionID}))
 	if err != nil {
 		return fmt.Errorf("truncating messages: %w", err)
 	}
@@ -479,11 +623,16 @@ func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission) (*Submiss
 	var (
 		out      *Submission
 		existing bool
+		created  bool // f created the session
 	)
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		existing = false // f may run again (see write): forget an earlier run.
 		t := now()
-		pk, _, err := s.ensureSession(ctx, tx, in.Tenant, in.Agent, in.SessionID, t)
+		var (
+			pk  int64
+			err error
+		)
+		pk, created, err = s.ensureSession(ctx, tx, in.Tenant, in.Agent, in.SessionID, t)
 		if err != nil {
 			return err
 		}
@@ -503,7 +652,7 @@ func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission) (*Submiss
 			return fmt.Errorf("%w: submission id %q is taken", ErrConflict, id)
 		}
 		return err
-	})
+	}, s.invalidateIf(&created, cacheKey{in.Tenant, in.SessionID}))
 	if err != nil {
 		return nil, false, fmt.Errorf("creating submission: %w", err)
 	}

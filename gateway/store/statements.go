@@ -51,7 +51,8 @@ func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
 		// One statement, so the session and its transcript are one
 		// snapshot: no session gives no rows, an empty transcript one row
 		// with a NULL body.
-		{r, &q.transcript, `SELECT s.agent, s.last_body, s.created_at, s.updated_at, m.body
+		// message_id names a message in the transcript cache.
+		{r, &q.transcript, `SELECT s.agent, s.last_body, s.created_at, s.updated_at, m.message_id, m.body
 			FROM sessions s LEFT JOIN messages m ON m.session_pk = s.pk
 			WHERE s.tenant = ? AND s.id = ? ORDER BY m.position`},
 		{r, &q.readSubmission, `SELECT ` + submissionColumns + ` FROM submissions

@@ -22,8 +22,11 @@ const (
 type writeRequest struct {
 	// ctx is the caller's context without its cancellation: f's
 	// statements run with it (see write).
-	ctx   context.Context
-	f     func(ctx context.Context, tx *sql.Tx) error
+	ctx context.Context
+	f   func(ctx context.Context, tx *sql.Tx) error
+	// after, when not nil, runs on the writer goroutine once the
+	// transaction holding f's successful run has committed (see writeThen).
+	after func()
 	state atomic.Int32
 	done  chan error // buffered, so writeLoop never waits for the caller
 }
@@ -51,7 +54,21 @@ type writeRequest struct {
 //
 // f must not call write, or use the writer's statements outside tx: the
 // writer would wait for itself.
+//
+// A write that changes sessions or messages must use writeThen, to keep the
+// transcript cache right.
 func (s *SQLite) write(ctx context.Context, f func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.writeThen(ctx, f, nil)
+}
+
+// writeThen is write that also runs after, when not nil, once f's changes
+// have committed: on the writer goroutine, in commit order with the afters
+// of the other writes, before any caller of the batch is told the outcome.
+// after does not run when f fails, when the transaction is lost (f then runs
+// again, and after follows the commit of that run) or when the commit fails.
+// after reads what f's last run set; it must be quick (the writer waits for
+// it) and must not call write.
+func (s *SQLite) writeThen(ctx context.Context, f func(ctx context.Context, tx *sql.Tx) error, after func()) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -60,7 +77,7 @@ func (s *SQLite) write(ctx context.Context, f func(ctx context.Context, tx *sql.
 		return errClosed
 	default:
 	}
-	r := &writeRequest{ctx: context.WithoutCancel(ctx), f: f, done: make(chan error, 1)}
+	r := &writeRequest{ctx: context.WithoutCancel(ctx), f: f, after: after, done: make(chan error, 1)}
 	select {
 	case s.writes <- r:
 	case <-s.closing:
@@ -182,15 +199,58 @@ func (s *SQLite) runTx(reqs []*writeRequest) []*writeRequest {
 	return nil
 }
 
-// commit commits tx and gives its result to reqs.
+// commit commits tx, applies the afters of reqs in order when it succeeded,
+// and only then gives its result to reqs: a caller that reads after its
+// write has returned finds the write in the transcript cache. The cache is
+// reset when the commit fails: whether it stored anything is unknown.
 func (s *SQLite) commit(tx *sql.Tx, reqs []*writeRequest) {
+	c := s.cache
+	bracket := false
+	if c != nil {
+		for _, r := range reqs {
+			if r.after != nil {
+				bracket = true
+				break
+			}
+		}
+	}
+	if bracket {
+		c.beginCommit()
+	}
 	err := tx.Commit()
 	if err == nil {
 		s.commits.Add(1)
 	}
+	if s.testAfterCommit != nil {
+		s.testAfterCommit()
+	}
+	if err != nil && c != nil {
+		c.reset()
+	}
+	if bracket {
+		if err == nil {
+			for _, r := range reqs {
+				if r.after != nil {
+					runAfter(c, r.after)
+				}
+			}
+		}
+		c.endCommit()
+	}
 	for _, r := range reqs {
 		r.done <- err
 	}
+}
+
+// runAfter runs a committed write's after. A panic, a bug, would leave the
+// cache unknown: the cache is reset and the writer goes on.
+func runAfter(c *transcriptCache, after func()) {
+	defer func() {
+		if recover() != nil {
+			c.reset()
+		}
+	}()
+	after()
 }
 
 // runRequest runs r's f in tx, turning a panic into an error.

@@ -148,7 +148,7 @@ func TestBatchFailuresAreTheirOwn(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if err := s.putMessageTx(ctx, tx, "acme", "s1", m, body, false); err != nil {
+				if err := s.putMessageTx(ctx, tx, "acme", "s1", m, body, nanos(now()), false); err != nil {
 					return err
 				}
 				panic(errBoom)
@@ -308,7 +308,7 @@ func TestLostTransactionRunsOthersAgain(t *testing.T) {
 				func() error {
 					return s.write(bg, func(_ context.Context, tx *sql.Tx) error {
 						runs.Add(1)
-						return s.putMessageTx(bg, tx, "acme", "s1", text("u1", "hi"), `{"id":"u1","role":"user"}`, false)
+						return s.putMessageTx(bg, tx, "acme", "s1", text("u1", "hi"), `{"id":"u1","role":"user"}`, nanos(now()), false)
 					})
 				},
 				func() error {
@@ -453,7 +453,7 @@ func TestStartedWriteOutlivesItsCaller(t *testing.T) {
 		if ctx.Err() != nil {
 			return fmt.Errorf("the write's statements see the caller's cancellation: %w", ctx.Err())
 		}
-		return s.putMessageTx(ctx, tx, "acme", "s1", text("u1", "hi"), `{"id":"u1","role":"user","parts":[]}`, false)
+		return s.putMessageTx(ctx, tx, "acme", "s1", text("u1", "hi"), `{"id":"u1","role":"user","parts":[]}`, nanos(now()), false)
 	})
 	if err != nil {
 		t.Fatalf("write = %v, want nil: it had started", err)
