@@ -9,13 +9,16 @@ import (
 	"github.com/turngate/turngate/engine"
 )
 
-// The transcript cache's default bounds. 4096 sessions is 64 times the
-// concurrent sessions we measure under load; 64 MiB of stored JSON bounds
-// the memory of a few very long transcripts (decoded messages take a small
-// multiple of their JSON).
+// The transcript cache's default bounds. A turn reads the transcript its
+// session's last turn wrote, so the sessions in use are what must fit: 256
+// is 4 times the concurrent sessions we measure under load, and a miss costs
+// only the read the cache saves. 16 MiB of stored JSON bounds the memory of
+// long transcripts; decoded messages take about three times their JSON
+// (4096 entries cost the load program's gateway 160–190 MiB of RSS, 1024
+// entries 50 MiB).
 const (
-	defaultCacheEntries = 4096
-	defaultCacheBytes   = 64 << 20
+	defaultCacheEntries = 256
+	defaultCacheBytes   = 16 << 20
 )
 
 // cacheKey names a session: (tenant, id).
