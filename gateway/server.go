@@ -187,7 +187,9 @@ func (s *Server) Start(ctx context.Context) error {
 // turns finish until ctx is done, then cancels them: they end aborted with
 // their partial messages persisted. It returns once every turn has ended.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock() // see enterTurn
 	s.closing.Store(true)
+	s.mu.Unlock()
 	s.subs.stop()
 	done := make(chan struct{})
 	go func() { s.turns.Wait(); close(done) }()

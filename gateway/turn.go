@@ -126,10 +126,20 @@ func (s *Server) begin(ctx context.Context, in *turnInput) (*turn, error) {
 }
 
 // admit runs under the turn lock; on success the lock passes to the turn.
+// It counts the turn among those Shutdown waits for from the start, so the
+// stores it makes are waited for too.
 func (s *Server) admit(ctx context.Context, in *turnInput, key string, release func()) (*turn, error) {
-	if s.closing.Load() {
+	if !s.enterTurn() {
 		return nil, errShuttingDown
 	}
+	// Until the run goroutine takes the count over, admit gives it back on
+	// every way out: an error, a skipped turn, a panic.
+	running := false
+	defer func() {
+		if !running {
+			s.turns.Done()
+		}
+	}()
 	tx := &transcript{tenant: in.principal.Tenant, session: in.sessionID}
 	body := in.body
 	if !in.ephemeral {
@@ -188,9 +198,23 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	s.mu.Lock()
 	s.active[key] = t
 	s.mu.Unlock()
-	s.turns.Add(1)
+	running = true
 	go s.run(runCtx, t, in, p, tx.messages, release)
 	return t, nil
+}
+
+// enterTurn counts a turn Shutdown must wait for, unless shutdown has
+// begun. The count and the closing flag change under mu, so no turn is
+// counted while Shutdown waits: sync.WaitGroup forbids an Add from zero
+// concurrent with Wait, and such a turn would not be waited for.
+func (s *Server) enterTurn() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	s.turns.Add(1)
+	return true
 }
 
 // session loads the input's session and its transcript, answering 404
