@@ -187,12 +187,10 @@ func (c *transcriptCache) admit(k cacheKey, sess *Session, created bool, user *c
 func (c *transcriptCache) put(k cacheKey, updated time.Time, m cachedMessage, replace bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seq++
-	el, ok := c.entries[k]
-	if !ok {
+	e := c.change(k)
+	if e == nil {
 		return
 	}
-	e := el.Value.(*cacheEntry)
 	e.sess.UpdatedAt = updated
 	i := -1
 	if replace {
@@ -217,16 +215,25 @@ func (c *transcriptCache) put(k cacheKey, updated time.Time, m cachedMessage, re
 	c.grow(e, delta)
 }
 
+// change counts a change a committed write makes to k's session and
+// returns k's entry, nil when k is not cached. c.mu must be held.
+func (c *transcriptCache) change(k cacheKey) *cacheEntry {
+	c.seq++
+	el, ok := c.entries[k]
+	if !ok {
+		return nil
+	}
+	return el.Value.(*cacheEntry)
+}
+
 // setLastBody applies a committed SetLastBody; the cache takes body.
 func (c *transcriptCache) setLastBody(k cacheKey, body json.RawMessage, updated time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seq++
-	el, ok := c.entries[k]
-	if !ok {
+	e := c.change(k)
+	if e == nil {
 		return
 	}
-	e := el.Value.(*cacheEntry)
 	delta := len(body) - len(e.sess.LastBody)
 	e.sess.LastBody, e.sess.UpdatedAt = body, updated
 	c.grow(e, delta)
