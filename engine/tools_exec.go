@@ -181,6 +181,7 @@ func (t *turn) announce(cs *callState) {
 // MaxConcurrentTools at a time. It returns false if ctx ended first; the
 // running tools see their context cancelled.
 func (t *turn) execute(ctx context.Context, states []callState, runs, step int, msgs []ModelMessage) bool {
+	t.flush() // before any tool starts: they may take long
 	sem := make(chan struct{}, t.e.opts.MaxConcurrentTools)
 	done := make(chan struct{}, runs)
 	for i := range states {
@@ -196,7 +197,6 @@ func (t *turn) execute(ctx context.Context, states []callState, runs, step int, 
 			t.runTool(ctx, cs, step, msgs)
 		}(&states[i])
 	}
-	t.flush()
 	for range runs {
 		select {
 		case <-done:
