@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/benchrules"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -103,34 +103,12 @@ func BenchmarkReloadLatency(b *testing.B) {
 // redaction that does not match either, so every hook fully evaluates and
 // changes nothing.
 func loadRules() map[string]string {
-	var rg, data, turn, step strings.Builder
-	rg.WriteString("package turngate.tool_call\n\nimport rego.v1\n\n")
-	rg.WriteString("patch contains {\"op\": \"replace\", \"path\": \"/limit\", \"value\": data.limits.search} if {\n\tinput.tool.name == \"search\"\n\tinput.tool.input.limit > data.limits.search\n}\n")
-	data.WriteString(`{"limits": {"search": 50}, "allowed": {"tool_0": ["acme"]`)
-	for i := 1; i < 20; i++ {
-		switch i % 3 {
-		case 0:
-			fmt.Fprintf(&rg, "\nblock contains \"tool_%d is disabled in read-only mode\" if {\n\tinput.tool.name == \"tool_%d\"\n\tinput.body.mode == \"read-only\"\n}\n", i, i)
-		case 1:
-			fmt.Fprintf(&rg, "\nblock contains \"tenant may not call tool_%d\" if {\n\tinput.tool.name == \"tool_%d\"\n\tnot input.principal.tenant in data.allowed.tool_%d\n}\n", i, i, i)
-		case 2:
-			fmt.Fprintf(&rg, "\npatch contains {\"op\": \"replace\", \"path\": \"/limit\", \"value\": %d} if {\n\tinput.tool.name == \"tool_%d\"\n\tinput.tool.input.limit > %d\n}\n", i, i, i)
-		}
-		fmt.Fprintf(&data, `, "tool_%d": ["acme", "globex"]`, i)
-	}
-	data.WriteString("}}\n")
-	for i := range 10 {
-		if i%2 == 0 {
-			fmt.Fprintf(&turn, "  - name: tenant-%d-budget\n    when: principal.tenant == \"tenant_%d\" && turn.maxSteps > %d\n    set:\n      maxSteps: '3'\n", i, i, i+2)
-			continue
-		}
-		fmt.Fprintf(&step, "  - name: step-%d-tools\n    when: step.stepNumber > %d && step.model == \"model_%d\"\n    set:\n      activeTools: '[\"weather\"]'\n", i, i+10, i)
-	}
+	pol, data := benchrules.Rego(20)
 	return map[string]string{
-		"tools.rego":   rg.String(),
+		"tools.rego":   pol,
 		"results.rego": "package turngate.tool_result\n\nimport rego.v1\n\nredact contains \"/token\" if input.tool.name == \"search\"\n",
-		"data.json":    data.String(),
-		"turn.yaml":    "beforeTurn:\n" + turn.String() + "beforeStep:\n" + step.String(),
+		"data.json":    data,
+		"turn.yaml":    benchrules.CEL(10),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/benchrules"
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/opa"
 )
@@ -79,7 +80,7 @@ func compareOPA(ctx context.Context, p *params, rep *report, log func(string, ..
 		}
 		os.RemoveAll(dir)
 	}()
-	pol, data := regoRules(p.Rego)
+	pol, data := benchrules.Rego(p.Rego)
 	regoPath, dataPath := filepath.Join(dir, "tools.rego"), filepath.Join(dir, "data.json")
 	for path, text := range map[string]string{regoPath: pol, dataPath: data} {
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
