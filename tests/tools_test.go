@@ -509,7 +509,7 @@ func TestHTTPTools(t *testing.T) {
 }
 
 // TestSubAgents has agent a delegate to b, which delegates to c and tries
-// to take a note that a rule forbids b (by input.agent, input.entry_path
+// to take a note that a rule forbids b (by input.agent, input.entryPath
 // and input.depth): a's stream carries c's answer and the block reason,
 // and the note never reaches its server.
 func TestSubAgents(t *testing.T) {

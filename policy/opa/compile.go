@@ -192,6 +192,9 @@ type build struct {
 	// sandboxed holds the locations of calls already reported as sandbox
 	// errors, so the compiler's "undefined function" for them is dropped.
 	sandboxed map[location]bool
+	// retired counts the references to retired input names reported; like
+	// sandbox violations they do not stop compilation.
+	retired int
 }
 
 type location struct {
@@ -206,7 +209,7 @@ func newBuild(opts Options) *build {
 // compilable reports whether every file parsed. Sandbox violations do not
 // stop compilation, so their report comes with the compiler's.
 func (b *build) compilable() bool {
-	return len(b.errs) == len(b.sandboxed)
+	return len(b.errs) == len(b.sandboxed)+b.retired
 }
 
 // compiler returns a compiler configured for the sandbox whose rules may not
@@ -233,6 +236,7 @@ func (b *build) parseModules(files []policy.File) map[string]*ast.Module {
 			continue
 		}
 		b.checkSandbox(m)
+		b.checkRetired(m)
 		parsed[f.Path] = m
 	}
 	return parsed

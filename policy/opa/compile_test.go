@@ -154,3 +154,23 @@ func TestDataErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestCompileRejectsRetiredInputNames(t *testing.T) {
+	src := "package turngate.tool_call\n\nblock contains \"late\" if {\n\tinput.step_number > 3\n\tsome c in input.previous_calls\n\tc.toolName == \"x\"\n}\n"
+	_, errs := Compile([]policy.File{{Path: "old.rego", Data: []byte(src)}}, nil, testOptions)
+	if len(errs) != 2 {
+		t.Fatalf("got %d errors, want 2: %v", len(errs), errs)
+	}
+	for i, want := range []struct {
+		line, col int
+		msg       string
+	}{
+		{4, 8, "input.step_number was renamed: use input.stepNumber"},
+		{5, 18, "input.previous_calls was renamed: use input.previousCalls"},
+	} {
+		e := errs[i]
+		if e.Location.Line != want.line || e.Location.Column != want.col || !strings.Contains(e.Message, want.msg) {
+			t.Errorf("error %d = %v, want %d:%d %q", i, e, want.line, want.col, want.msg)
+		}
+	}
+}

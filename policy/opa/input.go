@@ -23,18 +23,18 @@ import (
 //	tool.dynamic      bool     a runtime-registered tool
 //	tool.input        any      the input the model emitted (an object; {} if empty)
 //	tool.schema       object   the tool's input JSON Schema (null if none)
-//	call_id           string   the tool call id
-//	step_number       number   the zero-based step the call belongs to
+//	toolCallId           string   the tool call id
+//	stepNumber       number   the zero-based step the call belongs to
 //	agent             string   the agent the turn runs
-//	session_id        string   the session
-//	request_id        string   the request that started the turn
-//	entry_path        string   how the turn started ("chat", "saveMessages", …)
+//	sessionId        string   the session
+//	requestId        string   the request that started the turn
+//	entryPath        string   how the turn started ("chat", "saveMessages", …)
 //	depth             number   sub-agent nesting depth (0 at top level)
 //	principal         object   {tenant, subject, roles} of the authenticated caller
 //	body              object   the client request's custom body fields ({} if none)
-//	previous_calls    array    this turn's earlier calls, in order:
-//	                           {tool, call_id, input, decision, success, step_number}
-//	messages_count    number   how many messages the model has seen
+//	previousCalls    array    this turn's earlier calls, in order:
+//	                           {toolName, toolCallId, input, decision, success, stepNumber}
+//	messagesCount    number   how many messages the model has seen
 //
 // A field holding invalid JSON appears as null; evaluating such a call fails
 // with CodeValidation.
@@ -45,16 +45,16 @@ func ToolCallInput(tc *engine.ToolCallContext) map[string]any {
 
 // ToolResultInput returns the Rego input document data.turngate.tool_result
 // sees for rc. It has the tool-call fields that exist after execution (tool,
-// call_id, step_number, agent, session_id, request_id, entry_path, depth,
-// principal, messages_count; no body or previous_calls) plus:
+// toolCallId, stepNumber, agent, sessionId, requestId, entryPath, depth,
+// principal, messagesCount; no body or previousCalls) plus:
 //
 //	output            any      the tool's output (null when it failed or returned nothing)
 //	success           bool     whether the call succeeded
 //	error             string   the error text when it failed ("" otherwise)
 //	decision          string   "allow", "rewrite", "block", "substitute", "error" or "client"
 //	executed          bool     whether the tool's executor ran
-//	effective_input   any      the input the tool ran with (null if not rewritten)
-//	duration_ms       number   execution time in milliseconds
+//	effectiveInput   any      the input the tool ran with (null if not rewritten)
+//	durationMs       number   execution time in milliseconds
 //
 // A field holding invalid JSON appears as null; evaluating fails with
 // CodeValidation.
@@ -84,7 +84,7 @@ func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache) (ast.Value,
 			errs = append(errs, fmt.Errorf("previous call %s input: %w", pc.ToolCallID, err))
 		}
 		prev[i] = ast.ObjectTerm(
-			ast.Item(inputKey.tool, ast.StringTerm(pc.ToolName)),
+			ast.Item(inputKey.toolName, ast.StringTerm(pc.ToolName)),
 			ast.Item(inputKey.callID, ast.StringTerm(pc.ToolCallID)),
 			ast.Item(inputKey.input, pin),
 			ast.Item(inputKey.decision, ast.StringTerm(pc.Decision)),
@@ -147,6 +147,7 @@ var inputKey = struct {
 	subject        *ast.Term
 	roles          *ast.Term
 	tool           *ast.Term
+	toolName       *ast.Term
 	name           *ast.Term
 	kind           *ast.Term
 	server         *ast.Term
@@ -168,15 +169,16 @@ var inputKey = struct {
 	durationMs     *ast.Term
 }{
 	agent:          ast.StringTerm("agent"),
-	sessionID:      ast.StringTerm("session_id"),
-	requestID:      ast.StringTerm("request_id"),
-	entryPath:      ast.StringTerm("entry_path"),
+	sessionID:      ast.StringTerm("sessionId"),
+	requestID:      ast.StringTerm("requestId"),
+	entryPath:      ast.StringTerm("entryPath"),
 	depth:          ast.StringTerm("depth"),
 	principal:      ast.StringTerm("principal"),
 	tenant:         ast.StringTerm("tenant"),
 	subject:        ast.StringTerm("subject"),
 	roles:          ast.StringTerm("roles"),
 	tool:           ast.StringTerm("tool"),
+	toolName:       ast.StringTerm("toolName"),
 	name:           ast.StringTerm("name"),
 	kind:           ast.StringTerm("kind"),
 	server:         ast.StringTerm("server"),
@@ -184,22 +186,22 @@ var inputKey = struct {
 	dynamic:        ast.StringTerm("dynamic"),
 	input:          ast.StringTerm("input"),
 	schema:         ast.StringTerm("schema"),
-	callID:         ast.StringTerm("call_id"),
-	stepNumber:     ast.StringTerm("step_number"),
-	messagesCount:  ast.StringTerm("messages_count"),
+	callID:         ast.StringTerm("toolCallId"),
+	stepNumber:     ast.StringTerm("stepNumber"),
+	messagesCount:  ast.StringTerm("messagesCount"),
 	body:           ast.StringTerm("body"),
-	previousCalls:  ast.StringTerm("previous_calls"),
+	previousCalls:  ast.StringTerm("previousCalls"),
 	decision:       ast.StringTerm("decision"),
 	success:        ast.StringTerm("success"),
 	output:         ast.StringTerm("output"),
-	effectiveInput: ast.StringTerm("effective_input"),
+	effectiveInput: ast.StringTerm("effectiveInput"),
 	error:          ast.StringTerm("error"),
 	executed:       ast.StringTerm("executed"),
-	durationMs:     ast.StringTerm("duration_ms"),
+	durationMs:     ast.StringTerm("durationMs"),
 }
 
 // callItems are the fields both input documents have: the turn's identity,
-// the tool, call_id, step_number and messages_count, with room for the rest
+// the tool, toolCallId, stepNumber and messagesCount, with room for the rest
 // of a document.
 func callItems(id *engine.Identity, tool *ast.Term, callID string, step, messages int) [][2]*ast.Term {
 	roles := make([]*ast.Term, len(id.Principal.Roles))

@@ -69,19 +69,19 @@ block contains "all fields seen" if {
 	input.tool.dynamic == true
 	input.tool.input.limit == 12345678901234567890
 	input.tool.schema.properties.query.type == "string"
-	input.call_id == "call-1"
-	input.step_number == 2
+	input.toolCallId == "call-1"
+	input.stepNumber == 2
 	input.agent == "support"
-	input.session_id == "sess-1"
-	input.request_id == "req-1"
-	input.entry_path == "subAgent"
+	input.sessionId == "sess-1"
+	input.requestId == "req-1"
+	input.entryPath == "subAgent"
 	input.depth == 1
 	input.principal == {"tenant": "acme", "subject": "alice", "roles": ["user"]}
 	input.body.mode == "read-only"
 	input.body.n == 2
-	input.previous_calls[0] == {"tool": "lookup", "call_id": "call-0", "input": {"id": 1}, "decision": "block", "success": true, "step_number": 1}
-	input.previous_calls[1].input == {}
-	input.messages_count == 3
+	input.previousCalls[0] == {"toolName": "lookup", "toolCallId": "call-0", "input": {"id": 1}, "decision": "block", "success": true, "stepNumber": 1}
+	input.previousCalls[1].input == {}
+	input.messagesCount == 3
 }`})
 	for range 2 { // the second run reads the cached schema
 		d, _, err := p.ToolCall(context.Background(), fullCall())

@@ -205,13 +205,13 @@ func TestToolCallDecisions(t *testing.T) {
 			name: "helper rules and identity fields",
 			modules: map[string]string{"a.rego": pkg + `
 admin if "admin" in input.principal.roles
-block contains sprintf("%s/%s may not call %s from %s", [input.principal.tenant, input.principal.subject, input.tool.name, input.entry_path]) if {
+block contains sprintf("%s/%s may not call %s from %s", [input.principal.tenant, input.principal.subject, input.tool.name, input.entryPath]) if {
 	not admin
 	input.tool.kind == "http"
 	input.agent == "support"
-	input.call_id == "call-1"
-	input.session_id == "sess-1"
-	input.request_id == "req-1"
+	input.toolCallId == "call-1"
+	input.sessionId == "sess-1"
+	input.requestId == "req-1"
 }`},
 			tc:    call("wire", `{}`),
 			want:  &engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "acme/alice may not call wire from chat"},

@@ -154,9 +154,9 @@ redact contains "/n" if {
 	input.error == "boom"
 	input.decision == "rewrite"
 	input.executed
-	input.effective_input.q == "y"
+	input.effectiveInput.q == "y"
 	input.tool.input.q == "x"
-	input.duration_ms == 12.5
+	input.durationMs == 12.5
 	input.principal.tenant == "acme"
 }`})
 	d, _, err := p.ToolResult(context.Background(), rc)

@@ -9,9 +9,9 @@ block contains sprintf("%s tool %s of server %s may not delete", [input.tool.kin
 }
 
 # The sub-agent b may not take notes; a top-level turn may.
-block contains sprintf("agent %s may not take notes (%s at depth %v)", [input.agent, input.entry_path, input.depth]) if {
+block contains sprintf("agent %s may not take notes (%s at depth %v)", [input.agent, input.entryPath, input.depth]) if {
 	input.tool.name == "note"
 	input.agent == "b"
-	input.entry_path == "subAgent"
+	input.entryPath == "subAgent"
 	input.depth == 1
 }
