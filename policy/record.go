@@ -1,6 +1,9 @@
 package policy
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Hook names as they appear in decision records.
 const (
@@ -45,8 +48,44 @@ type Record struct {
 	// Decision is the resulting overrides or tool-call decision.
 	Decision any    `json:"decision,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Conflicts lists the fields that two or more rules set to different
+	// values in this evaluation, and how they were combined.
+	Conflicts []Conflict `json:"conflicts,omitempty"`
+	// Shadow is the would-be effect of the revision's shadow rules; it is
+	// never enforced. Nil when no shadow rule exists for the hook.
+	Shadow *Shadow `json:"shadow,omitempty"`
+	// Input is the document the rules evaluated (the hook's input, after
+	// the audit log's configured redactions), so a decision can be replayed
+	// against another rule set.
+	Input json.RawMessage `json:"input,omitempty"`
 	// Duration is the evaluation time in microseconds.
 	DurationMicros int64 `json:"durationUs"`
+}
+
+// Conflict is one field set by several rules to different values in one
+// evaluation.
+type Conflict struct {
+	// Field is the overridden field (maxSteps, model, …).
+	Field string `json:"field"`
+	// Rules are the rules that set it, in evaluation order.
+	Rules []string `json:"rules"`
+	// Resolution says how the values combined: "min", "intersection",
+	// "none-wins" or "last-wins".
+	Resolution string `json:"resolution"`
+}
+
+// Shadow is the outcome of a hook's shadow rules on one evaluation: what
+// the decision would have been had they been enforced.
+type Shadow struct {
+	// RulesFired names the shadow rules that fired.
+	RulesFired []string `json:"rulesFired,omitempty"`
+	// Decision is the would-be decision with the shadow rules enforced.
+	Decision any `json:"decision,omitempty"`
+	// Changed reports whether Decision differs from the enforced one.
+	Changed bool `json:"changed"`
+	// Error is set when evaluating the shadow rules failed; the enforced
+	// decision is unaffected.
+	Error string `json:"error,omitempty"`
 }
 
 // Recorder receives decision records. Implementations must be safe for
