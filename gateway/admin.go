@@ -23,7 +23,7 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 func (s *Server) rulesReload(c *gin.Context) error {
 	changed, err := s.rules.Reload()
 	if err != nil {
-		ae := errorf(http.StatusUnprocessableEntity, CodeRulesInvalid, "the rules did not compile; the last good revision keeps serving")
+		ae := errorf(http.StatusUnprocessableEntity, CodeRulesInvalid, "the rules were rejected (they do not compile or their tests fail); the last good revision keeps serving")
 		var errs policy.Errors
 		if errors.As(err, &errs) {
 			ae.Details = errs

@@ -19,6 +19,8 @@ const (
 	CodeTimeout    = "timeout_error"    // evaluation exceeded its deadline
 	CodeIO         = "io_error"         // a rule file could not be read
 	CodeValidation = "validation_error" // a decision failed validation (e.g. a bad patch)
+	CodeTestFailed = "test_failed"      // a test of the rules directory failed; the revision is rejected
+	CodeNoTests    = "tests_missing"    // tests are required but the rules directory has none
 )
 
 // Location is a position in a rule file. Line and Column are 1-based; zero
@@ -46,6 +48,8 @@ type Error struct {
 	Code     string   `json:"code"`
 	Location Location `json:"location"`
 	// Rule and Field name the CEL rule and the field being set, when known.
+	// For CodeTestFailed, Rule is the failing test (a Rego test rule's
+	// full name or a CEL test case's name).
 	Rule    string `json:"rule,omitempty"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`

@@ -91,7 +91,13 @@ func serve(ctx context.Context, p serveParams) error {
 	m := metrics.New()
 	rules, err := ruleset.NewManager(cfg.Rules.Dir, ruleset.Options{
 		PollInterval: cfg.Rules.PollInterval,
-		OnReload:     func(result string, _ error) { m.RuleReloads.WithLabelValues(result).Inc() },
+		Tests:        testGate(cfg.Rules.RequireTests),
+		OnReload: func(result string, err error) {
+			m.RuleReloads.WithLabelValues(result).Inc()
+			if result == ruleset.ReloadFailure {
+				m.RuleReloadRejections.WithLabelValues(ruleset.RejectReason(err)).Inc()
+			}
+		},
 	}, log)
 	if err != nil {
 		return err
@@ -179,6 +185,18 @@ func serve(ctx context.Context, p serveParams) error {
 		return fmt.Errorf("serving: %w", err)
 	}
 	return nil
+}
+
+// testGate maps rules.requireTests to the rule set's test gate: unset runs
+// the tests when there are any, true requires them, false skips them.
+func testGate(require *bool) ruleset.TestGate {
+	switch {
+	case require == nil:
+		return ruleset.TestsIfPresent
+	case *require:
+		return ruleset.TestsRequired
+	}
+	return ruleset.TestsOff
 }
 
 // engineOptions are the engine's options from cfg's tool limits.

@@ -106,24 +106,87 @@ func TestServeRunsAndShutsDown(t *testing.T) {
 	}
 }
 
-// TestServeReloadMetrics checks that SIGHUP reloads count by result: a
-// broken rule file is a failure (the last good revision keeps serving), a
-// fixed one a success.
+// TestServeReloadMetrics checks that SIGHUP reloads count by result and
+// rejections by reason: a broken rule file is a compile failure, a failing
+// test a test failure (the last good revision keeps serving), a fixed set
+// a success.
 func TestServeReloadMetrics(t *testing.T) {
 	path := writeServeConfig(t, "")
-	rules := filepath.Join(filepath.Dir(path), "rules", "tools.rego")
+	dir := filepath.Join(filepath.Dir(path), "rules")
+	rules := filepath.Join(dir, "tools.rego")
 	r := startServe(t, path)
 	if err := os.WriteFile(rules, []byte("package turngate.tool_call\n\nblock contains if {\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r.hup <- syscall.SIGHUP
 	metricsHave(t, r.addr, `turngate_rule_reloads_total{result="failure"} 1`)
+	metricsHave(t, r.addr, `turngate_rule_reload_rejections_total{reason="compile"} 1`)
 	rego := "package turngate.tool_call\n\nblock contains \"no weather\" if input.tool.name == \"weather\"\n"
 	if err := os.WriteFile(rules, []byte(rego), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	failing := "package turngate.tool_call_test\n\ntest_weather_allowed if count(data.turngate.tool_call.block) == 0 with input as {\"tool\": {\"name\": \"weather\"}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "tools_test.rego"), []byte(failing), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.hup <- syscall.SIGHUP
+	metricsHave(t, r.addr, `turngate_rule_reload_rejections_total{reason="test"} 1`)
+	if err := os.Remove(filepath.Join(dir, "tools_test.rego")); err != nil {
+		t.Fatal(err)
+	}
 	r.hup <- syscall.SIGHUP
 	metricsHave(t, r.addr, `turngate_rule_reloads_total{result="success"} 1`)
+}
+
+// TestServeRefusesFailingTests checks startup under rules.requireTests: a
+// failing test, or no tests when they are required, stops the gateway
+// with the reason; with requireTests: false the tests are not run.
+func TestServeRefusesFailingTests(t *testing.T) {
+	failing := "package turngate.tool_call_test\n\ntest_delete_allowed if count(data.turngate.tool_call.block) == 0 with input as {\"tool\": {\"name\": \"delete\"}}\n"
+	tests := []struct {
+		name    string
+		require string
+		test    string // tools_test.rego, "" for none
+		want    string // in serve's error; "" when it starts
+	}{
+		{"failing test", "", failing, `tools_test.rego:3:1: test_failed: rule "data.turngate.tool_call_test.test_delete_allowed": test failed`},
+		{"tests required but none", "true", "", "tests_missing: rules.requireTests is true but the directory has no tests"},
+		{"tests off", "false", failing, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeServeConfig(t, "")
+			if tt.require != "" {
+				rewriteRules(t, path, tt.require)
+			}
+			if tt.test != "" {
+				if err := os.WriteFile(filepath.Join(filepath.Dir(path), "rules", "tools_test.rego"), []byte(tt.test), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.want == "" {
+				startServe(t, path)
+				return
+			}
+			err := serve(context.Background(), serveParams{ConfigPath: path, Listen: "127.0.0.1:0", Stdout: io.Discard, Stderr: io.Discard})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("serve: %v\nwant an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// rewriteRules sets rules.requireTests in the config at path.
+func rewriteRules(t *testing.T, path, require string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Replace(string(data), ", watch: false}", ", watch: false, requireTests: "+require+"}", 1)
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestServeToolLimits checks that the config's tool limits reach the

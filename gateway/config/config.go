@@ -197,6 +197,13 @@ type Rules struct {
 	Watch *bool `yaml:"watch"`
 	// PollInterval is the watch's backstop poll (default 5s).
 	PollInterval time.Duration `yaml:"pollInterval"`
+	// RequireTests says whether the directory's tests (*_test.rego,
+	// *_test.yaml) gate startup and every reload. Unset: they run when the
+	// directory has any, and a revision whose tests fail is rejected like
+	// one that does not compile. true: the same, and a directory without
+	// tests is rejected too. false: they are not run on load (only
+	// `turngate test` runs them).
+	RequireTests *bool `yaml:"requireTests"`
 }
 
 // Store configures persistence.

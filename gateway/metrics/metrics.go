@@ -20,15 +20,18 @@ import (
 // Metrics is one registry of turngate's collectors. Each gateway has its
 // own, so tests can run several gateways in one process.
 type Metrics struct {
-	registry        *prometheus.Registry
-	Turns           *prometheus.CounterVec
-	Steps           *prometheus.CounterVec
-	ToolCalls       *prometheus.CounterVec
-	HookEval        *prometheus.HistogramVec
-	RuleReloads     *prometheus.CounterVec
-	UpstreamSeconds *prometheus.HistogramVec
-	UpstreamErrors  *prometheus.CounterVec
-	ActiveStreams   prometheus.Gauge
+	registry    *prometheus.Registry
+	Turns       *prometheus.CounterVec
+	Steps       *prometheus.CounterVec
+	ToolCalls   *prometheus.CounterVec
+	HookEval    *prometheus.HistogramVec
+	RuleReloads *prometheus.CounterVec
+	// RuleReloadRejections counts rejected candidates by reason
+	// (ruleset.RejectReason: compile, test, io).
+	RuleReloadRejections *prometheus.CounterVec
+	UpstreamSeconds      *prometheus.HistogramVec
+	UpstreamErrors       *prometheus.CounterVec
+	ActiveStreams        prometheus.Gauge
 }
 
 // New returns Metrics registered on a fresh registry, with the Go runtime
@@ -47,6 +50,8 @@ func New() *Metrics {
 			Help: "Rule evaluation latency by hook.", Buckets: []float64{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5}}, []string{"hook"}),
 		RuleReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rule_reloads_total",
 			Help: "Rule reloads by result (success, failure, unchanged)."}, []string{"result"}),
+		RuleReloadRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rule_reload_rejections_total",
+			Help: "Rejected rule reloads by reason: compile (a file does not parse or compile), test (a test failed or required tests are missing), io (a file could not be read)."}, []string{"reason"}),
 		UpstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_request_seconds",
 			Help: "Upstream model stream duration, from request to the end of the stream, by model.", Buckets: prometheus.DefBuckets}, []string{"model"}),
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_errors_total",
@@ -54,7 +59,7 @@ func New() *Metrics {
 		ActiveStreams: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "active_streams",
 			Help: "HTTP responses currently streaming."}),
 	}
-	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.UpstreamSeconds,
+	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.UpstreamSeconds,
 		m.UpstreamErrors, m.ActiveStreams, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

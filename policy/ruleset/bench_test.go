@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,36 +65,121 @@ func BenchmarkHooks(b *testing.B) {
 func BenchmarkReloadLatency(b *testing.B) {
 	for _, debounce := range []time.Duration{10 * time.Millisecond, DefaultDebounce} {
 		b.Run("debounce="+debounce.String(), func(b *testing.B) {
-			dir := rulesDir(b, defaultSet())
-			swapped := make(chan struct{}, 1)
-			m, err := NewManager(dir, Options{PollInterval: -1, Debounce: debounce, OnReload: func(result string, _ error) {
-				if result == ReloadSuccess {
-					swapped <- struct{}{}
-				}
-			}}, quiet)
+			benchWatchedEdits(b, rulesDir(b, defaultSet()), "10-turn.yaml", debounce)
+		})
+	}
+}
+
+// BenchmarkReloadWithTests measures reloading the shipped rules and each
+// example's rules, whose tests gate every reload: "watch" is file write →
+// new revision serving through Watch with the default debounce, "reload"
+// is Reload alone (read, hash, compile, run the tests, swap).
+func BenchmarkReloadWithTests(b *testing.B) {
+	examples, err := filepath.Glob("../../examples/*/rules")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, src := range append([]string{"../../rules"}, examples...) {
+		files := ruleFiles(b, src)
+		edited := editable(b, files)
+		name := filepath.Base(filepath.Dir(src))
+		if src == "../../rules" {
+			name = "rules"
+		}
+		b.Run(name+"/watch", func(b *testing.B) {
+			benchWatchedEdits(b, rulesDir(b, files), edited, DefaultDebounce)
+		})
+		b.Run(name+"/reload", func(b *testing.B) {
+			dir := rulesDir(b, files)
+			m, err := NewManager(dir, Options{PollInterval: -1}, quiet)
 			if err != nil {
 				b.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go func() { _ = m.Watch(ctx) }()
 			for i := 0; b.Loop(); i++ {
-				data := celTurn + "# edit " + strconv.Itoa(i) + "\n"
-				// Rename over, so the watcher never sees a half-written file.
-				tmp := filepath.Join(dir, ".edit.tmp")
-				if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
-					b.Fatal(err)
-				}
-				if err := os.Rename(tmp, filepath.Join(dir, "10-turn.yaml")); err != nil {
-					b.Fatal(err)
-				}
-				select {
-				case <-swapped:
-				case <-time.After(waitTimeout):
-					b.Fatal("timed out waiting for the reload")
+				writeFiles(b, dir, map[string]string{edited: files[edited] + "\n# edit " + strconv.Itoa(i) + "\n"})
+				if changed, err := m.Reload(); !changed || err != nil {
+					b.Fatalf("reload = %v, %v", changed, err)
 				}
 			}
 		})
+	}
+}
+
+// ruleFiles reads the files of the rules directory dir that a revision
+// loads, by name.
+func ruleFiles(b *testing.B, dir string) map[string]string {
+	b.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, e := range entries {
+		if Classify(e.Name()) == KindIgnored {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		files[e.Name()] = string(data)
+	}
+	return files
+}
+
+// editable names the first rule file (Rego or CEL, not a test) of files:
+// the one the reload benchmarks edit.
+func editable(b *testing.B, files map[string]string) string {
+	b.Helper()
+	names := slices.Sorted(maps.Keys(files))
+	for _, n := range names {
+		if k := Classify(n); k == KindRego || k == KindCEL {
+			return n
+		}
+	}
+	b.Fatalf("no rule file among %v", names)
+	return ""
+}
+
+// benchWatchedEdits watches dir and, per iteration, renames an edit of
+// file (a comment appended; Rego and CEL both take # comments) into place
+// and waits until the new revision serves.
+func benchWatchedEdits(b *testing.B, dir, file string, debounce time.Duration) {
+	b.Helper()
+	base, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		b.Fatal(err)
+	}
+	swapped := make(chan struct{}, 1)
+	m, err := NewManager(dir, Options{PollInterval: -1, Debounce: debounce, OnReload: func(result string, err error) {
+		if result == ReloadFailure {
+			b.Error(err)
+		}
+		if result == ReloadSuccess {
+			swapped <- struct{}{}
+		}
+	}}, quiet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = m.Watch(ctx) }()
+	for i := 0; b.Loop(); i++ {
+		data := string(base) + "\n# edit " + strconv.Itoa(i) + "\n"
+		// Rename over, so the watcher never sees a half-written file.
+		tmp := filepath.Join(dir, ".edit.tmp")
+		if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, file)); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-swapped:
+		case <-time.After(waitTimeout):
+			b.Fatal("timed out waiting for the reload")
+		}
 	}
 }
 

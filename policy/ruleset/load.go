@@ -112,8 +112,13 @@ type Options struct {
 	Debounce time.Duration
 	// OnReload, if set, is called after every Manager reload attempt with
 	// one of the Reload results and the error of a failure (a
-	// policy.Errors). It is the hook for a reloads-by-result metric.
+	// policy.Errors; RejectReason classifies it). It is the hook for a
+	// reloads-by-result metric.
 	OnReload func(result string, err error)
+	// Tests says whether the directory's tests gate the Manager's startup
+	// and every reload; the zero value, TestsIfPresent, runs them when the
+	// directory has any.
+	Tests TestGate
 }
 
 // now reads the Now clock. Now stays nil for time.Now, which tells the

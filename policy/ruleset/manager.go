@@ -36,8 +36,9 @@ type Manager struct {
 }
 
 // NewManager loads dir and returns a Manager serving it. A directory that
-// does not compile is an error (a policy.Errors with every diagnostic):
-// startup fails hard rather than serving without rules. A nil logger means
+// does not compile, or whose tests fail (see Options.Tests), is an error (a
+// policy.Errors with every diagnostic or failing test): startup fails hard
+// rather than serving without rules. A nil logger means
 // opts.Logger, then slog.Default().
 func NewManager(dir string, opts Options, logger *slog.Logger) (*Manager, error) {
 	if logger != nil {
@@ -47,7 +48,7 @@ func NewManager(dir string, opts Options, logger *slog.Logger) (*Manager, error)
 	snap, errs := readSnapshot(os.DirFS(dir), dir)
 	if errs == nil {
 		var rev *Revision
-		if rev, errs = compile(snap, opts); errs == nil {
+		if rev, errs = build(snap, opts); errs == nil {
 			m := &Manager{dir: filepath.Clean(dir), opts: opts, logger: opts.Logger}
 			m.cur.Store(rev)
 			m.logger.Info("rules loaded", "dir", dir, "revision", rev.id, "files", len(rev.infos))
@@ -65,7 +66,8 @@ func (m *Manager) Current() *Revision { return m.cur.Load() }
 // API path; Watch calls it too). Unchanged files (same revision id) rebuild
 // nothing and report changed == false. A candidate that fails to read or
 // compile is rejected: the live revision stays, and err is a policy.Errors
-// also kept for Status. A candidate identical to the last rejected one is
+// also kept for Status. A candidate whose tests fail (see Options.Tests)
+// is rejected the same way. A candidate identical to the last rejected one is
 // not recompiled; its errors are returned again.
 func (m *Manager) Reload() (changed bool, err error) {
 	m.reloadMu.Lock()
@@ -85,7 +87,7 @@ func (m *Manager) Reload() (changed bool, err error) {
 	if knownBad {
 		return false, lastErr
 	}
-	rev, errs := compile(snap, m.opts)
+	rev, errs := build(snap, m.opts)
 	if errs != nil {
 		return false, m.rejected(snap.id, errs)
 	}
@@ -93,6 +95,19 @@ func (m *Manager) Reload() (changed bool, err error) {
 	m.logger.Info("rules reloaded", "dir", m.dir, "revision", rev.id, "previous", live.id, "files", len(rev.infos))
 	m.finish(ReloadSuccess, nil, "")
 	return true, nil
+}
+
+// build compiles a snapshot into a revision and runs its tests as
+// opts.Tests asks; a revision that fails either is not built.
+func build(snap *snapshot, opts Options) (*Revision, policy.Errors) {
+	rev, errs := compile(snap, opts)
+	if errs != nil {
+		return nil, errs
+	}
+	if errs := rev.checkTests(context.Background()); errs != nil {
+		return nil, errs
+	}
+	return rev, nil
 }
 
 // ReloadOn reloads the rule set each time a request arrives on reqs, until

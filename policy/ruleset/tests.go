@@ -1,7 +1,12 @@
 package ruleset
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/celrules"
@@ -76,4 +81,122 @@ func celResult(t celrules.TestResult) TestResult {
 		Passed:   t.Passed,
 		Message:  t.Message,
 	}
+}
+
+// TestGate says whether a Manager runs a candidate revision's tests before
+// it serves it (config: rules.requireTests).
+type TestGate int
+
+const (
+	// TestsIfPresent, the default, runs the tests when the directory has
+	// any (*_test.rego, *_test.yaml) and rejects a revision whose tests
+	// fail or do not compile.
+	TestsIfPresent TestGate = iota
+	// TestsRequired does the same and also rejects a directory with no
+	// tests at all.
+	TestsRequired
+	// TestsOff never runs the tests on load; only `turngate test` does.
+	TestsOff
+)
+
+// Reasons a reload was rejected, as RejectReason returns them.
+const (
+	ReasonIO      = "io"      // a file could not be read
+	ReasonCompile = "compile" // a rule, data or test file did not parse or compile
+	ReasonTest    = "test"    // a test failed, or tests are required and there are none
+)
+
+// RejectReason classifies the error of a rejected candidate (what Reload
+// returns and Options.OnReload receives) for a rejected-reloads-by-reason
+// metric: ReasonTest when a test failed or tests were required but
+// missing, ReasonIO when a file could not be read, else ReasonCompile.
+func RejectReason(err error) string {
+	var errs policy.Errors
+	if !errors.As(err, &errs) {
+		return ReasonCompile
+	}
+	reason := ReasonCompile
+	for _, e := range errs {
+		switch e.Code {
+		case policy.CodeTestFailed, policy.CodeNoTests:
+			return ReasonTest
+		case policy.CodeIO:
+			reason = ReasonIO
+		}
+	}
+	return reason
+}
+
+// hasTests reports whether the revision holds any test file.
+func (r *Revision) hasTests() bool {
+	return len(r.byKind[KindRegoTest])+len(r.byKind[KindCELTest]) > 0
+}
+
+// checkTests runs the revision's tests as opts.Tests asks and returns why
+// the revision must not be served: the test files' parse and compile
+// errors, one CodeTestFailed error per failing test at the test's
+// position, or CodeNoTests when tests are required and there are none. Each
+// Rego test runs under the OPA options' TestTimeout, so a hanging test
+// fails rather than stalling the reload.
+func (r *Revision) checkTests(ctx context.Context) policy.Errors {
+	switch {
+	case r.opts.Tests == TestsOff:
+		return nil
+	case !r.hasTests():
+		if r.opts.Tests == TestsRequired {
+			return policy.Errors{{
+				Code:     policy.CodeNoTests,
+				Location: policy.Location{File: r.root},
+				Message:  "rules.requireTests is true but the directory has no tests (*_test.rego, *_test.yaml)",
+			}}
+		}
+		return nil
+	}
+	results, errs := r.RunTests(ctx)
+	if errs != nil {
+		return errs
+	}
+	var failed policy.Errors
+	for _, t := range results {
+		if t.Passed {
+			continue
+		}
+		failed = append(failed, &policy.Error{
+			Code:     policy.CodeTestFailed,
+			Location: t.Location,
+			Rule:     t.Name,
+			Message:  testFailure(t),
+			Snippet:  r.snippet(t.Location),
+		})
+		if len(failed) == policy.MaxErrors {
+			break
+		}
+	}
+	return failed
+}
+
+// testFailure is a failed test's message, with what it printed.
+func testFailure(t TestResult) string {
+	msg := cmp.Or(t.Message, "test failed")
+	if out := strings.TrimRight(t.Output, "\n"); out != "" {
+		msg += " (output: " + strings.ReplaceAll(out, "\n", "; ") + ")"
+	}
+	return msg
+}
+
+// snippet renders the line of a test file at loc (a located position) with
+// a caret, or "" when the line is unknown.
+func (r *Revision) snippet(loc policy.Location) string {
+	name := filepath.Base(loc.File)
+	for _, f := range slices.Concat(r.byKind[KindRegoTest], r.byKind[KindCELTest]) {
+		if f.Path != name {
+			continue
+		}
+		lines := strings.Split(string(f.Data), "\n")
+		if loc.Line < 1 || loc.Line > len(lines) {
+			return ""
+		}
+		return policy.Snippet(strings.TrimRight(lines[loc.Line-1], "\r"), loc.Column)
+	}
+	return ""
 }
