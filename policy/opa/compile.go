@@ -39,6 +39,10 @@ type Options struct {
 	AllowNetwork bool
 	// TestTimeout is RunTests' per-test deadline (default DefaultTestTimeout).
 	TestTimeout time.Duration
+	// BodySchema, if set, is the JSON Schema of input.body in package
+	// turngate.tool_call (decoded JSON); nil leaves input.body an open
+	// object. The gateway sets it when every agent declares a bodySchema.
+	BodySchema any
 }
 
 func (o Options) timeout() time.Duration {
@@ -76,8 +80,8 @@ type Policy struct {
 	src        sources
 	schemas    *schemaCache
 	// rules maps each decision rule (data.turngate.tool_call.block, …) to
-	// its definition, or to nil when several modules define it.
-	rules map[string]*ast.Location
+	// its definitions, in module order.
+	rules map[string][]*ast.Location
 }
 
 // HasToolCall reports whether some module defines package
@@ -104,14 +108,16 @@ func (p *Policy) HasToolResult() bool { return p.toolResult != nil }
 // key that collides with a rule.
 func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors) {
 	b := newBuild(opts)
-	parsed := b.parseModules(modules)
+	parsed := b.parseModules(modules, true)
 	doc := b.loadData(data)
 	if !b.compilable() {
 		return nil, b.result()
 	}
-	c := b.compiler(doc)
+	c := b.compiler(doc, parsed)
 	if c.Compile(parsed); c.Failed() {
 		b.addCompileErrors(c.Errors)
+	} else {
+		b.checkDecisionTypes(c)
 	}
 	if len(b.errs) > 0 {
 		return nil, b.result()
@@ -135,22 +141,21 @@ func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors)
 	return p, nil
 }
 
-// ruleLocations maps every rule of the decision packages to its single
-// definition (nil if it has several).
-func ruleLocations(c *ast.Compiler) map[string]*ast.Location {
-	locs := map[string]*ast.Location{}
+// ruleLocations maps every rule of the decision packages to its
+// definitions, sorted by file and position.
+func ruleLocations(c *ast.Compiler) map[string][]*ast.Location {
+	locs := map[string][]*ast.Location{}
 	for _, m := range c.Modules {
 		if !m.Package.Path.Equal(toolCallRef) && !m.Package.Path.Equal(toolResultRef) {
 			continue
 		}
 		for _, r := range m.Rules {
 			name := m.Package.Path.String() + "." + r.Head.Ref()[0].String()
-			if _, seen := locs[name]; seen {
-				locs[name] = nil
-				continue
-			}
-			locs[name] = r.Location
+			locs[name] = append(locs[name], r.Location)
 		}
+	}
+	for _, l := range locs {
+		slices.SortFunc(l, func(x, y *ast.Location) int { return x.Compare(y) })
 	}
 	return locs
 }
@@ -192,9 +197,14 @@ type build struct {
 	// sandboxed holds the locations of calls already reported as sandbox
 	// errors, so the compiler's "undefined function" for them is dropped.
 	sandboxed map[location]bool
-	// retired counts the references to retired input names reported; like
-	// sandbox violations they do not stop compilation.
-	retired int
+	// typed holds the policy modules (not tests), which are type-checked
+	// against the input and data schemas.
+	typed []*ast.Module
+	// retired holds the locations of references to retired input names
+	// already reported; like sandbox violations they do not stop
+	// compilation, and the type checker's "undefined ref" for them is
+	// dropped.
+	retired map[location]bool
 }
 
 type location struct {
@@ -203,19 +213,22 @@ type location struct {
 }
 
 func newBuild(opts Options) *build {
-	return &build{opts: opts, caps: capabilities(opts), src: sources{}, sandboxed: map[location]bool{}}
+	return &build{opts: opts, caps: capabilities(opts), src: sources{}, sandboxed: map[location]bool{}, retired: map[location]bool{}}
 }
 
 // compilable reports whether every file parsed. Sandbox violations do not
 // stop compilation, so their report comes with the compiler's.
 func (b *build) compilable() bool {
-	return len(b.errs) == len(b.sandboxed)+b.retired
+	return len(b.errs) == len(b.sandboxed)+len(b.retired)
 }
 
 // compiler returns a compiler configured for the sandbox whose rules may not
-// overlap the data document doc.
-func (b *build) compiler(doc map[string]any) *ast.Compiler {
+// overlap the data document doc, and which type-checks the modules against
+// the input and data schemas (see annotateSchemas).
+func (b *build) compiler(doc map[string]any, modules map[string]*ast.Module) *ast.Compiler {
 	return ast.NewCompiler().
+		WithSchemas(b.typeSchemas(doc, modules)).
+		WithUseTypeCheckAnnotations(true).
 		WithCapabilities(b.caps).
 		WithDefaultRegoVersion(ast.RegoV1).
 		WithEnablePrintStatements(true).
@@ -224,8 +237,9 @@ func (b *build) compiler(doc map[string]any) *ast.Compiler {
 }
 
 // parseModules parses files as Rego v1 modules keyed by path and reports
-// parse errors and sandbox violations.
-func (b *build) parseModules(files []policy.File) map[string]*ast.Module {
+// parse errors and sandbox violations. Policy modules (not tests) are
+// annotated with the input and data schemas they are checked against.
+func (b *build) parseModules(files []policy.File, policyModules bool) map[string]*ast.Module {
 	parsed := make(map[string]*ast.Module, len(files))
 	popts := ast.ParserOptions{RegoVersion: ast.RegoV1, Capabilities: b.caps, ProcessAnnotation: true}
 	for _, f := range files {
@@ -237,6 +251,9 @@ func (b *build) parseModules(files []policy.File) map[string]*ast.Module {
 		}
 		b.checkSandbox(m)
 		b.checkRetired(m)
+		if policyModules {
+			b.typed = append(b.typed, m)
+		}
 		parsed[f.Path] = m
 	}
 	return parsed
@@ -289,6 +306,12 @@ func (b *build) addCompileErrors(err error) {
 	}
 	for _, e := range errs {
 		if e.Location != nil && e.Code == ast.TypeErr && b.sandboxed[location{e.Location.File, e.Location.Row, e.Location.Col}] {
+			continue
+		}
+		if pe, ok := b.refError(e); ok {
+			if pe != nil {
+				b.errs = append(b.errs, pe)
+			}
 			continue
 		}
 		code := policy.CodeCompile

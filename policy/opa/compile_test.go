@@ -136,7 +136,7 @@ func TestDataErrors(t *testing.T) {
 		{
 			name:    "data overlapping a rule",
 			modules: []policy.File{rule},
-			data:    []policy.File{{Path: "a.json", Data: []byte(`{"turngate": {"tool_call": {"block": ["x"]}}}`)}},
+			data:    []policy.File{{Path: "a.json", Data: []byte(`{"flag": true, "turngate": {"tool_call": {"block": ["x"]}}}`)}},
 			want:    "a.rego:3:1: compile_error: conflicting rule for data path turngate/tool_call/block found\nblock contains \"x\" if data.flag\n^",
 		},
 		{

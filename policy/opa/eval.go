@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -72,19 +73,28 @@ func (p *Policy) ToolResult(ctx context.Context, rc *engine.ToolCallResultContex
 	return d, tr, p.locate(err)
 }
 
-// locate points a malformed-decision error at its rule's definition when
-// exactly one module defines that rule.
+// locate points a malformed-decision error at its rule's definition; when
+// the rule has several, at the first, and the message lists them all.
 func (p *Policy) locate(err error) error {
 	pe, ok := err.(*policy.Error)
 	if !ok || pe.Rule == "" || pe.Location.File != "" {
 		return err
 	}
-	if loc := p.rules[pe.Rule]; loc != nil {
-		located := p.src.error(pe.Code, loc, pe.Message)
-		located.Rule = pe.Rule
-		return located
+	locs := p.rules[pe.Rule]
+	if len(locs) == 0 {
+		return err
 	}
-	return err
+	msg := pe.Message
+	if len(locs) > 1 {
+		at := make([]string, len(locs))
+		for i, l := range locs {
+			at[i] = fmt.Sprintf("%s:%d:%d", l.File, l.Row, l.Col)
+		}
+		msg += fmt.Sprintf(" (%s is defined at %s)", pe.Rule, strings.Join(at, ", "))
+	}
+	located := p.src.error(pe.Code, locs[0], msg)
+	located.Rule = pe.Rule
+	return located
 }
 
 // eval runs a prepared decision query under the policy's deadline and

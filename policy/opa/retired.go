@@ -46,7 +46,7 @@ func (b *build) checkRetired(m *ast.Module) {
 				loc = ref[0].Location
 			}
 			old := ref[:i+2].String()
-			b.retired++
+			b.retired[location{loc.File, loc.Row, loc.Col}] = true
 			b.errs = append(b.errs, b.src.error(policy.CodeCompile, loc,
 				fmt.Sprintf("%s was renamed: use %s (turngate's input uses the reference's camelCase names)", old, ref[:i+1].Append(ast.StringTerm(now)).String())))
 		}

@@ -3,6 +3,7 @@ package opa
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -39,14 +40,15 @@ type TestResult struct {
 // file and line.
 func RunTests(ctx context.Context, modules, tests, data []policy.File, opts Options) ([]TestResult, policy.Errors) {
 	b := newBuild(opts)
-	parsed := b.parseModules(slices.Concat(modules, tests))
+	parsed := b.parseModules(modules, true)
+	maps.Copy(parsed, b.parseModules(tests, false))
 	doc := b.loadData(data)
 	if !b.compilable() {
 		return nil, b.result()
 	}
 	store := newStore(doc)
 	runner := tester.NewRunner().
-		SetCompiler(b.compiler(doc)).
+		SetCompiler(b.compiler(doc, parsed)).
 		SetStore(store).
 		SetModules(parsed).
 		SetDefaultRegoVersion(ast.RegoV1).

@@ -319,35 +319,48 @@ func TestToolCallFailsClosed(t *testing.T) {
 			msg:  "evaluation exceeded the 1ms deadline",
 		},
 		{
+			// Values whose type only the model's input decides: rules
+			// with a literal of the wrong type are load errors
+			// (TestDecisionTypeErrors).
 			name:    "block member not a string",
-			modules: map[string]string{"a.rego": pkg + `block contains 42 if true`},
-			tc:      call("x", `{}`),
+			modules: map[string]string{"a.rego": pkg + `block contains input.tool.input.v if true`},
+			tc:      call("x", `{"v":42}`),
 			code:    policy.CodeValidation,
 			line:    3,
 		},
 		{
+			name: "block member not a string, among several block rules",
+			modules: map[string]string{
+				"a.rego": pkg + `block contains "never" if false`,
+				"b.rego": pkg + `block contains input.tool.input.v if true`,
+			},
+			tc:   call("x", `{"v":42}`),
+			code: policy.CodeValidation,
+			msg:  "data.turngate.tool_call.block is defined at a.rego:3:1, b.rego:3:1",
+		},
+		{
 			name:    "block is not a set",
-			modules: map[string]string{"a.rego": pkg + `block := "no" if true`},
-			tc:      call("x", `{}`),
+			modules: map[string]string{"a.rego": pkg + `block := input.tool.input.v if true`},
+			tc:      call("x", `{"v":"no"}`),
 			code:    policy.CodeValidation,
 		},
 		{
 			name:    "substitute without output",
-			modules: map[string]string{"a.rego": pkg + `substitute := {"input": 1} if true`},
-			tc:      call("x", `{}`),
+			modules: map[string]string{"a.rego": pkg + `substitute := input.tool.input.v if true`},
+			tc:      call("x", `{"v":{"input":1}}`),
 			code:    policy.CodeValidation,
 			line:    3,
 		},
 		{
 			name:    "substitute with a misspelt key",
-			modules: map[string]string{"a.rego": pkg + `substitute := {"ouput": 1, "output": 2} if true`},
-			tc:      call("x", `{}`),
+			modules: map[string]string{"a.rego": pkg + `substitute := input.tool.input.v if true`},
+			tc:      call("x", `{"v":{"ouput":1,"output":2}}`),
 			code:    policy.CodeValidation,
 		},
 		{
 			name:    "substitute not an object",
-			modules: map[string]string{"a.rego": pkg + `substitute := "cached" if true`},
-			tc:      call("x", `{}`),
+			modules: map[string]string{"a.rego": pkg + `substitute := input.tool.input.v if true`},
+			tc:      call("x", `{"v":"cached"}`),
 			code:    policy.CodeValidation,
 		},
 		{

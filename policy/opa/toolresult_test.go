@@ -125,7 +125,7 @@ func TestToolResultFailsClosed(t *testing.T) {
 		rc      *engine.ToolCallResultContext
 		code    string
 	}{
-		{"redact member not a string", map[string]string{"a.rego": resultPkg + `redact contains 1 if true`}, result("x", `{}`), policy.CodeValidation},
+		{"redact member not a string", map[string]string{"a.rego": resultPkg + `redact contains input.output.n if true`}, result("x", `{"n":1}`), policy.CodeValidation},
 		{"redact path not a pointer", map[string]string{"a.rego": resultPkg + `redact contains "ssn" if true`}, result("x", `{}`), policy.CodeValidation},
 		{"patch failing to apply", map[string]string{"a.rego": resultPkg + `patch contains {"op": "remove", "path": "/a"} if true`}, result("x", `{}`), policy.CodeValidation},
 		{"output not JSON", map[string]string{"a.rego": resultPkg + `redact contains "/a" if true`}, result("x", `{"a":`), policy.CodeValidation},
