@@ -21,6 +21,9 @@ const (
 	CodeValidation = "validation_error" // a decision failed validation (e.g. a bad patch)
 	CodeTestFailed = "test_failed"      // a test of the rules directory failed; the revision is rejected
 	CodeNoTests    = "tests_missing"    // tests are required but the rules directory has none
+	// CodeConflictWarning is a warning, not an error: two CEL rules visibly
+	// set a last-wins field to different values under the same condition.
+	CodeConflictWarning = "conflict_warning"
 )
 
 // Location is a position in a rule file. Line and Column are 1-based; zero

@@ -16,7 +16,8 @@ type checkParams struct {
 }
 
 // runCheck is `turngate check [--format pretty|json] DIR`: compile and
-// type-check a rules directory; exit 1 with every diagnostic if it is broken.
+// type-check a rules directory; exit 1 with every diagnostic if it is
+// broken. Statically visible rule conflicts are reported as warnings.
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "[--format pretty|json] DIR", stderr)
 	var p checkParams
@@ -33,15 +34,21 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // check loads p.Dir and reports the result; it returns the exit code.
+// Warnings (conflict_warning) are printed but do not fail the check.
 func check(p checkParams, stdout io.Writer) int {
 	rev, errs := ruleset.Load(p.Dir, ruleset.Options{})
 	if errs != nil {
 		writeErrors(stdout, p.Format, errs)
 		return 1
 	}
+	warns := rev.Warnings()
 	if p.Format == formatJSON {
-		writeJSON(stdout, policy.Errors{})
+		writeJSON(stdout, append(policy.Errors{}, warns...))
 		return 0
+	}
+	if len(warns) > 0 {
+		writeDiagnostics(stdout, warns)
+		fmt.Fprintf(stdout, "%d %s\n", len(warns), plural(len(warns), "warning", "warnings"))
 	}
 	n := len(rev.Files())
 	fmt.Fprintf(stdout, "ok: %d %s, revision %s\n", n, plural(n, "file", "files"), rev.ID())

@@ -84,6 +84,13 @@ func writeErrors(w io.Writer, format string, errs policy.Errors) {
 		writeJSON(w, errs)
 		return
 	}
+	writeDiagnostics(w, errs)
+	fmt.Fprintf(w, "%d %s\n", len(errs), plural(len(errs), "error", "errors"))
+}
+
+// writeDiagnostics prints one "file:line:col: code: message" line per
+// diagnostic, each followed by its indented snippet.
+func writeDiagnostics(w io.Writer, errs policy.Errors) {
 	for _, e := range errs {
 		head := *e
 		head.Snippet = ""
@@ -92,7 +99,6 @@ func writeErrors(w io.Writer, format string, errs policy.Errors) {
 			fmt.Fprintf(w, "    %s\n", strings.ReplaceAll(e.Snippet, "\n", "\n    "))
 		}
 	}
-	fmt.Fprintf(w, "%d %s\n", len(errs), plural(len(errs), "error", "errors"))
 }
 
 // writeJSON prints v as indented JSON.

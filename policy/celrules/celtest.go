@@ -32,6 +32,9 @@ type testCase struct {
 	expect    map[string]any // JSON-normalised expected field values
 	noMatch   bool
 	wantError string
+	// shadow is the expected would-be decision's field values (with the
+	// shadow rules enforced); nil when the case does not check it.
+	shadow map[string]any
 }
 
 // RunTests runs the cases of CEL test files against s. A test file is
@@ -49,9 +52,16 @@ type testCase struct {
 //	    hook: beforeTurn
 //	    input: {}
 //	    expectError: cost           # evaluation fails with this substring
+//	  - name: the shadow cap would apply
+//	    hook: beforeTurn
+//	    input: {turn: {maxSteps: 50}}
+//	    expect: {maxSteps: 10}      # enforced
+//	    expectShadow: {maxSteps: 3} # with the shadow rules enforced
 //
-// expect is a subset check: fields it does not name may be set by other
-// rules. Values are compared as JSON (toolChoice as "auto" or a map). Test
+// expect and expectShadow are subset checks: fields they do not name may be
+// set by other rules. expectShadow may stand alone or go with expect or
+// expectNoMatch. Values are compared as JSON (toolChoice as "auto" or a
+// map). Test
 // files that cannot be read are reported as errors with positions; case
 // failures are results.
 func RunTests(s *Set, files []policy.File) ([]TestResult, policy.Errors) {
@@ -100,25 +110,41 @@ func checkCase(c *testCase, cfg any, tr Trace, err error) string {
 		return ""
 	case err != nil:
 		return "evaluation failed: " + err.Error()
-	case c.noMatch:
-		if len(tr.RulesFired) > 0 {
-			return fmt.Sprintf("want no rule to fire, got %s", strings.Join(tr.RulesFired, ", "))
-		}
-		return ""
 	}
-	got := Fields(cfg)
 	var problems []string
-	for _, k := range sortedKeys(c.expect) {
-		g, ok := got[k]
-		if !ok {
-			problems = append(problems, fmt.Sprintf("field %s: not set (rules fired: %v)", k, tr.RulesFired))
-			continue
-		}
-		if !reflect.DeepEqual(g, c.expect[k]) {
-			problems = append(problems, fmt.Sprintf("field %s: want %s, got %s (set by %s)", k, jsonText(c.expect[k]), jsonText(g), tr.SetBy[k]))
+	if c.noMatch && len(tr.RulesFired) > 0 {
+		problems = append(problems, fmt.Sprintf("want no rule to fire, got %s", strings.Join(tr.RulesFired, ", ")))
+	}
+	problems = append(problems, compareFields("", c.expect, Fields(cfg), tr.RulesFired, tr.SetBy)...)
+	if c.shadow != nil {
+		switch sh := tr.Shadow; {
+		case sh == nil:
+			problems = append(problems, "expectShadow: the hook has no shadow rules")
+		case sh.Error != "":
+			problems = append(problems, "shadow evaluation failed: "+sh.Error)
+		default:
+			problems = append(problems, compareFields("shadow ", c.shadow, Fields(sh.Decision), sh.RulesFired, nil)...)
 		}
 	}
 	return strings.Join(problems, "; ")
+}
+
+// compareFields lists how got differs from the expected field values;
+// prefix says which decision they belong to.
+func compareFields(prefix string, want, got map[string]any, fired []string, setBy map[string]string) []string {
+	var problems []string
+	for _, k := range sortedKeys(want) {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%sfield %s: not set (rules fired: %v)", prefix, k, fired))
+		case !reflect.DeepEqual(g, want[k]) && setBy != nil:
+			problems = append(problems, fmt.Sprintf("%sfield %s: want %s, got %s (set by %s)", prefix, k, jsonText(want[k]), jsonText(g), setBy[k]))
+		case !reflect.DeepEqual(g, want[k]):
+			problems = append(problems, fmt.Sprintf("%sfield %s: want %s, got %s (rules fired: %v)", prefix, k, jsonText(want[k]), jsonText(g), fired))
+		}
+	}
+	return problems
 }
 
 func jsonText(v any) string {
@@ -191,10 +217,14 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 			if err = val.Decode(&doc); err == nil {
 				c.input, err = inputFrom(doc)
 			}
-		case "expect":
-			outcomes++
-			err = decodeExpect(val, c)
-			if err != nil {
+		case "expect", "expectShadow":
+			dst := &c.expect
+			if key.Value == "expectShadow" {
+				dst = &c.shadow
+			} else {
+				outcomes++
+			}
+			if err = decodeExpect(key.Value, val, dst); err != nil {
 				return nil, src.nodeError(policy.CodeSchema, val, err.Error())
 			}
 		case "expectNoMatch":
@@ -205,7 +235,7 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 			c.wantError = val.Value
 		default:
 			return nil, src.nodeError(policy.CodeSchema, key, fmt.Sprintf(
-				"unknown test case key %q (want name, hook, input, expect, expectNoMatch or expectError)", key.Value))
+				"unknown test case key %q (want name, hook, input, expect, expectNoMatch, expectError or expectShadow)", key.Value))
 		}
 		if err != nil {
 			return nil, src.nodeError(policy.CodeSchema, val, fmt.Sprintf("%s: %v", key.Value, err))
@@ -216,9 +246,12 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 		return nil, src.nodeError(policy.CodeSchema, cn, "test case is missing its name")
 	case c.hook == "":
 		return nil, src.nodeError(policy.CodeSchema, cn, fmt.Sprintf("test case %q is missing its hook", c.name))
-	case outcomes != 1:
+	case outcomes > 1 || (outcomes == 0 && c.shadow == nil):
 		return nil, src.nodeError(policy.CodeSchema, cn, fmt.Sprintf(
-			"test case %q needs exactly one of expect, expectNoMatch or expectError", c.name))
+			"test case %q needs exactly one of expect, expectNoMatch or expectError (expectShadow may go with the first two)", c.name))
+	case c.shadow != nil && c.wantError != "":
+		return nil, src.nodeError(policy.CodeSchema, cn, fmt.Sprintf(
+			"test case %q: expectShadow cannot go with expectError (shadow rules are not evaluated when the hook fails)", c.name))
 	}
 	if c.input == nil {
 		c.input = &Input{}
@@ -226,21 +259,28 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 	return c, nil
 }
 
-// decodeExpect reads expected field values, normalised through JSON so
-// they compare equal to Fields' output.
-func decodeExpect(n *yaml.Node, c *testCase) error {
+// decodeExpect reads expected field values (the value of key, expect or
+// expectShadow), normalised through JSON so they compare equal to Fields'
+// output.
+func decodeExpect(key string, n *yaml.Node, dst *map[string]any) error {
 	var raw map[string]any
 	if err := n.Decode(&raw); err != nil {
-		return fmt.Errorf("expect must map field names to values: %w", err)
+		return fmt.Errorf("%s must map field names to values: %w", key, err)
 	}
 	for k := range raw {
 		if f := fields[k]; f == nil || f.decode == nil {
-			return fmt.Errorf("expect: unknown field %q", k)
+			return fmt.Errorf("%s: unknown field %q", key, k)
 		}
 	}
 	data, err := json.Marshal(raw)
 	if err != nil {
-		return fmt.Errorf("expect: %w", err)
+		return fmt.Errorf("%s: %w", key, err)
 	}
-	return json.Unmarshal(data, &c.expect)
+	if err := json.Unmarshal(data, dst); err != nil {
+		return err
+	}
+	if *dst == nil {
+		*dst = map[string]any{}
+	}
+	return nil
 }

@@ -19,6 +19,10 @@ beforeTurn:
   - name: needs-body
     when: turn.model == "explode"
     set: {system: turn.body.missing}
+  - name: candidate-cap
+    shadow: true
+    when: turn.continuation
+    set: {maxSteps: "1"}
 `))
 	results, errs := RunTests(set, []policy.File{file("r_test.yaml", `cases:
   - name: passes
@@ -49,6 +53,20 @@ beforeTurn:
     hook: beforeTurn
     input: {turn: {model: explode}}
     expect: {model: fast}
+  - name: shadow as expected
+    hook: beforeTurn
+    input: {turn: {continuation: true}}
+    expect: {maxSteps: 2}
+    expectShadow: {maxSteps: 1, model: fast}
+  - name: shadow differs
+    hook: beforeTurn
+    input: {turn: {continuation: true}}
+    expectShadow: {maxSteps: 2}
+  - name: no shadow rules for the hook
+    hook: beforeStep
+    input: {}
+    expectNoMatch: true
+    expectShadow: {}
 `)})
 	if errs != nil {
 		t.Fatal(errs)
@@ -64,6 +82,9 @@ beforeTurn:
 		{"error expected and found", "", 18},
 		{"error expected, none found", `want an error containing "boom", got none`, 22},
 		{"unexpected error", "evaluation failed:", 26},
+		{"shadow as expected", "", 30},
+		{"shadow differs", "shadow field maxSteps: want 2, got 1 (rules fired: [r.yaml#candidate-cap])", 35},
+		{"no shadow rules for the hook", "expectShadow: the hook has no shadow rules", 39},
 	}
 	if len(results) != len(want) {
 		t.Fatalf("got %d results, want %d", len(results), len(want))
@@ -97,6 +118,10 @@ func TestRunTestsMalformed(t *testing.T) {
     hook: beforeTurn
     expectNoMatch: true
     expct: {}
+  - name: shadow of an error
+    hook: beforeTurn
+    expectError: x
+    expectShadow: {model: fast}
 other: 1
 `)})
 	var got []string
@@ -105,11 +130,12 @@ other: 1
 	}
 	want := []string{
 		`bad_test.yaml:2:5 test case "no hook" is missing its hook`,
-		`bad_test.yaml:5:5 test case "two outcomes" needs exactly one of expect, expectNoMatch or expectError`,
+		`bad_test.yaml:5:5 test case "two outcomes" needs exactly one of expect, expectNoMatch or expectError (expectShadow may go with the first two)`,
 		`bad_test.yaml:11:12 input: decoding input: json: unknown field "contination"`,
 		`bad_test.yaml:15:13 expect: unknown field "maxStep"`,
-		`bad_test.yaml:19:5 unknown test case key "expct" (want name, hook, input, expect, expectNoMatch or expectError)`,
-		`bad_test.yaml:20:1 unknown top-level key "other" (want cases)`,
+		`bad_test.yaml:19:5 unknown test case key "expct" (want name, hook, input, expect, expectNoMatch, expectError or expectShadow)`,
+		`bad_test.yaml:20:5 test case "shadow of an error": expectShadow cannot go with expectError (shadow rules are not evaluated when the hook fails)`,
+		`bad_test.yaml:24:1 unknown top-level key "other" (want cases)`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -73,13 +73,21 @@ type Set struct {
 	opts      Options
 	turnRules []*rule
 	stepRules []*rule
+	// turnShadow and stepShadow say whether the hook has shadow rules.
+	turnShadow, stepShadow bool
+	// warnings are the statically visible conflicts (see conflictWarnings).
+	warnings policy.Errors
 }
 
 // rule is one compiled rule.
 type rule struct {
-	id   string // "file.yaml#rule-name"
-	when *expr  // nil means always
-	sets []ruleSet
+	id    string // "file.yaml#rule-name"
+	index int    // its place in its hook's evaluation order
+	loc   policy.Location
+	// shadow rules are evaluated but never enforced.
+	shadow bool
+	when   *expr // nil means always
+	sets   []ruleSet
 }
 
 // ruleSet is one compiled entry of a rule's set map.
@@ -108,19 +116,33 @@ func (s *Set) HasBeforeTurn() bool { return len(s.turnRules) > 0 }
 // HasBeforeStep reports whether the set has beforeStep rules.
 func (s *Set) HasBeforeStep() bool { return len(s.stepRules) > 0 }
 
-// Rules returns the ids ("file.yaml#rule-name") of a hook's rules in
-// evaluation order.
-func (s *Set) Rules(hook string) []string {
+// RuleInfo describes one compiled rule.
+type RuleInfo struct {
+	// ID is "file.yaml#rule-name", as decision records name the rule.
+	ID string
+	// Location is where the rule's name is written.
+	Location policy.Location
+	// Shadow marks a rule that is evaluated but never enforced.
+	Shadow bool
+}
+
+// Rules returns a hook's rules in evaluation order.
+func (s *Set) Rules(hook string) []RuleInfo {
 	rules := s.turnRules
 	if hook == policy.HookBeforeStep {
 		rules = s.stepRules
 	}
-	ids := make([]string, len(rules))
+	out := make([]RuleInfo, len(rules))
 	for i, r := range rules {
-		ids[i] = r.id
+		out[i] = RuleInfo{ID: r.id, Location: r.loc, Shadow: r.shadow}
 	}
-	return ids
+	return out
 }
+
+// Warnings returns the conflicts visible without evaluating anything: two
+// enforced rules of a hook, under the same condition, setting a last-wins
+// field to different constants. They do not stop the set from loading.
+func (s *Set) Warnings() policy.Errors { return s.warnings }
 
 // Compile parses and type-checks every rule file. Files are taken in path
 // order. All errors of all files are returned at once, capped at
@@ -136,6 +158,7 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 	slices.SortStableFunc(files, func(a, b policy.File) int { return strings.Compare(a.Path, b.Path) })
 	c := &compiler{opts: opts, envs: envs}
 	s := &Set{opts: opts}
+	var all []compiledRule
 	for _, f := range files {
 		src := newSource(f)
 		specs, errs := parseRules(src)
@@ -146,11 +169,14 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 			if r == nil {
 				continue
 			}
-			if spec.hook == policy.HookBeforeTurn {
-				s.turnRules = append(s.turnRules, r)
-			} else {
-				s.stepRules = append(s.stepRules, r)
+			all = append(all, compiledRule{src, spec, r})
+			rules, shadow := &s.turnRules, &s.turnShadow
+			if spec.hook == policy.HookBeforeStep {
+				rules, shadow = &s.stepRules, &s.stepShadow
 			}
+			r.index = len(*rules)
+			*rules = append(*rules, r)
+			*shadow = *shadow || r.shadow
 		}
 		sortByPosition(c.errs[first:])
 		if len(c.errs) >= policy.MaxErrors {
@@ -160,6 +186,7 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 	if len(c.errs) > 0 {
 		return nil, c.errs[:min(len(c.errs), policy.MaxErrors)]
 	}
+	s.warnings = conflictWarnings(all)
 	return s, nil
 }
 
@@ -174,7 +201,9 @@ type compiler struct {
 // them has an error (the errors are collected in c.errs).
 func (c *compiler) compileRule(src *source, spec *ruleSpec) *rule {
 	before := len(c.errs)
-	r := &rule{id: src.path + "#" + spec.name}
+	n := nameNode(spec.node)
+	r := &rule{id: src.path + "#" + spec.name, shadow: spec.shadow,
+		loc: policy.Location{File: src.path, Line: n.Line, Column: n.Column}}
 	env := c.envs[spec.hook]
 	if spec.when != nil {
 		r.when = c.compileExpr(src, env, spec, "", spec.when, func(t *types.Type) string {

@@ -7,6 +7,7 @@
 //	  - name: cheap-model-for-continuations   # required, unique per file and hook
 //	    description: optional prose
 //	    when: turn.continuation               # CEL bool; omitted means always
+//	    shadow: false                         # true: evaluated, never enforced
 //	    set:                                  # field: CEL expression
 //	      model: '"fast"'
 //	beforeStep:
@@ -76,10 +77,20 @@
 // # Merge
 //
 // Rules run in order: files by path, then rules in file order. Each rule
-// whose when holds fires and sets its fields; a later rule overrides a field
-// an earlier one set — activeTools included, which is replaced, not
-// intersected — except stopWhen, whose conditions are concatenated.
-// Trace.SetBy names the rule that set each field last.
+// whose when holds fires; when several set one field, the values combine
+// to the most restrictive whatever the order: maxSteps, maxOutputTokens and
+// maxRetries take the minimum, timeout each bound's minimum, activeTools
+// the intersection (sorted), toolChoice "none" wins; stopWhen conditions
+// add up, and other fields take the later rule's value. Trace.SetBy names
+// the rule whose value won, and Trace.Conflicts the fields two rules set
+// to different values. Set.Warnings lists last-wins conflicts visible at
+// load (same condition, different constants).
+//
+// # Shadow rules
+//
+// A rule with "shadow: true" is evaluated after the enforced rules, apart
+// (its own deadline), and never changes the overrides: Trace.Shadow holds
+// the shadow rules that fired and the overrides they would have produced.
 //
 // # Limits and failures
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/google/cel-go/common/types"
@@ -14,103 +15,127 @@ import (
 	"github.com/turngate/turngate/policy"
 )
 
-// Trace says which rules fired and which rule set each field last.
+// Trace says which rules fired, which rule's value each field took, where
+// rules disagreed, and what the shadow rules would have done.
 type Trace struct {
-	// RulesFired are the ids ("file.yaml#rule-name") of the rules whose
-	// when held, in evaluation order.
+	// RulesFired are the ids ("file.yaml#rule-name") of the enforced rules
+	// whose when held, in evaluation order.
 	RulesFired []string
-	// SetBy maps each field that was set to the id of the rule that set it
-	// last (for stopWhen, the last rule that added a condition).
+	// SetBy maps each field that was set to the id of the rule whose value
+	// won (for stopWhen, the last rule that added a condition; see merge.go
+	// for timeout).
 	SetBy map[string]string
+	// Conflicts lists the fields two fired rules set to different values.
+	Conflicts []policy.Conflict
+	// Shadow is what the hook's shadow rules would have done; nil when the
+	// hook has none, or when the enforced rules failed.
+	Shadow *policy.Shadow
 }
 
 // BeforeTurn evaluates the beforeTurn rules against a turn. It returns nil
-// overrides when no rule fired. An evaluation error in any rule fails the
-// whole hook (the caller fails closed); it is a *policy.Error naming the
-// rule and field.
+// overrides when no rule fired. An evaluation error in any enforced rule
+// fails the whole hook (the caller fails closed); it is a *policy.Error
+// naming the rule and field. Shadow rules never change the overrides: their
+// would-be effect, or their error, is in Trace.Shadow.
 func (s *Set) BeforeTurn(ctx context.Context, tc *engine.TurnContext, now time.Time) (*engine.TurnConfig, Trace, error) {
 	act := newActivation(tc, nil, &tc.Principal, now)
-	// The config is allocated when a rule fires: most turns match none.
-	var cfg *engine.TurnConfig
-	tr, err := s.eval(ctx, s.turnRules, act, func(f *fieldSpec, v any) {
-		if cfg == nil {
-			cfg = new(engine.TurnConfig)
-		}
-		f.turn(cfg, v)
-	})
-	if err != nil || tr.RulesFired == nil {
-		return nil, tr, err
-	}
-	if cfg == nil {
-		cfg = new(engine.TurnConfig)
-	}
-	return cfg, tr, nil
+	return evalHook(ctx, s, s.turnRules, s.turnShadow, act,
+		func(f *fieldSpec) func(*engine.TurnConfig, any) { return f.turn })
 }
 
 // BeforeStep evaluates the beforeStep rules before a model step. In these
 // rules turn is the step's turn context (sc.Turn, or one built from the
 // step when the engine gave none). It returns nil overrides when no rule
-// fired; errors are as for BeforeTurn.
+// fired; errors and shadow rules are as for BeforeTurn.
 func (s *Set) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext, now time.Time) (*engine.StepConfig, Trace, error) {
 	turn := sc.Turn
 	if turn == nil {
 		turn = &engine.TurnContext{Identity: sc.Identity, System: sc.System, Messages: sc.Messages, Model: sc.Model}
 	}
 	act := newActivation(turn, sc, &sc.Principal, now)
-	var cfg *engine.StepConfig
-	tr, err := s.eval(ctx, s.stepRules, act, func(f *fieldSpec, v any) {
-		if cfg == nil {
-			cfg = new(engine.StepConfig)
-		}
-		f.step(cfg, v)
-	})
-	if err != nil || tr.RulesFired == nil {
-		return nil, tr, err
+	return evalHook(ctx, s, s.stepRules, s.stepShadow, act,
+		func(f *fieldSpec) func(*engine.StepConfig, any) { return f.step })
+}
+
+// evalHook runs a hook's enforced rules, merges what they set into a
+// config, then, when the hook has shadow rules, runs those apart (their own
+// frame and deadline, so they cannot change the enforced outcome) and
+// records the config they would have produced.
+func evalHook[C any](ctx context.Context, s *Set, rules []*rule, hasShadow bool, act *activation,
+	set func(*fieldSpec) func(*C, any)) (*C, Trace, error) {
+	enforced, err := s.eval(ctx, rules, act, false)
+	if err != nil {
+		return nil, Trace{}, err
 	}
-	if cfg == nil {
-		cfg = new(engine.StepConfig)
+	m := merge(enforced.fired != nil, enforced.contribs)
+	cfg := config(&m, set)
+	tr := Trace{RulesFired: enforced.fired, SetBy: m.setBy(), Conflicts: m.conflicts()}
+	if !hasShadow {
+		return cfg, tr, nil
+	}
+	tr.Shadow = &policy.Shadow{}
+	shadow, err := s.eval(ctx, rules, act, true)
+	if err != nil {
+		tr.Shadow.Error = err.Error()
+		return cfg, tr, nil
+	}
+	tr.Shadow.RulesFired = shadow.fired
+	all := merge(enforced.fired != nil || shadow.fired != nil, interleave(enforced.contribs, shadow.contribs))
+	if would := config(&all, set); would != nil {
+		tr.Shadow.Decision = would
+		tr.Shadow.Changed = !reflect.DeepEqual(cfg, would)
 	}
 	return cfg, tr, nil
 }
 
-// eval runs rules in order, applying each fired rule's fields.
-func (s *Set) eval(ctx context.Context, rules []*rule, act *activation, apply func(*fieldSpec, any)) (Trace, error) {
+// firing is what one pass over a hook's rules produced: the rules that
+// fired and the values they set, in rule order.
+type firing struct {
+	fired    []string
+	contribs []contribution
+}
+
+// eval runs the rules whose shadow flag is shadow, in order, collecting the
+// values each fired rule sets.
+func (s *Set) eval(ctx context.Context, rules []*rule, act *activation, shadow bool) (firing, error) {
 	frame, err := interpreter.NewExecutionFrame(act)
 	if err != nil {
-		return Trace{}, &policy.Error{Code: policy.CodeEval, Message: "starting evaluation: " + err.Error()}
+		return firing{}, &policy.Error{Code: policy.CodeEval, Message: "starting evaluation: " + err.Error()}
 	}
 	r := &run{ctx: ctx, act: act, frame: frame, timeout: s.opts.EvalTimeout}
 	defer r.close()
-	var tr Trace
+	var out firing
 	for _, rl := range rules {
+		if rl.shadow != shadow {
+			continue
+		}
 		if rl.when != nil {
 			v, err := rl.when.eval(r, rl.id, "")
 			if err != nil {
-				return Trace{}, err
+				return firing{}, err
 			}
 			b, ok := v.(types.Bool)
 			if !ok {
-				return Trace{}, rl.when.fail(rl.id, "", policy.CodeEval, fmt.Sprintf("when must be bool but evaluated to %s", typeName(v)))
+				return firing{}, rl.when.fail(rl.id, "", policy.CodeEval, fmt.Sprintf("when must be bool but evaluated to %s", typeName(v)))
 			}
 			if !b {
 				continue
 			}
 		}
-		if tr.RulesFired == nil {
-			tr.RulesFired = make([]string, 0, len(rules))
-			tr.SetBy = make(map[string]string, 8)
+		if out.fired == nil {
+			out.fired = make([]string, 0, len(rules))
+			out.contribs = make([]contribution, 0, 8)
 		}
-		tr.RulesFired = append(tr.RulesFired, rl.id)
+		out.fired = append(out.fired, rl.id)
 		for _, set := range rl.sets {
 			d, err := set.decode(r, rl.id)
 			if err != nil {
-				return Trace{}, err
+				return firing{}, err
 			}
-			apply(set.field, d)
-			tr.SetBy[set.field.name] = rl.id
+			out.contribs = append(out.contribs, contribution{rule: rl, field: set.field, value: d})
 		}
 	}
-	return tr, nil
+	return out, nil
 }
 
 // run is one hook evaluation: its activation and the cel-go execution frame

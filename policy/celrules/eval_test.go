@@ -137,8 +137,9 @@ beforeStep:
 }
 
 // TestMergeOrder checks files by path, rules in order, later scalars win,
-// stopWhen accumulates, activeTools is replaced, and SetBy names the last
-// setter.
+// maxSteps takes the minimum, stopWhen accumulates, activeTools intersect,
+// and SetBy names the rule whose value won. merge_test.go covers each
+// field's combination in both file orders.
 func TestMergeOrder(t *testing.T) {
 	s := mustCompile(t,
 		file("b.yaml", `
@@ -166,7 +167,7 @@ beforeTurn:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cfg.Model != "from-b1" || *cfg.MaxSteps != 4 || !reflect.DeepEqual(*cfg.ActiveTools, []string{"search"}) {
+	if *cfg.Model != "from-b1" || *cfg.MaxSteps != 4 || !reflect.DeepEqual(*cfg.ActiveTools, []string{}) {
 		t.Errorf("scalars: model %q maxSteps %d activeTools %v", *cfg.Model, *cfg.MaxSteps, *cfg.ActiveTools)
 	}
 	wantStop := []engine.StopCondition{{Type: engine.StopHasToolCall, ToolName: "done"}, {Type: engine.StopStepCount, Count: 5}}
@@ -180,7 +181,12 @@ beforeTurn:
 	if !reflect.DeepEqual(tr.SetBy, wantSetBy) {
 		t.Errorf("SetBy = %v, want %v", tr.SetBy, wantSetBy)
 	}
-	if got := s.Rules(policy.HookBeforeTurn); !reflect.DeepEqual(got, []string{"a.yaml#a1", "b.yaml#b1", "b.yaml#b2-never"}) {
+	wantRules := []RuleInfo{
+		{ID: "a.yaml#a1", Location: policy.Location{File: "a.yaml", Line: 3, Column: 11}},
+		{ID: "b.yaml#b1", Location: policy.Location{File: "b.yaml", Line: 3, Column: 11}},
+		{ID: "b.yaml#b2-never", Location: policy.Location{File: "b.yaml", Line: 8, Column: 11}},
+	}
+	if got := s.Rules(policy.HookBeforeTurn); !reflect.DeepEqual(got, wantRules) {
 		t.Errorf("Rules = %v", got)
 	}
 }

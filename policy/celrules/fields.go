@@ -32,6 +32,8 @@ type fieldSpec struct {
 	// at load can serve every evaluation. Fields stored as they are (maps,
 	// messages) decode afresh each time.
 	copies bool
+	// merge says how values from several rules combine (merge.go).
+	merge mergeKind
 }
 
 // wantString renders the accepted types for "must be …" messages.
@@ -148,6 +150,10 @@ func init() {
 		"maxOutputTokens", "temperature", "topP", "topK", "presencePenalty", "frequencyPenalty", "stopSequences",
 		"seed", "maxRetries", "timeout"} {
 		fields[name].copies = true
+	}
+	for name, m := range map[string]mergeKind{"maxSteps": mergeMin, "maxOutputTokens": mergeMin, "maxRetries": mergeMin,
+		"timeout": mergeTimeout, "activeTools": mergeIntersect, "toolChoice": mergeNoneWins, "stopWhen": mergeAppend} {
+		fields[name].merge = m
 	}
 }
 

@@ -15,6 +15,7 @@ type ruleSpec struct {
 	description string
 	node        *yaml.Node // the rule's mapping, for errors about the whole rule
 	when        *yaml.Node // nil means always
+	shadow      bool
 	sets        []setSpec
 }
 
@@ -150,9 +151,16 @@ func parseRule(src *source, hook string, rn *yaml.Node) (*ruleSpec, policy.Error
 				}
 				r.sets = append(r.sets, setSpec{field: fk.Value, key: fk, expr: fv})
 			}
+		case "shadow":
+			if val.Kind != yaml.ScalarNode || val.Tag != "!!bool" {
+				errs = append(errs, src.nodeError(policy.CodeSchema, val, "shadow must be true or false"))
+				continue
+			}
+			// A !!bool scalar always decodes.
+			_ = val.Decode(&r.shadow)
 		default:
 			errs = append(errs, src.nodeError(policy.CodeSchema, key,
-				fmt.Sprintf("unknown rule key %q (want name, description, when or set)", key.Value)))
+				fmt.Sprintf("unknown rule key %q (want name, description, when, set or shadow)", key.Value)))
 		}
 	}
 	if r.name == "" {

@@ -31,7 +31,12 @@ type EvalResult struct {
 	Result     any               `json:"result,omitempty"`
 	RulesFired []string          `json:"rulesFired"`
 	SetBy      map[string]string `json:"setBy,omitempty"`
-	Error      string            `json:"error,omitempty"`
+	// Conflicts lists the fields rules set to different values.
+	Conflicts []policy.Conflict `json:"conflicts,omitempty"`
+	// Shadow is the shadow rules' would-be outcome beside the enforced one
+	// (Result); absent when the hook has no shadow rules.
+	Shadow *policy.Shadow `json:"shadow,omitempty"`
+	Error  string         `json:"error,omitempty"`
 	// Prints is what Rego print() calls wrote.
 	Prints []string `json:"prints,omitempty"`
 	// Input is the Rego input document the policy saw (beforeToolCall,
@@ -104,6 +109,8 @@ func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalRe
 		Result:     rec.Decision,
 		RulesFired: rec.RulesFired,
 		SetBy:      rec.SetBy,
+		Conflicts:  rec.Conflicts,
+		Shadow:     rec.Shadow,
 		Error:      rec.Error,
 		Prints:     prints,
 		Input:      regoIn,

@@ -59,9 +59,11 @@ type hooks struct {
 
 // trace is what one evaluation reports besides its result.
 type trace struct {
-	fired  []string
-	setBy  map[string]string
-	prints []string
+	fired     []string
+	setBy     map[string]string
+	conflicts []policy.Conflict
+	shadow    *policy.Shadow
+	prints    []string
 }
 
 // evaluate runs one hook evaluation, fills in and sends its record, and
@@ -83,7 +85,7 @@ func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 	}
 	out, tr, err := eval(ctx, r.Time)
 	r.DurationMicros = time.Since(start).Microseconds()
-	r.RulesFired, r.SetBy = tr.fired, tr.setBy
+	r.RulesFired, r.SetBy, r.Conflicts, r.Shadow = tr.fired, tr.setBy, tr.conflicts, tr.shadow
 	if h.prints != nil {
 		*h.prints = tr.prints
 	}
@@ -183,6 +185,8 @@ func (h *hooks) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext
 }
 
 // celTrace and regoTrace adapt the two evaluators' traces.
-func celTrace(tr celrules.Trace) trace { return trace{fired: tr.RulesFired, setBy: tr.SetBy} }
+func celTrace(tr celrules.Trace) trace {
+	return trace{fired: tr.RulesFired, setBy: tr.SetBy, conflicts: tr.Conflicts, shadow: tr.Shadow}
+}
 
 func regoTrace(tr opa.Trace) trace { return trace{fired: tr.RulesFired, prints: tr.Prints} }

@@ -162,6 +162,7 @@ type Revision struct {
 	cel      *celrules.Set
 	rego     *opa.Policy
 	opts     Options
+	warnings policy.Errors
 }
 
 // ID returns the revision id, "sha256:<hex>" over the sorted names and
@@ -179,6 +180,11 @@ func (r *Revision) CEL() *celrules.Set { return r.cel }
 
 // Rego returns the compiled Rego policy (tool_call, tool_result).
 func (r *Revision) Rego() *opa.Policy { return r.rego }
+
+// Warnings returns the diagnostics that do not stop the revision from
+// loading (conflicts visible in the CEL rules, celrules.Set.Warnings),
+// with files named as in errors.
+func (r *Revision) Warnings() policy.Errors { return r.warnings }
 
 // Load reads the rules directory dir and compiles it into a Revision. It
 // reports every error of every file at once, in file and position order.
@@ -311,6 +317,7 @@ func compile(snap *snapshot, opts Options) (*Revision, policy.Errors) {
 		cel:      cel,
 		rego:     rego,
 		opts:     opts,
+		warnings: located(snap.root, cloneErrors(cel.Warnings())),
 	}, nil
 }
 
@@ -321,6 +328,19 @@ func located(root string, errs policy.Errors) policy.Errors {
 		e.Location = locate(root, e.Location)
 	}
 	return errs
+}
+
+// cloneErrors copies diagnostics, so locating them leaves the originals be.
+func cloneErrors(errs policy.Errors) policy.Errors {
+	if errs == nil {
+		return nil
+	}
+	out := make(policy.Errors, len(errs))
+	for i, e := range errs {
+		c := *e
+		out[i] = &c
+	}
+	return out
 }
 
 // locate joins root to a location's file name.
