@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/turngate/turngate/engine"
@@ -100,7 +99,7 @@ func decideToolCall(doc ast.Value, modelInput json.RawMessage) (*engine.ToolCall
 	if sub != nil {
 		fired = append(fired, "data."+ToolCallPackage+"."+ruleSubstitute)
 	}
-	fired = appendRefs(fired, ToolCallPackage, rulePatch, ops, nil)
+	fired = appendOpRefs(fired, ToolCallPackage, ops)
 
 	switch {
 	case len(reasons) > 0:
@@ -108,11 +107,14 @@ func decideToolCall(doc ast.Value, modelInput json.RawMessage) (*engine.ToolCall
 	case sub != nil:
 		return sub, fired, nil
 	case len(ops) > 0:
-		patched, err := applyPatch(ops, modelInput, ToolCallPackage, "{}")
+		v, err := decodeDoc(modelInput, "{}")
 		if err != nil {
+			return nil, fired, validationError(ToolCallPackage, rulePatch, "model input: %v", err)
+		}
+		if v, err = applyOps(v, ops, ToolCallPackage); err != nil {
 			return nil, fired, err
 		}
-		return &engine.ToolCallDecision{Action: engine.ActionAllow, Input: patched}, fired, nil
+		return &engine.ToolCallDecision{Action: engine.ActionAllow, Input: encodeDoc(make([]byte, 0, len(modelInput)+64), v)}, fired, nil
 	}
 	return nil, fired, nil
 }
@@ -138,23 +140,26 @@ func decideToolResult(doc ast.Value, output json.RawMessage) (*engine.ToolResult
 			return nil, nil, validationError(ToolResultPackage, ruleRedact, "path %q is not a JSON pointer (it must be empty or start with /)", p)
 		}
 	}
-	fired := appendRefs(nil, ToolResultPackage, rulePatch, ops, nil)
+	fired := appendOpRefs(nil, ToolResultPackage, ops)
 	fired = appendRefs(fired, ToolResultPackage, ruleRedact, paths, strconv.Quote)
 	if len(ops) == 0 && len(paths) == 0 {
 		return nil, fired, nil
 	}
-	out := output
-	if len(ops) > 0 {
-		if out, err = applyPatch(ops, out, ToolResultPackage, "null"); err != nil {
-			return nil, fired, err
+	v, err := decodeDoc(output, "null")
+	if err != nil {
+		rule := ruleRedact
+		if len(ops) > 0 {
+			rule = rulePatch
 		}
+		return nil, fired, validationError(ToolResultPackage, rule, "tool output: %v", err)
 	}
-	if len(paths) > 0 {
-		if out, err = redact(out, paths); err != nil {
-			return nil, fired, err
-		}
+	if v, err = applyOps(v, ops, ToolResultPackage); err != nil {
+		return nil, fired, err
 	}
-	return &engine.ToolResultDecision{Output: out}, fired, nil
+	for _, p := range paths {
+		v = redactAt(v, p)
+	}
+	return &engine.ToolResultDecision{Output: encodeDoc(make([]byte, 0, len(output)+64), v)}, fired, nil
 }
 
 func decisionObject(doc ast.Value, pkg string) (ast.Object, error) {
@@ -237,132 +242,23 @@ func substitute(obj ast.Object) (*engine.ToolCallDecision, error) {
 
 // patchOps validates the patch rule's operations and returns them sorted by
 // canonical JSON (object keys sorted), the deterministic application order.
-func patchOps(obj ast.Object, pkg string) ([]string, error) {
+func patchOps(obj ast.Object, pkg string) ([]patchOp, error) {
 	ts, err := members(obj, pkg, rulePatch)
 	if err != nil {
 		return nil, err
 	}
-	ops := make([]string, 0, len(ts))
+	ops := make([]patchOp, 0, len(ts))
+	var buf []byte
 	for _, t := range ts {
-		op, err := validateOp(t.Value)
+		var op patchOp
+		op, buf, err = parseOp(t.Value, buf)
 		if err != nil {
 			return nil, validationError(pkg, rulePatch, "op %v: %v", t, err)
 		}
-		ops = append(ops, string(op))
+		ops = append(ops, op)
 	}
-	slices.Sort(ops)
-	return slices.Compact(ops), nil
-}
-
-// opFields lists each RFC 6902 op's required members besides op and path.
-var opFields = map[string][]string{
-	"add":     {"value"},
-	"remove":  nil,
-	"replace": {"value"},
-	"move":    {"from"},
-	"copy":    {"from"},
-	"test":    {"value"},
-}
-
-func validateOp(v ast.Value) ([]byte, error) {
-	obj, ok := v.(ast.Object)
-	if !ok {
-		return nil, fmt.Errorf("is %s, want an object {\"op\", \"path\", …}", ast.ValueName(v))
-	}
-	opMember := obj.Get(opTerm)
-	if opMember == nil {
-		return nil, fmt.Errorf("has no \"op\"")
-	}
-	name, ok := opMember.Value.(ast.String)
-	if !ok {
-		return nil, fmt.Errorf("\"op\" is not a string")
-	}
-	required, known := opFields[string(name)]
-	if !known {
-		return nil, fmt.Errorf("unknown op %q (want add, remove, replace, move, copy or test)", string(name))
-	}
-	for _, f := range append([]string{"path"}, required...) {
-		t := obj.Get(nameTerm(f))
-		if t == nil {
-			return nil, fmt.Errorf("%s op has no %q", name, f)
-		}
-		if f == "value" {
-			continue
-		}
-		s, ok := t.Value.(ast.String)
-		if !ok || (s != "" && !strings.HasPrefix(string(s), "/")) {
-			return nil, fmt.Errorf("%q is not a JSON pointer (it must be a string, empty or starting with /)", f)
-		}
-	}
-	return marshalValue(obj)
-}
-
-// applyPatch applies ops in order to doc (empty doc means emptyDoc). Each op
-// is applied alone so a failure names the op.
-func applyPatch(ops []string, doc json.RawMessage, pkg, emptyDoc string) (json.RawMessage, error) {
-	if len(bytes.TrimSpace(doc)) == 0 {
-		doc = json.RawMessage(emptyDoc)
-	}
-	out := []byte(doc)
-	for _, op := range ops {
-		p, err := jsonpatch.DecodePatch([]byte("[" + op + "]"))
-		if err != nil {
-			return nil, validationError(pkg, rulePatch, "op %s: %v", op, err)
-		}
-		if out, err = p.Apply(out); err != nil {
-			return nil, validationError(pkg, rulePatch, "applying op %s: %v", op, err)
-		}
-	}
-	return out, nil
-}
-
-// redact replaces the value at each JSON pointer in paths with Redacted.
-// Paths that select nothing are skipped: there is nothing to hide.
-func redact(doc json.RawMessage, paths []string) (json.RawMessage, error) {
-	v, err := decodeJSON(doc, nil)
-	if err != nil {
-		return nil, validationError(ToolResultPackage, ruleRedact, "tool output: %v", err)
-	}
-	for _, p := range paths {
-		v = redactPointer(v, p)
-	}
-	return marshalJSON(v)
-}
-
-// redactPointer replaces the value at pointer p within v.
-func redactPointer(v any, p string) any {
-	if p == "" {
-		return Redacted
-	}
-	tokens := strings.Split(p[1:], "/")
-	cur := v
-	for i, tok := range tokens {
-		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
-		last := i == len(tokens)-1
-		switch c := cur.(type) {
-		case map[string]any:
-			next, ok := c[tok]
-			if !ok {
-				return v
-			}
-			if last {
-				c[tok] = Redacted
-			}
-			cur = next
-		case []any:
-			n, err := strconv.Atoi(tok)
-			if err != nil || n < 0 || n >= len(c) {
-				return v
-			}
-			if last {
-				c[n] = Redacted
-			}
-			cur = c[n]
-		default:
-			return v
-		}
-	}
-	return v
+	slices.SortFunc(ops, func(x, y patchOp) int { return strings.Compare(x.text, y.text) })
+	return slices.CompactFunc(ops, func(x, y patchOp) bool { return x.text == y.text }), nil
 }
 
 // appendRefs appends the Rego reference data.pkg.rule[key] for each member
@@ -373,6 +269,14 @@ func appendRefs(fired []string, pkg, rule string, keys []string, quote func(stri
 			k = quote(k)
 		}
 		fired = append(fired, "data."+pkg+"."+rule+"["+k+"]")
+	}
+	return fired
+}
+
+// appendOpRefs appends the Rego reference data.pkg.patch[op] for each op.
+func appendOpRefs(fired []string, pkg string, ops []patchOp) []string {
+	for _, op := range ops {
+		fired = append(fired, "data."+pkg+"."+rulePatch+"["+op.text+"]")
 	}
 	return fired
 }

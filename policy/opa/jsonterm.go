@@ -57,6 +57,19 @@ func (p *jsonParser) value() (*ast.Term, bool, error) {
 		p.i += len("null")
 		return ast.NullTerm(), true, nil
 	}
+	num := p.number()
+	if t := ast.InternedIntNumberTermFromString(num); t != nil {
+		return t, true, nil
+	}
+	n, err := ast.NumberChecked(num)
+	if err != nil {
+		return nil, true, err
+	}
+	return ast.NewTerm(n), true, nil
+}
+
+// number reads a number literal at p.i.
+func (p *jsonParser) number() string {
 	start := p.i
 	for p.i < len(p.s) {
 		switch c := p.s[p.i]; {
@@ -66,15 +79,7 @@ func (p *jsonParser) value() (*ast.Term, bool, error) {
 		}
 		break
 	}
-	num := p.s[start:p.i]
-	if t := ast.InternedIntNumberTermFromString(num); t != nil {
-		return t, true, nil
-	}
-	n, err := ast.NumberChecked(num)
-	if err != nil {
-		return nil, true, err
-	}
-	return ast.NewTerm(n), true, nil
+	return p.s[start:p.i]
 }
 
 // scanKeys is how many keys object compares a new key with one by one
