@@ -50,6 +50,10 @@ func (c *schemaCache) compile(raw json.RawMessage) (*jsonschema.Schema, error) {
 	return cs.schema, cs.err
 }
 
+// CompileSchema compiles raw, a standalone JSON Schema, as tool input
+// schemas are compiled: every $ref to another document is refused.
+func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) { return compileSchema(raw) }
+
 func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {

@@ -264,6 +264,9 @@ func (s *Server) chat(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := ag.checkBody(req.Body); err != nil {
+		return err
+	}
 	t, err := s.begin(c.Request.Context(), &turnInput{
 		agent: ag, principal: principal(c), sessionID: req.ID, entry: engine.EntryChat,
 		requestID: requestID(c), create: true, body: req.Body, setBody: true, bounded: true,

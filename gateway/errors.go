@@ -28,6 +28,7 @@ const (
 	CodeRulesInvalid     = "rules_invalid"
 	CodeUnsupportedType  = "unsupported_media_type"
 	CodeMethodNotAllowed = "method_not_allowed"
+	CodeInvalidBody      = "invalid_body"
 )
 
 // apiError is an error with the HTTP status and code the client sees.
@@ -38,6 +39,9 @@ type apiError struct {
 	Message string
 	// Details is extra JSON for the body's "errors" key (rule diagnostics).
 	Details any
+	// Pointer, when set, is the JSON pointer of the offending value in the
+	// request's custom body (the body's "pointer" key).
+	Pointer string
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
@@ -117,6 +121,9 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	body := gin.H{"code": ae.Code, "message": ae.Message}
 	if ae.Details != nil {
 		body["errors"] = ae.Details
+	}
+	if ae.Code == CodeInvalidBody {
+		body["pointer"] = ae.Pointer
 	}
 	if ae.Status == http.StatusTooManyRequests {
 		c.Header("Retry-After", "1")

@@ -18,6 +18,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/tools/mcptool"
@@ -77,6 +79,9 @@ type agent struct {
 	// toolNames are resolved per turn (MCP servers' tools can change).
 	toolNames []string
 	defaults  engine.TurnConfig
+	// bodySchema validates the custom body of the agent's requests (nil:
+	// any body).
+	bodySchema *jsonschema.Schema
 }
 
 // Server is the gateway. Create it with New, serve Handler, call Start to
@@ -154,7 +159,9 @@ func New(opts Options) (*Server, error) {
 	if s.tools, err = s.buildTools(opts.Config, opts.MCP); err != nil {
 		return nil, err
 	}
-	s.agents = buildAgents(opts.Config)
+	if s.agents, err = buildAgents(opts.Config); err != nil {
+		return nil, err
+	}
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
 	s.subs = newSubmissions(s)
 	s.handler = s.routes()
@@ -166,12 +173,16 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // buildAgents makes the runnable agents of cfg.
-func buildAgents(cfg *config.Config) map[string]*agent {
+func buildAgents(cfg *config.Config) (map[string]*agent, error) {
 	agents := map[string]*agent{}
 	for _, a := range cfg.Agents {
-		agents[a.Name] = &agent{name: a.Name, model: a.Model, system: a.System, toolNames: a.Tools, defaults: a.TurnDefaults()}
+		body, err := a.CompileBodySchema()
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: bodySchema: %w", a.Name, err)
+		}
+		agents[a.Name] = &agent{name: a.Name, model: a.Model, system: a.System, toolNames: a.Tools, defaults: a.TurnDefaults(), bodySchema: body}
 	}
-	return agents
+	return agents, nil
 }
 
 // Handler returns the gateway's HTTP handler.

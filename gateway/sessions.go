@@ -122,6 +122,9 @@ func (s *Server) saveMessages(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := ag.checkBody(req.Body); err != nil {
+		return err
+	}
 	if req.Async {
 		return s.submit(c, ag, id, req)
 	}
@@ -273,6 +276,11 @@ func (s *Server) continueLastTurn(c *gin.Context) error {
 	var req continueRequest
 	if err := decodeOptionalBody(c, &req); err != nil {
 		return err
+	}
+	if req.Body != nil {
+		if err := ag.checkBody(req.Body); err != nil {
+			return err
+		}
 	}
 	return s.runAndRespond(c, &turnInput{
 		agent: ag, principal: principal(c), sessionID: id, entry: engine.EntryContinueLastTurn,

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/opa"
 	"github.com/turngate/turngate/policy/ruleset"
 )
 
@@ -13,15 +14,19 @@ import (
 type checkParams struct {
 	Dir    string
 	Format string // formatPretty or formatJSON
+	// Config, if set, is the gateway config the rules will serve: its
+	// agents' bodySchema types input.body.
+	Config string
 }
 
-// runCheck is `turngate check [--format pretty|json] DIR`: compile and
-// type-check a rules directory; exit 1 with every diagnostic if it is
-// broken. Statically visible rule conflicts are reported as warnings.
+// runCheck is `turngate check [--format pretty|json] [--config FILE] DIR`:
+// compile and type-check a rules directory; exit 1 with every diagnostic if
+// it is broken. Statically visible rule conflicts are reported as warnings.
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", "[--format pretty|json] DIR", stderr)
+	fs := newFlagSet("check", "[--format pretty|json] [--config FILE] DIR", stderr)
 	var p checkParams
 	fs.StringVar(&p.Format, "format", formatPretty, "output `format`: pretty or json")
+	fs.StringVar(&p.Config, "config", "", "gateway config `file` whose agents' bodySchema types input.body")
 	dir, err := parseDir(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -30,13 +35,19 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	p.Dir = dir
-	return check(p, stdout)
+	opts, err := opaOptions(p.Config)
+	if err != nil {
+		fmt.Fprintf(stderr, "turngate check: %v\n", err)
+		return 1
+	}
+	return check(p, opts, stdout)
 }
 
-// check loads p.Dir and reports the result; it returns the exit code.
-// Warnings (conflict_warning) are printed but do not fail the check.
-func check(p checkParams, stdout io.Writer) int {
-	rev, errs := ruleset.Load(p.Dir, ruleset.Options{})
+// check loads p.Dir with the Rego options opts and reports the result; it
+// returns the exit code. Warnings (conflict_warning) are printed but do not
+// fail the check.
+func check(p checkParams, opts opa.Options, stdout io.Writer) int {
+	rev, errs := ruleset.Load(p.Dir, ruleset.Options{OPA: opts})
 	if errs != nil {
 		writeErrors(stdout, p.Format, errs)
 		return 1

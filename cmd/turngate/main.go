@@ -1,5 +1,5 @@
 // Command turngate is an HTTP gateway that runs an LLM agent's turn loop
-// under operator-editable rules. Subcommands: serve, check, test, eval.
+// under operator-editable rules. Subcommands: serve, check, test, eval, schema.
 package main
 
 import (
@@ -21,10 +21,11 @@ func main() {
 // commands maps each subcommand to the function that runs it. Each returns
 // the process exit code.
 var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) int{
-	"serve": runServe,
-	"check": runCheck,
-	"test":  runTest,
-	"eval":  runEval,
+	"serve":  runServe,
+	"check":  runCheck,
+	"test":   runTest,
+	"eval":   runEval,
+	"schema": runSchema,
 }
 
 const usage = `usage: turngate <command> [flags]
@@ -34,6 +35,7 @@ commands:
   check   compile and type-check a rules directory
   test    run the rule tests (*_test.rego, *_test.yaml) of a rules directory
   eval    dry-run one hook decision against a rules directory
+  schema  print the JSON Schema of a rule input (tool_call, tool_result, turn, step)
 `
 
 // run dispatches args to a subcommand and returns the exit code.

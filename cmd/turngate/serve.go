@@ -21,6 +21,7 @@ import (
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/policy/opa"
 	"github.com/turngate/turngate/policy/ruleset"
 )
 
@@ -90,6 +91,7 @@ func serve(ctx context.Context, p serveParams) error {
 
 	m := metrics.New()
 	rules, err := ruleset.NewManager(cfg.Rules.Dir, ruleset.Options{
+		OPA:          opa.Options{BodySchema: cfg.BodySchema()},
 		PollInterval: cfg.Rules.PollInterval,
 		Tests:        testGate(cfg.Rules.RequireTests),
 		OnReload: func(result string, err error) {

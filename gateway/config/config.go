@@ -129,6 +129,10 @@ type Agent struct {
 	// ProviderOptions are passed to the provider, keyed by provider name
 	// (e.g. {openai: {reasoning_effort: low}}).
 	ProviderOptions map[string]any `yaml:"providerOptions"`
+	// BodySchema, if set, is a JSON Schema (YAML or JSON inline) the
+	// custom body fields of the agent's requests must match; it also types
+	// input.body in Rego rules (see BodySchema).
+	BodySchema map[string]any `yaml:"bodySchema"`
 }
 
 // AgentTimeout bounds an agent's model streaming: Total the whole turn's,
@@ -521,6 +525,9 @@ func (a *Agent) validate(add func(format string, args ...any), mcp bool) {
 	}
 	if _, err := json.Marshal(a.ProviderOptions); err != nil {
 		add("providerOptions: not representable as JSON: %v", err)
+	}
+	if _, err := a.CompileBodySchema(); err != nil {
+		add("bodySchema: %v", err)
 	}
 }
 

@@ -470,3 +470,53 @@ func (p *provider) NewValue(name string, fields map[string]ref.Val) ref.Val {
 	}
 	return p.Registry.NewValue(name, fields)
 }
+
+// JSONSchema returns the JSON Schema of the CEL variable named variable,
+// "turn" (turngate.Turn) or "step" (turngate.Step), derived from the type
+// declarations above so that `turngate schema` and the documentation
+// tables cannot drift from what rules are type-checked against. Object
+// types are closed (a rule cannot select another field); dyn is any JSON.
+func JSONSchema(variable string) (map[string]any, error) {
+	var root *objectType
+	switch variable {
+	case "turn":
+		root = turnType
+	case "step":
+		root = stepType
+	default:
+		return nil, fmt.Errorf("no CEL variable %q with a schema (want turn or step)", variable)
+	}
+	byName := map[string]*objectType{}
+	for _, o := range objectTypes {
+		byName[o.typ.TypeName()] = o
+	}
+	var schema func(t *types.Type) map[string]any
+	schema = func(t *types.Type) map[string]any {
+		switch t.Kind() {
+		case types.StringKind:
+			return map[string]any{"type": "string"}
+		case types.IntKind:
+			return map[string]any{"type": "integer"}
+		case types.DoubleKind:
+			return map[string]any{"type": "number"}
+		case types.BoolKind:
+			return map[string]any{"type": "boolean"}
+		case types.ListKind:
+			return map[string]any{"type": "array", "items": schema(t.Parameters()[0])}
+		case types.MapKind:
+			return map[string]any{"type": "object", "additionalProperties": schema(t.Parameters()[1])}
+		case types.StructKind:
+			o := byName[t.TypeName()]
+			props := make(map[string]any, len(o.names))
+			for _, n := range o.names {
+				props[n] = schema(o.fields[n].typ)
+			}
+			return map[string]any{"title": t.TypeName(), "type": "object", "properties": props,
+				"required": append([]string(nil), o.names...), "additionalProperties": false}
+		}
+		return map[string]any{} // dyn
+	}
+	s := schema(root.typ)
+	s["$schema"] = "http://json-schema.org/draft-07/schema#"
+	return s, nil
+}

@@ -180,3 +180,20 @@ func TestInputSchemasDescribeInputs(t *testing.T) {
 		})
 	}
 }
+
+// TestBodySchemaAnyOf types input.body by the agents' schemas together: a
+// field any of them declares may be read, others are type errors.
+func TestBodySchemaAnyOf(t *testing.T) {
+	opts := Options{BodySchema: map[string]any{"anyOf": []any{
+		map[string]any{"type": "object", "properties": map[string]any{"mode": map[string]any{"type": "string"}}},
+		map[string]any{"type": "object", "properties": map[string]any{"tier": map[string]any{"type": "integer"}}},
+	}}}
+	mustCompile(t, opts, map[string]string{"a.rego": pkg + `block contains "x" if {
+	input.body.mode == "read-only"
+	input.body.tier > 2
+}`})
+	_, errs := Compile(files(map[string]string{"a.rego": pkg + `block contains "x" if input.body.tire > 2`}), nil, opts)
+	if len(errs) != 1 || errs[0].Code != policy.CodeType || !strings.Contains(errs[0].Message, "did you mean input.body.tier?") {
+		t.Errorf("errors = %v, want one type_error suggesting input.body.tier", errs)
+	}
+}
