@@ -81,11 +81,28 @@ type Shadow struct {
 	RulesFired []string `json:"rulesFired,omitempty"`
 	// Decision is the would-be decision with the shadow rules enforced.
 	Decision any `json:"decision,omitempty"`
+	// Effects maps each fired shadow rule to what it would do: the Rego
+	// decision rule it adds to (block, substitute, patch, redact). A rule
+	// it does not name (a CEL rule) has the effect EffectOverride.
+	Effects map[string]string `json:"effects,omitempty"`
 	// Changed reports whether Decision differs from the enforced one.
 	Changed bool `json:"changed"`
 	// Error is set when evaluating the shadow rules failed; the enforced
 	// decision is unaffected.
 	Error string `json:"error,omitempty"`
+}
+
+// EffectOverride is the effect of a CEL shadow rule: it would override
+// turn or step settings.
+const EffectOverride = "override"
+
+// Effect returns what the fired shadow rule would do: its entry in
+// Effects, else EffectOverride.
+func (s *Shadow) Effect(rule string) string {
+	if e := s.Effects[rule]; e != "" {
+		return e
+	}
+	return EffectOverride
 }
 
 // Recorder receives decision records. Implementations must be safe for

@@ -109,3 +109,57 @@ func TestFailingTestRejectsReload(t *testing.T) {
 		t.Fatalf("the tested rule does not block weather:\n%s", s)
 	}
 }
+
+// shadowDeletes is a shadow rule added to the e2e rules by TestShadowRule.
+const shadowDeletes = `package turngate.tool_call
+
+import rego.v1
+
+# METADATA
+# title: no deletes under /etc
+# custom:
+#   shadow: true
+block contains "deleting system files is not allowed" if {
+	input.tool.name == "delete"
+	startswith(input.tool.input.path, "/etc/")
+}
+`
+
+// TestShadowRule adds a shadow block rule to a running gateway: the delete
+// it would block runs, and its decision record and the shadow metric show
+// the block that would have happened.
+func TestShadowRule(t *testing.T) {
+	g, _ := startE2E(t)
+	var before gateStatus
+	g.json(http.MethodGet, "/v1/admin/rules", nil, http.StatusOK, &before)
+	if err := os.WriteFile(filepath.Join(g.opts.Dir, "rules", "shadow.rego"), []byte(shadowDeletes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the shadow rule is served", func() error {
+		var st gateStatus
+		if code, err := g.getJSON("/v1/admin/rules", &st); err != nil || code != http.StatusOK {
+			return fmt.Errorf("status %d: %v", code, err)
+		}
+		if st.Revision == before.Revision {
+			return fmt.Errorf("revision is still %s (lastError %+v)", st.Revision, st.LastError)
+		}
+		return nil
+	})
+
+	s := g.chat("demo", userChat("shadow-1", "u1", "delete /etc/hosts", nil))
+	if tc, ok := s.toolCall("delete"); !ok || !strings.Contains(string(tc.Output), `"deleted"`) {
+		t.Fatalf("the delete did not run; a shadow rule must not block:\n%s", s)
+	}
+	rec := g.waitAudit("the shadowed delete", toolDecision("shadow-1", "delete"))
+	const rule = "shadow.rego#no deletes under /etc"
+	shadow, _ := rec["shadow"].(map[string]any)
+	decision, _ := shadow["decision"].(map[string]any)
+	fired, _ := shadow["rulesFired"].([]any)
+	if rec["outcome"] != "no_match" || shadow["changed"] != true || decision["action"] != "block" ||
+		decision["reason"] != "deleting system files is not allowed" || len(fired) != 1 || fired[0] != rule {
+		t.Errorf("audit record = %v; want outcome no_match and a shadow block by %q", rec, rule)
+	}
+	if line := g.metricLine("turngate_shadow_effects_total", `hook="beforeToolCall"`, `rule="`+rule+`"`, `effect="block"`); !strings.HasSuffix(line, " 1") {
+		t.Errorf("shadow metric = %q, want 1", line)
+	}
+}

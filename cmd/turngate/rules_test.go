@@ -40,6 +40,8 @@ func TestRulesCommands(t *testing.T) {
 		{"test shadow", []string{"test", "-v", dir + "/shadow"}, 0, "test_shadow.golden"},
 		{"eval beforeStep", []string{"eval", "--hook", "beforeStep", "--input", dir + "/inputs/step.yaml", dir + "/good"}, 0, "eval_step.golden"},
 		{"eval toolResult", []string{"eval", "--hook", "toolResult", "--input", dir + "/inputs/tool_result.json", dir + "/good"}, 0, "eval_tool_result.golden"},
+		{"eval beforeToolCall shadow block", []string{"eval", "--hook", "beforeToolCall", "--input", dir + "/inputs/delete_etc.json", dir + "/shadow"}, 0, "eval_shadow_tool_call.golden"},
+		{"eval toolResult shadow redact", []string{"eval", "--hook", "toolResult", "--input", dir + "/inputs/tool_result.json", dir + "/shadow"}, 0, "eval_shadow_tool_result.golden"},
 		{"eval broken rules", []string{"eval", "--hook", "beforeTurn", "--input", dir + "/inputs/turn.yaml", dir + "/broken"}, 1, "check_broken.golden"},
 		{"eval misspelt input", []string{"eval", "--hook", "beforeToolCall", "--input", dir + "/inputs/misspelt.yaml", dir + "/good"}, 1, ""},
 		{"eval unknown hook", []string{"eval", "--hook", "afterTurn", "--input", dir + "/inputs/turn.yaml", dir + "/good"}, 1, ""},

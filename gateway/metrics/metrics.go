@@ -29,9 +29,12 @@ type Metrics struct {
 	// RuleReloadRejections counts rejected candidates by reason
 	// (ruleset.RejectReason: compile, test, io).
 	RuleReloadRejections *prometheus.CounterVec
-	UpstreamSeconds      *prometheus.HistogramVec
-	UpstreamErrors       *prometheus.CounterVec
-	ActiveStreams        prometheus.Gauge
+	// ShadowEffects counts what shadow rules would have done, by hook,
+	// rule and effect (block, substitute, patch, redact, override).
+	ShadowEffects   *prometheus.CounterVec
+	UpstreamSeconds *prometheus.HistogramVec
+	UpstreamErrors  *prometheus.CounterVec
+	ActiveStreams   prometheus.Gauge
 }
 
 // New returns Metrics registered on a fresh registry, with the Go runtime
@@ -52,6 +55,8 @@ func New() *Metrics {
 			Help: "Rule reloads by result (success, failure, unchanged)."}, []string{"result"}),
 		RuleReloadRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rule_reload_rejections_total",
 			Help: "Rejected rule reloads by reason: compile (a file does not parse or compile), test (a test failed or required tests are missing), io (a file could not be read)."}, []string{"reason"}),
+		ShadowEffects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "shadow_effects_total",
+			Help: "Shadow rules that fired (evaluated, never enforced), by hook, rule and would-be effect (block, substitute, patch, redact, override)."}, []string{"hook", "rule", "effect"}),
 		UpstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_request_seconds",
 			Help: "Upstream model stream duration, from request to the end of the stream, by model.", Buckets: prometheus.DefBuckets}, []string{"model"}),
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_errors_total",
@@ -59,7 +64,7 @@ func New() *Metrics {
 		ActiveStreams: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "active_streams",
 			Help: "HTTP responses currently streaming."}),
 	}
-	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.UpstreamSeconds,
+	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
 		m.UpstreamErrors, m.ActiveStreams, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -72,9 +77,15 @@ func (m *Metrics) Handler() http.Handler {
 // Gatherer exposes the registry (for tests).
 func (m *Metrics) Gatherer() prometheus.Gatherer { return m.registry }
 
-// Record implements policy.Recorder: it observes the evaluation latency.
+// Record implements policy.Recorder: it observes the evaluation latency
+// and counts the effect of each shadow rule that fired, whatever the hook.
 func (m *Metrics) Record(r *policy.Record) {
 	m.HookEval.WithLabelValues(r.Hook).Observe(float64(r.DurationMicros) / 1e6)
+	if s := r.Shadow; s != nil {
+		for _, rule := range s.RulesFired {
+			m.ShadowEffects.WithLabelValues(r.Hook, rule, s.Effect(rule)).Inc()
+		}
+	}
 }
 
 // Hooks returns an observer that counts steps and tool calls. It changes

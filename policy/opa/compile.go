@@ -82,6 +82,8 @@ type Policy struct {
 	// rules maps each decision rule (data.turngate.tool_call.block, …) to
 	// its definitions, in module order.
 	rules map[string][]*ast.Location
+	// shadows evaluates the shadow rules (shadow.go); nil without any.
+	shadows *shadows
 }
 
 // HasToolCall reports whether some module defines package
@@ -110,11 +112,12 @@ func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors)
 	b := newBuild(opts)
 	parsed := b.parseModules(modules, true)
 	doc := b.loadData(data)
+	shadow := b.findShadows(parsed)
 	if !b.compilable() {
 		return nil, b.result()
 	}
 	c := b.compiler(doc, parsed)
-	if c.Compile(parsed); c.Failed() {
+	if c.Compile(withoutShadows(parsed, shadow)); c.Failed() {
 		b.addCompileErrors(c.Errors)
 	} else {
 		b.checkDecisionTypes(c)
@@ -137,6 +140,9 @@ func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors)
 			return nil, b.result()
 		}
 		*q.dst = &pq
+	}
+	if p.shadows = b.prepareShadows(parsed, shadow, doc, store); len(b.errs) > 0 {
+		return nil, b.result()
 	}
 	return p, nil
 }

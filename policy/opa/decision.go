@@ -72,6 +72,9 @@ type Trace struct {
 	RulesFired []string
 	// Prints holds the lines print() wrote during the evaluation.
 	Prints []string
+	// Shadow is the outcome of the package's shadow rules (shadow.go), nil
+	// when it has none.
+	Shadow *policy.Shadow
 }
 
 // decideToolCall maps a data.turngate.tool_call document to the engine's

@@ -49,6 +49,9 @@ func (p *Policy) ToolCall(ctx context.Context, tc *engine.ToolCallContext) (*eng
 	}
 	d, fired, err := decideToolCall(doc, tc.Input)
 	tr.RulesFired = fired
+	if err == nil {
+		tr.Shadow = p.shadowToolCall(ctx, in, tc, d)
+	}
 	return d, tr, p.locate(err)
 }
 
@@ -70,6 +73,9 @@ func (p *Policy) ToolResult(ctx context.Context, rc *engine.ToolCallResultContex
 	}
 	d, fired, err := decideToolResult(doc, rc.Output)
 	tr.RulesFired = fired
+	if err == nil {
+		tr.Shadow = p.shadowToolResult(ctx, in, rc, d)
+	}
 	return d, tr, p.locate(err)
 }
 

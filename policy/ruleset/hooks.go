@@ -189,4 +189,6 @@ func celTrace(tr celrules.Trace) trace {
 	return trace{fired: tr.RulesFired, setBy: tr.SetBy, conflicts: tr.Conflicts, shadow: tr.Shadow}
 }
 
-func regoTrace(tr opa.Trace) trace { return trace{fired: tr.RulesFired, prints: tr.Prints} }
+func regoTrace(tr opa.Trace) trace {
+	return trace{fired: tr.RulesFired, prints: tr.Prints, shadow: tr.Shadow}
+}
