@@ -112,10 +112,18 @@ func TestShadowErrors(t *testing.T) {
 	}
 	golden.Check(t, filepath.Join("testdata", "golden", "shadow_errors.golden"), golden.Errors(errs))
 
-	// A shadow rule that does not compile is reported like any rule.
-	unsafe := pkg + meta("true") + "block contains x if input.tool.name == \"y\"\n"
-	_, errs = Compile(files(map[string]string{"unsafe.rego": unsafe}), nil, testOptions)
-	if errs == nil || !strings.Contains(errs.Error(), "unsafe.rego:6:16: compile_error: var x is unsafe") {
-		t.Errorf("Compile: %v; want the unsafe var of the shadow rule", errs)
+	// A shadow rule that does not compile, or whose value has the wrong
+	// type, is reported like any rule.
+	for _, tt := range []struct {
+		rule, want string
+	}{
+		{`block contains x if input.tool.name == "y"`, "shadow.rego:6:16: compile_error: var x is unsafe"},
+		{`block contains 42 if input.tool.name == "y"`, "shadow.rego:6:1: type_error: rule \"data.turngate.tool_call.block\": block must be a set of strings"},
+		{`block contains "x" if input.tool.nmae == "y"`, `shadow.rego:6:34: type_error: undefined ref input.tool.nmae: input.tool has no key "nmae"; did you mean input.tool.name?`},
+	} {
+		_, errs = Compile(files(map[string]string{"shadow.rego": pkg + meta("true") + tt.rule + "\n"}), nil, testOptions)
+		if errs == nil || !strings.Contains(errs.Error(), tt.want) {
+			t.Errorf("Compile(%s): %v; want %q", tt.rule, errs, tt.want)
+		}
 	}
 }
