@@ -3,6 +3,7 @@ package celrules
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -21,6 +22,9 @@ type TestResult struct {
 	Passed   bool
 	// Message says why a case failed (empty when it passed).
 	Message string
+	// Exercised are the ids of the rules the case fired, enforced and
+	// shadow, and of the rule whose evaluation failed, for coverage.
+	Exercised []string
 }
 
 // testCase is one parsed case of a *_test.yaml file.
@@ -94,6 +98,13 @@ func runCase(s *Set, src *source, c *testCase) TestResult {
 	cfg, tr, err := s.Eval(context.Background(), c.hook, c.input)
 	res.Message = checkCase(c, cfg, tr, err)
 	res.Passed = res.Message == ""
+	res.Exercised = tr.RulesFired
+	if tr.Shadow != nil {
+		res.Exercised = append(slices.Clip(res.Exercised), tr.Shadow.RulesFired...)
+	}
+	if pe, ok := errors.AsType[*policy.Error](err); ok && pe.Rule != "" {
+		res.Exercised = append(slices.Clip(res.Exercised), pe.Rule)
+	}
 	return res
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/cover"
 	"github.com/open-policy-agent/opa/v1/tester"
 
 	"github.com/turngate/turngate/policy"
@@ -39,12 +40,27 @@ type TestResult struct {
 // returned as policy.Errors, as Compile returns them; results are sorted by
 // file and line.
 func RunTests(ctx context.Context, modules, tests, data []policy.File, opts Options) ([]TestResult, policy.Errors) {
+	results, _, errs := runTests(ctx, modules, tests, data, opts, false)
+	return results, errs
+}
+
+// RunTestsCoverage is RunTests that also measures which lines of modules
+// (not of the tests) the tests evaluated, with OPA's coverage tracer as
+// `opa test --coverage` does. Modules without tests are reported, wholly
+// not covered.
+func RunTestsCoverage(ctx context.Context, modules, tests, data []policy.File, opts Options) ([]TestResult, *Coverage, policy.Errors) {
+	return runTests(ctx, modules, tests, data, opts, true)
+}
+
+// runTests runs the tests, measuring coverage when measure is set.
+func runTests(ctx context.Context, modules, tests, data []policy.File, opts Options, measure bool) ([]TestResult, *Coverage, policy.Errors) {
 	b := newBuild(opts)
 	parsed := b.parseModules(modules, true)
+	policyModules := maps.Clone(parsed)
 	maps.Copy(parsed, b.parseModules(tests, false))
 	doc := b.loadData(data)
 	if !b.compilable() {
-		return nil, b.result()
+		return nil, nil, b.result()
 	}
 	store := newStore(doc)
 	runner := tester.NewRunner().
@@ -55,12 +71,19 @@ func RunTests(ctx context.Context, modules, tests, data []policy.File, opts Opti
 		SetTimeout(opts.testTimeout()).
 		RaiseBuiltinErrors(true).
 		CapturePrintOutput(true)
+	var cov *cover.Cover
+	if measure {
+		cov = cover.New()
+		// Only the main pass: the supplementary passes annotate why a line
+		// is not covered, which the report does not show.
+		runner = runner.SetCoverageQueryTracer(cov).SetCoverageRuns(nil)
+	}
 	ch, err := runner.RunTests(ctx, nil)
 	if err != nil {
 		b.addCompileErrors(err)
 	}
 	if len(b.errs) > 0 {
-		return nil, b.result()
+		return nil, nil, b.result()
 	}
 	var results []TestResult
 	for r := range ch {
@@ -73,7 +96,56 @@ func RunTests(ctx context.Context, modules, tests, data []policy.File, opts Opti
 			strings.Compare(x.Name, y.Name),
 		)
 	})
-	return results, nil
+	if cov == nil {
+		return results, nil, nil
+	}
+	return results, coverage(cov.Report(policyModules), policyModules), nil
+}
+
+// Coverage is how much of a policy's modules its tests evaluated, by
+// line, as OPA counts them: a line is coverable when it holds a rule head
+// or an expression, covered when a test evaluated it.
+type Coverage struct {
+	// Files are the modules, by file name.
+	Files []FileCoverage
+	// CoveredLines and CoverableLines add up the files'.
+	CoveredLines, CoverableLines int
+}
+
+// FileCoverage is one module's coverage.
+type FileCoverage struct {
+	File                         string
+	CoveredLines, CoverableLines int
+	// NotCovered are the line ranges no test evaluated, in order.
+	NotCovered []LineRange
+}
+
+// LineRange is the lines Start to End, both included.
+type LineRange struct {
+	Start int `json:"start"`
+	End   int `json:"end"`
+}
+
+// coverage converts OPA's report on modules (which also lists the test
+// files the tests ran in).
+func coverage(rep cover.Report, modules map[string]*ast.Module) *Coverage {
+	c := &Coverage{}
+	for _, file := range slices.Sorted(maps.Keys(modules)) {
+		fr := rep.Files[file]
+		f := FileCoverage{File: file, CoveredLines: fr.CoveredLines, CoverableLines: fr.CoveredLines + fr.NotCoveredLines}
+		for _, r := range fr.NotCovered {
+			// OPA lists a range per expression; adjacent lines read as one.
+			if n := len(f.NotCovered); n > 0 && r.Start.Row <= f.NotCovered[n-1].End+1 {
+				f.NotCovered[n-1].End = max(f.NotCovered[n-1].End, r.End.Row)
+				continue
+			}
+			f.NotCovered = append(f.NotCovered, LineRange{Start: r.Start.Row, End: r.End.Row})
+		}
+		c.Files = append(c.Files, f)
+		c.CoveredLines += f.CoveredLines
+		c.CoverableLines += f.CoverableLines
+	}
+	return c
 }
 
 func testResult(r *tester.Result) TestResult {

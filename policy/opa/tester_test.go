@@ -3,6 +3,7 @@ package opa
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -74,5 +75,29 @@ func TestRunTestsErrors(t *testing.T) {
 				t.Errorf("errors:\n%v\nwant:\n%s", errs, tt.want)
 			}
 		})
+	}
+}
+
+// TestRunTestsCoverage checks the line coverage of each module: the tested
+// rule is covered, the other rule's body is not, and a module no test
+// reaches is reported wholly not covered. Test files are not reported.
+func TestRunTestsCoverage(t *testing.T) {
+	rf := loadDir(t, "testdata/coverage")
+	results, cov, errs := RunTestsCoverage(context.Background(), rf.modules, rf.tests, rf.data, testOptions)
+	if errs != nil {
+		t.Fatalf("RunTestsCoverage: %v", errs)
+	}
+	if len(results) != 1 || !results[0].Passed {
+		t.Fatalf("results = %+v, want one passing test", results)
+	}
+	want := &Coverage{
+		Files: []FileCoverage{
+			{File: "testdata/coverage/results.rego", CoveredLines: 0, CoverableLines: 2, NotCovered: []LineRange{{4, 5}}},
+			{File: "testdata/coverage/tools.rego", CoveredLines: 3, CoverableLines: 6, NotCovered: []LineRange{{8, 10}}},
+		},
+		CoveredLines: 3, CoverableLines: 8,
+	}
+	if !reflect.DeepEqual(cov, want) {
+		t.Errorf("coverage = %+v, want %+v", cov, want)
 	}
 }

@@ -39,11 +39,31 @@ type TestResult struct {
 // language in file and line order. A test file that does not parse or
 // compile is reported as policy.Errors (all of them, both languages).
 func (r *Revision) RunTests(ctx context.Context) ([]TestResult, policy.Errors) {
+	results, _, errs := r.runTests(ctx, false)
+	return results, errs
+}
+
+// RunTestsCoverage is RunTests that also reports what the tests exercise:
+// the Rego modules' line coverage (OPA's, every module, tested or not) and
+// the CEL rules no test case fired.
+func (r *Revision) RunTestsCoverage(ctx context.Context) ([]TestResult, *Coverage, policy.Errors) {
+	return r.runTests(ctx, true)
+}
+
+// runTests runs the tests, measuring coverage when measure is set.
+func (r *Revision) runTests(ctx context.Context, measure bool) ([]TestResult, *Coverage, policy.Errors) {
 	var results []TestResult
 	var regoErrs, celErrs policy.Errors
-	if tests := r.byKind[KindRegoTest]; len(tests) > 0 {
+	var regoCov *opa.Coverage
+	exercised := map[string]bool{}
+	// With coverage, modules no test reaches are measured too.
+	if tests := r.byKind[KindRegoTest]; len(tests) > 0 || (measure && len(r.byKind[KindRego]) > 0) {
 		var rs []opa.TestResult
-		rs, regoErrs = opa.RunTests(ctx, r.byKind[KindRego], tests, r.byKind[KindData], r.opts.OPA)
+		if measure {
+			rs, regoCov, regoErrs = opa.RunTestsCoverage(ctx, r.byKind[KindRego], tests, r.byKind[KindData], r.opts.OPA)
+		} else {
+			rs, regoErrs = opa.RunTests(ctx, r.byKind[KindRego], tests, r.byKind[KindData], r.opts.OPA)
+		}
 		for _, t := range rs {
 			results = append(results, TestResult{
 				Language: LanguageRego,
@@ -61,15 +81,21 @@ func (r *Revision) RunTests(ctx context.Context) ([]TestResult, policy.Errors) {
 		cs, celErrs = celrules.RunTests(r.cel, tests)
 		for _, t := range cs {
 			results = append(results, celResult(t))
+			for _, id := range t.Exercised {
+				exercised[id] = true
+			}
 		}
 	}
 	if errs := mergeErrors(regoErrs, celErrs); errs != nil {
-		return nil, located(r.root, errs)
+		return nil, nil, located(r.root, errs)
 	}
 	for i := range results {
 		results[i].Location = locate(r.root, results[i].Location)
 	}
-	return results, nil
+	if !measure {
+		return results, nil, nil
+	}
+	return results, r.coverage(regoCov, exercised), nil
 }
 
 // celResult adapts one CEL test case result.
