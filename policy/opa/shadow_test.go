@@ -127,3 +127,21 @@ func TestShadowErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestShadowRulesInTests: Rego tests see shadow rules as enforced, so the
+// tests of a rule being rolled out pass before and after its promotion.
+func TestShadowRulesInTests(t *testing.T) {
+	rf := loadDir(t, "testdata/shadow")
+	test := policy.File{Path: "shadow_test.rego", Data: []byte(`package turngate.tool_call_test
+
+import rego.v1
+
+test_etc_deletes_blocked if {
+	data.turngate.tool_call.block["deleting /etc/passwd is not allowed"] with input as {"tool": {"name": "delete", "input": {"path": "/etc/passwd"}}}
+}
+`)}
+	results, errs := RunTests(context.Background(), rf.modules, []policy.File{test}, nil, testOptions)
+	if errs != nil || len(results) != 1 || !results[0].Passed {
+		t.Fatalf("RunTests = %+v, %v; want the shadow rule's test to pass", results, errs)
+	}
+}
