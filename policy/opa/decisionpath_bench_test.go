@@ -20,6 +20,19 @@ import (
 // benchDir holds the decision-path benchmark's policy, data and tool call.
 const benchDir = "testdata/bench"
 
+// sharedDir holds the benchmark's policy rewritten to walk the tool input
+// once; it uses benchDir's data.
+const sharedDir = "testdata/bench-shared"
+
+// benchPolicies are the benchmark's policies: testdata/bench and its
+// rewrite in testdata/bench-shared, with the same data.
+func benchPolicies(t testing.TB) map[string]ruleFiles {
+	bench := loadDir(t, benchDir)
+	shared := loadDir(t, sharedDir)
+	shared.data = bench.data
+	return map[string]ruleFiles{"bench": bench, "shared": shared}
+}
+
 // benchCall is the benchmark's tool call: a CRM update by tenant-03 with an
 // input of 31 fields nested 3 deep (testdata/bench/input.json), after 8
 // earlier calls in the turn. extra adds top-level contact fields to the
@@ -140,15 +153,19 @@ func (n *naiveEmbedding) decide(ctx context.Context, tc *engine.ToolCallContext)
 }
 
 // TestBenchPolicy checks that the benchmark measures what it says: the
-// turngate decision path and the naive embedding agree on each case, and the
-// policy's rules fire on the inputs they are written for.
+// turngate decision path and the naive embedding agree on each case, and
+// both benchmark policies' rules fire on the inputs they are written for.
 func TestBenchPolicy(t *testing.T) {
-	rf := loadDir(t, benchDir)
-	p, errs := Compile(rf.modules, rf.data, testOptions)
-	if errs != nil {
-		t.Fatal(errs)
+	for name, rf := range benchPolicies(t) {
+		p, errs := Compile(rf.modules, rf.data, testOptions)
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		testBenchPolicy(t, name, p, newNaiveEmbedding(t, rf))
 	}
-	naive := newNaiveEmbedding(t, rf)
+}
+
+func testBenchPolicy(t *testing.T, name string, p *Policy, naive *naiveEmbedding) {
 	for _, c := range []struct {
 		name, extra string
 		tenant      string
@@ -162,7 +179,7 @@ func TestBenchPolicy(t *testing.T) {
 		{name: "host", extra: `"site": "https://evil.example/x"`, want: engine.ActionBlock, reason: "/contact/site calls host evil.example, which tenant tenant-03 does not allow"},
 		{name: "unknown tenant", tenant: "nobody", want: engine.ActionBlock, reason: "tenant nobody is unknown"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(name+"/"+c.name, func(t *testing.T) {
 			tc := benchCall(t, c.extra)
 			if c.tenant != "" {
 				tc.Principal.Tenant = c.tenant
@@ -204,13 +221,16 @@ func TestBenchPolicy(t *testing.T) {
 // the two calls together.
 func BenchmarkDecisionPath(b *testing.B) {
 	loadRules, loadData := benchrules.Rego(20)
+	policies := benchPolicies(b)
 	for _, pol := range []struct {
 		name  string
 		files ruleFiles
 		cases []benchCase
 	}{
 		// The policy of testdata/bench: evaluation is most of the work.
-		{"bench", loadDir(b, benchDir), benchCases},
+		{"bench", policies["bench"], benchCases},
+		// The same decisions with the input's strings walked once.
+		{"shared", policies["shared"], benchCases},
 		// The load program's 20 rules (none matches this call): little
 		// evaluation, so the input and result handling around it shows.
 		{"load", ruleFiles{

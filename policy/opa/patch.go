@@ -14,8 +14,8 @@ import (
 // RFC 6902 (JSON Patch) over a document (see jsondoc.go), changed in
 // place: a decision's patch decodes the document once, applies every op and
 // encodes once, so an op costs its pointer walk and nothing else (no
-// marshalling per op, no allocation unless an object or array grows or a
-// pointer token holds an escape).
+// marshalling per op, no allocation unless an object grows, an array
+// changes length or a pointer token holds an escape).
 // Pointers follow RFC 6901 strictly: "~" must be followed by 0 or 1, an
 // array index is 0 or a number without leading zeros, and "-" (past the
 // last element) is only a place to add to.
@@ -184,7 +184,7 @@ func addAt(doc any, p string, v any) (any, error) {
 		switch c := parent.(type) {
 		case *object:
 			c.set(tok, v)
-			return c, nil
+			return nil, nil
 		case []any:
 			i := len(c)
 			if tok != "-" {
@@ -216,14 +216,14 @@ func replaceAt(doc any, p string, v any) (any, error) {
 				return nil, fmt.Errorf("no member %q", tok)
 			}
 			c.vals[i] = v
-			return c, nil
+			return nil, nil
 		case []any:
 			i, err := index(tok, len(c), false)
 			if err != nil {
 				return nil, err
 			}
 			c[i] = v
-			return c, nil
+			return nil, nil
 		}
 		return nil, fmt.Errorf("%s has no member %q", jsonKind(parent), tok)
 	})
@@ -246,7 +246,7 @@ func removeAt(doc any, p string) (any, any, error) {
 			removed = c.vals[i]
 			c.keys = slices.Delete(c.keys, i, i+1)
 			c.vals = slices.Delete(c.vals, i, i+1)
-			return c, nil
+			return nil, nil
 		case []any:
 			i, err := index(tok, len(c), false)
 			if err != nil {
@@ -260,9 +260,10 @@ func removeAt(doc any, p string) (any, any, error) {
 	return doc, removed, err
 }
 
-// edit walks to the container holding pointer p's last token, lets change
-// alter it (an array may be reallocated) and stores the container it
-// returns back in its place. p is not empty.
+// edit walks to the container holding pointer p's last token and lets
+// change alter it. change returns nil when it changed the container in
+// place, or the container's new value (an array that grew or shrank), which
+// edit stores in the container's place. p is not empty.
 func edit(doc any, p string, change func(parent any, tok string) (any, error)) (any, error) {
 	var err error
 	// holder and key locate the current container within its parent (nil
@@ -280,6 +281,9 @@ func edit(doc any, p string, change func(parent any, tok string) (any, error)) (
 			changed, err := change(cur, tok)
 			if err != nil {
 				return nil, pointerError(p, err)
+			}
+			if changed == nil {
+				return doc, nil
 			}
 			if holder == nil {
 				return changed, nil

@@ -242,6 +242,31 @@ func TestOpText(t *testing.T) {
 	}
 }
 
+// TestApplyDoesNotAllocate checks that applying ops to a decoded document
+// costs no allocation per op when nothing grows: replace, test, and a move
+// out of and back into an object.
+func TestApplyDoesNotAllocate(t *testing.T) {
+	doc, err := decodeDoc([]byte(`{"query":"x","limit":1000,"filters":{"lang":"en","tags":["a","b"]}}`), "{}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := testOps(t, `[
+		{"op":"replace","path":"/limit","value":50},
+		{"op":"replace","path":"/filters/tags/1","value":"c"},
+		{"op":"test","path":"/filters/lang","value":"en"},
+		{"op":"move","from":"/filters/lang","path":"/lang"},
+		{"op":"move","from":"/lang","path":"/filters/lang"}
+	]`)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := applyOps(doc, ops, ToolCallPackage); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("applying %d ops allocates %v times, want 0", len(ops), allocs)
+	}
+}
+
 // BenchmarkPatch measures applying n replace ops to a tool input as a
 // decision does: parse the ops from the decision document, decode the
 // input, apply, encode. The allocations per extra op are the difference
