@@ -5,6 +5,9 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/gateway/config"
 )
 
 // BenchmarkChatTurn measures one whole chat turn over HTTP: decode, lock,
@@ -19,5 +22,27 @@ func BenchmarkChatTurn(b *testing.B) {
 			b.Fatalf("status %d: %v", resp.StatusCode, err)
 		}
 		resp.Body.Close()
+	}
+}
+
+// BenchmarkChatTurnAudit is BenchmarkChatTurn with the audit log on (lines
+// encoded, then discarded), without and with the evaluated input in each
+// decision record (audit.recordInput).
+func BenchmarkChatTurnAudit(b *testing.B) {
+	for _, record := range []bool{false, true} {
+		b.Run(fmt.Sprintf("recordInput=%t", record), func(b *testing.B) {
+			cfg := testConfig(b, "basic")
+			cfg.Audit.Sink, cfg.Audit.RecordInput = config.SinkStdout, &record
+			g := startGateway(b, cfg, Options{Audit: audit.New(io.Discard, nil, discardLogger())})
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				resp := g.do("POST", "/v1/agents/demo/chat", chatBody(fmt.Sprintf("s%d", i), "u1", "weather in Paris"))
+				if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d: %v", resp.StatusCode, err)
+				}
+				resp.Body.Close()
+			}
+		})
 	}
 }

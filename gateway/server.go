@@ -147,10 +147,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Config.Rules.FailOpen {
 		s.failurePolicy = ruleset.FailOpen
 	}
-	s.recorder = policy.RecorderFunc(func(r *policy.Record) {
-		s.audit.Record(r)
-		s.metrics.Record(r)
-	})
+	s.recorder = recorder{audit: s.audit, metrics: s.metrics,
+		input: opts.Audit != nil && opts.Config.Audit.Sink != config.SinkNone && opts.Config.Audit.RecordsInput()}
 	s.observers = engine.Compose(s.metrics.Hooks(), opts.Observer)
 	var err error
 	if s.auth, err = newAuthenticator(opts.Config.Auth.APIKeys); err != nil {
@@ -167,6 +165,23 @@ func New(opts Options) (*Server, error) {
 	s.handler = s.routes()
 	return s, nil
 }
+
+// recorder sends decision records to the audit log and the metrics.
+type recorder struct {
+	audit   *audit.Log
+	metrics *metrics.Metrics
+	// input says whether records carry the evaluated input: only when an
+	// audit log keeps them and audit.recordInput is on.
+	input bool
+}
+
+func (r recorder) Record(x *policy.Record) {
+	r.audit.Record(x)
+	r.metrics.Record(x)
+}
+
+// RecordsInput implements policy.InputRecorder.
+func (r recorder) RecordsInput() bool { return r.input }
 
 type discard struct{}
 

@@ -111,6 +111,15 @@ type Recorder interface {
 	Record(r *Record)
 }
 
+// InputRecorder is a Recorder that says whether it keeps Record.Input.
+// Rendering the evaluated input costs on every decision, so producers fill
+// Input for a Recorder that is not an InputRecorder and for one whose
+// RecordsInput reports true, and leave it empty otherwise.
+type InputRecorder interface {
+	Recorder
+	RecordsInput() bool
+}
+
 // RecorderFunc adapts a function to Recorder.
 type RecorderFunc func(r *Record)
 

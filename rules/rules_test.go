@@ -315,6 +315,18 @@ func TestCookbook(t *testing.T) {
 		{"typed_input", call("search", `{"query": " ", "limit": 5}`, nil), func(t *testing.T, res *ruleset.EvalResult) {
 			wantJSON(t, "decision", res.Result, `{"action": "block", "reason": "search needs a query"}`)
 		}},
+		{"undefined_not", call("transfer", `{"amount": 10}`, nil), func(t *testing.T, res *ruleset.EvalResult) {
+			wantJSON(t, "decision", res.Result, `{"action": "block", "reason": "transfer needs an allowed region (eu or us)"}`)
+		}},
+		{"sets_arrays", call("deploy", `{"targets": ["prod", "prod", "dev"]}`, nil), func(t *testing.T, res *ruleset.EvalResult) {
+			wantJSON(t, "decision", res.Result, `{"action": "block", "reason": "deploy to prod needs a change ticket"}`)
+		}},
+		{"string_number", call("bulk_email", `{}`, map[string]any{"maxRecipients": "50"}), func(t *testing.T, res *ruleset.EvalResult) {
+			wantJSON(t, "decision", res.Result, `{"action": "block", "reason": "bulk_email: at most 10 recipients"}`)
+		}},
+		{"url_allowlist", call("fetch", `{"url": "https://api.example.com.evil.com/"}`, nil), func(t *testing.T, res *ruleset.EvalResult) {
+			wantJSON(t, "decision", res.Result, `{"action": "block", "reason": "fetch may only reach the allow-listed https hosts"}`)
+		}},
 	}
 	policies, err := filepath.Glob(filepath.Join(regoCookbook, "*.rego"))
 	if err != nil {

@@ -12,26 +12,29 @@ import (
 
 // evalParams are the inputs of `turngate eval`.
 type evalParams struct {
-	Dir   string
-	Hook  string // beforeTurn, beforeStep, beforeToolCall or toolResult
+	Dir string
+	// Hook is beforeTurn, beforeStep, beforeToolCall or toolResult; it may
+	// be empty when Input is a document eval printed or an audit record.
+	Hook  string
 	Input string // path of a JSON or YAML hook context
 }
 
-// runEval is `turngate eval --hook HOOK --input FILE DIR`: dry-run one hook
-// decision and print the result, the rules that fired and which rule set
-// each field, as JSON. It exits 1 when the rules fail to load or the
+// runEval is `turngate eval [--hook HOOK] --input FILE DIR`: dry-run one
+// hook decision and print the result, the rules that fired, which rule set
+// each field and the input the rules saw, as JSON. The printed document is
+// itself a valid --input. It exits 1 when the rules fail to load or the
 // evaluation fails.
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("eval", "--hook beforeTurn|beforeStep|beforeToolCall|toolResult --input FILE DIR", stderr)
+	fs := newFlagSet("eval", "[--hook beforeTurn|beforeStep|beforeToolCall|toolResult] --input FILE DIR", stderr)
 	var p evalParams
-	fs.StringVar(&p.Hook, "hook", "", "the `hook` to evaluate: beforeTurn, beforeStep, beforeToolCall or toolResult")
-	fs.StringVar(&p.Input, "input", "", "`file` holding the hook's context as JSON or YAML")
+	fs.StringVar(&p.Hook, "hook", "", "the `hook` to evaluate: beforeTurn, beforeStep, beforeToolCall or toolResult (optional when the input is a document eval printed or an audit decision record)")
+	fs.StringVar(&p.Input, "input", "", "`file` holding the hook's context as JSON or YAML, a document eval printed or an audit decision record")
 	dir, err := parseDir(fs, args)
 	if err != nil {
 		return usageExit(err)
 	}
-	if p.Hook == "" || p.Input == "" {
-		fmt.Fprintln(stderr, "turngate eval: --hook and --input are required")
+	if p.Input == "" {
+		fmt.Fprintln(stderr, "turngate eval: --input is required")
 		fs.Usage()
 		return 2
 	}

@@ -50,7 +50,8 @@ func TestRulesCommands(t *testing.T) {
 		{"eval misspelt input", []string{"eval", "--hook", "beforeToolCall", "--input", dir + "/inputs/misspelt.yaml", dir + "/good"}, 1, ""},
 		{"eval unknown hook", []string{"eval", "--hook", "afterTurn", "--input", dir + "/inputs/turn.yaml", dir + "/good"}, 1, ""},
 		{"eval missing input file", []string{"eval", "--hook", "beforeTurn", "--input", dir + "/inputs/nope.yaml", dir + "/good"}, 1, ""},
-		{"eval without hook", []string{"eval", "--input", dir + "/inputs/turn.yaml", dir + "/good"}, 2, ""},
+		{"eval without hook", []string{"eval", "--input", dir + "/inputs/turn.yaml", dir + "/good"}, 1, ""},
+		{"eval without input", []string{"eval", "--hook", "beforeTurn", dir + "/good"}, 2, ""},
 		{"check without dir", []string{"check"}, 2, ""},
 		{"check two dirs", []string{"check", dir + "/good", dir + "/broken"}, 2, ""},
 		{"check bad format", []string{"check", "--format", "xml", dir + "/good"}, 2, ""},
@@ -110,4 +111,76 @@ func TestShippedRules(t *testing.T) {
 			t.Errorf("turngate %s ../../rules printed %q", cmd, &stdout)
 		}
 	}
+}
+
+// What `turngate eval` prints is itself an input: saved to a file and given
+// back with --input (and no --hook), it evaluates to the same document.
+func TestEvalRoundTrip(t *testing.T) {
+	const dir = "testdata/rules"
+	for _, tc := range []struct{ name, hook, input, rules string }{
+		{"beforeToolCall patch", "beforeToolCall", dir + "/inputs/tool_call.yaml", dir + "/good"},
+		{"beforeToolCall block", "beforeToolCall", dir + "/inputs/delete.json", dir + "/good"},
+		{"beforeTurn", "beforeTurn", dir + "/inputs/turn.yaml", dir + "/good"},
+		{"beforeStep", "beforeStep", dir + "/inputs/step.yaml", dir + "/good"},
+		{"toolResult", "toolResult", dir + "/inputs/tool_result.json", dir + "/good"},
+		{"shipped rules, docs input", "beforeToolCall", "../../docs/eval/delete-read-only.json", "../../rules"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := mustRun(t, 0, "eval", "--hook", tc.hook, "--input", tc.input, tc.rules)
+			saved := filepath.Join(t.TempDir(), "eval.json")
+			if err := os.WriteFile(saved, []byte(first), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if again := mustRun(t, 0, "eval", "--input", saved, tc.rules); again != first {
+				t.Errorf("eval of the saved document differs:\n--- first\n%s\n--- again\n%s", first, again)
+			}
+			if again := mustRun(t, 0, "eval", "--hook", tc.hook, "--input", saved, tc.rules); again != first {
+				t.Errorf("eval --hook %s of the saved document differs:\n--- first\n%s\n--- again\n%s", tc.hook, first, again)
+			}
+		})
+	}
+}
+
+// A saved document is checked like any input: its hook must match --hook
+// and its members must be those eval prints.
+func TestEvalSavedDocumentErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, doc, hook, want string }{
+		{"hook mismatch", `{"hook": "beforeToolCall", "input": {}}`, "beforeTurn", "the input is a beforeToolCall evaluation, not beforeTurn"},
+		{"unknown member", `{"hook": "beforeTurn", "input": {}, "outcmoe": "matched"}`, "", `has no member "outcmoe"`},
+		{"misspelt input field", `{"hook": "beforeToolCall", "input": {"tool": {"nmae": "delete"}}}`, "", `unknown field "nmae"`},
+		{"misspelt CEL input field", `{"hook": "beforeTurn", "input": {"turn": {"contiuation": true}}}`, "", `unknown field "contiuation"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")
+			if err := os.WriteFile(path, []byte(tc.doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"eval", "--input", path, "testdata/rules/good"}
+			if tc.hook != "" {
+				args = append(args, "--hook", tc.hook)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), args, &stdout, &stderr); code != 1 {
+				t.Errorf("exit code %d, want 1", code)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr = %q, want it to contain %q", &stderr, tc.want)
+			}
+		})
+	}
+}
+
+// mustRun runs the turngate command args, expects exit code and an empty
+// stderr, and returns stdout.
+func mustRun(t *testing.T, code int, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if got := run(context.Background(), args, &stdout, &stderr); got != code {
+		t.Fatalf("turngate %s: exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), got, code, &stdout, &stderr)
+	}
+	if stderr.Len() > 0 {
+		t.Fatalf("turngate %s: stderr = %q, want empty", strings.Join(args, " "), &stderr)
+	}
+	return stdout.String()
 }

@@ -176,7 +176,9 @@ func (l *Log) encode(b *lineBuf, kind string, v any) ([]byte, error) {
 		return append(line, '\n'), nil
 	}
 	var obj map[string]any
-	if err := json.Unmarshal(raw, &obj); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers stay exact, so a recorded input replays as it was
+	if err := dec.Decode(&obj); err != nil {
 		return nil, fmt.Errorf("encoding audit %s: %w", kind, err)
 	}
 	obj["kind"] = kind

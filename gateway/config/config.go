@@ -253,11 +253,19 @@ type Audit struct {
 	MaxSizeMB  int    `yaml:"maxSizeMB"`
 	MaxBackups int    `yaml:"maxBackups"`
 	// Redact lists dotted field paths whose values are replaced in every
-	// audit line they match, e.g. "decision.input.password" (decision
-	// records) or "toolCalls.*.input.password" (turn records); "*" matches
-	// any key or array index.
+	// audit line they match, e.g. "decision.input.password" or
+	// "input.tool.input.password" (decision records) or
+	// "toolCalls.*.input.password" (turn records); "*" matches any key or
+	// array index.
 	Redact []string `yaml:"redact"`
+	// RecordInput puts the input each decision's rules evaluated into its
+	// record, for `turngate replay` (default true).
+	RecordInput *bool `yaml:"recordInput"`
 }
+
+// RecordsInput reports whether decision records carry their input:
+// RecordInput, true when unset.
+func (a *Audit) RecordsInput() bool { return a.RecordInput == nil || *a.RecordInput }
 
 // Limits bounds requests and turns.
 type Limits struct {

@@ -34,6 +34,21 @@ type Input struct {
 	Now       *time.Time                 `json:"now,omitempty"`
 }
 
+// TurnInput is what the beforeTurn rules see when they evaluate tc at now,
+// as an Input: its JSON is the input a decision record carries, and
+// DecodeInput reads it back.
+func TurnInput(tc *engine.TurnContext, now time.Time) *Input {
+	return &Input{Turn: tc, Principal: &tc.Principal, Now: &now}
+}
+
+// StepInput is what the beforeStep rules see when they evaluate sc at now
+// (turn is sc.Turn), as an Input.
+func StepInput(sc *engine.PrepareStepContext, now time.Time) *Input {
+	step := *sc
+	step.Turn = nil
+	return &Input{Turn: sc.Turn, Step: &step, Principal: &sc.Principal, Now: &now}
+}
+
 // DecodeInput decodes a dry-run input from YAML or JSON (JSON is YAML):
 // one document, strictly.
 func DecodeInput(data []byte) (*Input, error) {

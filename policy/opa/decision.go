@@ -75,6 +75,8 @@ type Trace struct {
 	// Shadow is the outcome of the package's shadow rules (shadow.go), nil
 	// when it has none.
 	Shadow *policy.Shadow
+	// input is the input document evaluated (see InputJSON).
+	input ast.Value
 }
 
 // decideToolCall maps a data.turngate.tool_call document to the engine's

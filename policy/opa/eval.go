@@ -44,6 +44,7 @@ func (p *Policy) ToolCall(ctx context.Context, tc *engine.ToolCallContext) (*eng
 		return nil, Trace{}, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("building tool_call input: %v", err)}
 	}
 	doc, tr, err := p.eval(ctx, p.toolCall, ToolCallPackage, in)
+	tr.input = in
 	if err != nil {
 		return nil, tr, err
 	}
@@ -68,6 +69,7 @@ func (p *Policy) ToolResult(ctx context.Context, rc *engine.ToolCallResultContex
 		return nil, Trace{}, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("building tool_result input: %v", err)}
 	}
 	doc, tr, err := p.eval(ctx, p.toolResult, ToolResultPackage, in)
+	tr.input = in
 	if err != nil {
 		return nil, tr, err
 	}

@@ -43,6 +43,16 @@ func TestCookbook(t *testing.T) {
 		{"log only: no decision", call("lookup", `{}`), nil},
 		{"typed input: blank query blocked", call("search", `{"query":" ","limit":5}`),
 			&engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "search needs a query"}},
+		{"undefined under not: missing region blocked", call("transfer", `{"amount":10}`),
+			&engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "transfer needs an allowed region (eu or us)"}},
+		{"sets and arrays: protected targets named", call("deploy", `{"targets":["prod","dev","billing"]}`),
+			&engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "deploy to billing, prod needs a change ticket"}},
+		{"string or number: \"50\" over the cap", bulkEmail("50"),
+			&engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "bulk_email: at most 10 recipients"}},
+		{"string or number: 5 runs", bulkEmail(5), nil},
+		{"URL allow-list: userinfo trick blocked", call("fetch", `{"url":"https://api.example.com@evil.com/x"}`),
+			&engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "fetch may only reach the allow-listed https hosts"}},
+		{"URL allow-list: allowed host runs", call("fetch", `{"url":"https://API.example.com/x"}`), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,14 +68,21 @@ func TestCookbook(t *testing.T) {
 	if errs != nil {
 		t.Fatalf("RunTests: %v", errs)
 	}
-	if len(results) != 10 {
-		t.Errorf("got %d test results, want 10", len(results))
+	if len(results) != 28 {
+		t.Errorf("got %d test results, want 28", len(results))
 	}
 	for _, r := range results {
 		if !r.Passed {
 			t.Errorf("%s %s (%v): %s", r.Package, r.Name, r.Location, r.Message)
 		}
 	}
+}
+
+// bulkEmail is a bulk_email call whose request body sets maxRecipients.
+func bulkEmail(maxRecipients any) *engine.ToolCallContext {
+	tc := call("bulk_email", `{}`)
+	tc.Body = map[string]any{"maxRecipients": maxRecipients}
+	return tc
 }
 
 func assertDecision(t *testing.T, got, want *engine.ToolCallDecision) {

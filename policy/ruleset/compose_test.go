@@ -90,7 +90,10 @@ func TestShadowRuleRecord(t *testing.T) {
 	}
 	if got := mustJSON(t, res); got != `{"hook":"beforeTurn","revision":"`+rev.ID()+`","outcome":"matched",`+
 		`"result":{"maxSteps":3},"rulesFired":["turn.yaml#continuation-cap"],"setBy":{"maxSteps":"turn.yaml#continuation-cap"},`+
-		`"shadow":{"rulesFired":["candidate.yaml#candidate-cap"],"decision":{"maxSteps":2},"changed":true}}` {
+		`"shadow":{"rulesFired":["candidate.yaml#candidate-cap"],"decision":{"maxSteps":2},"changed":true},`+
+		`"input":{"turn":{"requestId":"","sessionId":"","agent":"","principal":{"tenant":"","subject":"","roles":null},"entryPath":"",`+
+		`"system":"","messages":null,"tools":null,"model":"","continuation":true,"maxSteps":0},`+
+		`"principal":{"tenant":"","subject":"","roles":null},"now":"1970-01-01T00:00:00Z"}}` {
 		t.Errorf("eval result = %s", got)
 	}
 }

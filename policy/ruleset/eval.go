@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -39,34 +41,42 @@ type EvalResult struct {
 	Error  string         `json:"error,omitempty"`
 	// Prints is what Rego print() calls wrote.
 	Prints []string `json:"prints,omitempty"`
-	// Input is the Rego input document the policy saw (beforeToolCall,
-	// toolResult), for writing rules against it.
-	Input map[string]any `json:"input,omitempty"`
+	// Input is the input the rules saw, as a decision record carries it:
+	// the Rego input document (beforeToolCall, toolResult), or the CEL
+	// variables {turn, step, principal, now} (beforeTurn, beforeStep).
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 // Eval dry-runs one hook ("beforeTurn", "beforeStep", "beforeToolCall" or
-// "toolResult") on r with input, a JSON or YAML document. For
-// beforeToolCall and toolResult it is the hook's engine context
-// (engine.ToolCallContext, engine.ToolCallResultContext) by its JSON field
-// names. For beforeTurn and beforeStep it is either the hook's engine
-// context (engine.TurnContext, engine.PrepareStepContext) or the input of a
-// CEL test case ({turn, step, principal, now}, see celrules.Input), told
-// apart by its top-level keys. Unknown fields are errors.
+// "toolResult") on r with input, a JSON or YAML document, one of:
 //
-// Eval evaluates exactly as a turn would, failing closed; an evaluation
-// error is reported in the result, and only a bad hook name or input is
-// returned as an error.
+//   - a document Eval printed (an EvalResult) or a decision record of the
+//     audit log: its hook and input are evaluated again, its other members
+//     ignored; hook may be "" and must otherwise be the document's;
+//   - for beforeToolCall and toolResult, the hook's engine context
+//     (engine.ToolCallContext, engine.ToolCallResultContext) by its JSON
+//     field names;
+//   - for beforeTurn and beforeStep, either the hook's engine context
+//     (engine.TurnContext, engine.PrepareStepContext) or the input of a CEL
+//     test case ({turn, step, principal, now}, see celrules.Input), told
+//     apart by its top-level keys.
+//
+// Unknown fields are errors. Eval evaluates exactly as a turn would,
+// failing closed; an evaluation error is reported in the result, and only
+// a bad hook name or input is returned as an error.
 func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalResult, error) {
-	var (
-		rec    *policy.Record
-		prints []string
-		regoIn map[string]any
-	)
-	capture := policy.RecorderFunc(func(x *policy.Record) { rec = x })
-	hooksOn := func(r *Revision) *hooks {
-		h := r.hooks(capture, FailClosed)
-		h.prints = &prints
-		return h
+	if err := checkInputSize(input); err != nil {
+		return nil, err
+	}
+	doc, err := evaluatedDocument(input)
+	if err != nil {
+		return nil, err
+	}
+	if doc != nil {
+		if hook != "" && hook != doc.Hook {
+			return nil, fmt.Errorf("the input is a %s evaluation, not %s", doc.Hook, hook)
+		}
+		return r.EvalRecorded(ctx, doc.Hook, doc.Input)
 	}
 	switch hook {
 	case policy.HookBeforeTurn, policy.HookBeforeStep:
@@ -74,34 +84,82 @@ func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalRe
 		if err != nil {
 			return nil, err
 		}
-		rr := r
-		if in.Now != nil { // the input's clock is CEL's now
-			rr = r.withClock(*in.Now)
-		}
-		h := hooksOn(rr)
-		if hook == policy.HookBeforeTurn {
-			_, _ = h.BeforeTurn(ctx, in.TurnContext())
-		} else {
-			_, _ = h.BeforeStep(ctx, in.StepContext())
-		}
+		return r.evalCEL(ctx, hook, in), nil
 	case policy.HookBeforeToolCall:
 		var tc engine.ToolCallContext
 		if err := DecodeInput(input, &tc); err != nil {
 			return nil, err
 		}
-		regoIn = opa.ToolCallInput(&tc)
-		_, _ = hooksOn(r).BeforeToolCall(ctx, &tc)
+		return r.evalHook(func(h *hooks) { _, _ = h.BeforeToolCall(ctx, &tc) }), nil
 	case policy.HookToolResult:
 		var rc engine.ToolCallResultContext
 		if err := DecodeInput(input, &rc); err != nil {
 			return nil, err
 		}
-		regoIn = opa.ToolResultInput(&rc)
-		_, _ = hooksOn(r).ToolResult(ctx, &rc)
-	default:
-		return nil, fmt.Errorf("unknown hook %q (want %s, %s, %s or %s)", hook,
-			policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult)
+		return r.evalHook(func(h *hooks) { _, _ = h.ToolResult(ctx, &rc) }), nil
+	case "":
+		return nil, errors.New("no hook named, and the input is not an evaluated document (with hook and input members)")
 	}
+	return nil, unknownHook(hook)
+}
+
+// EvalRecorded evaluates hook on r with input as a decision record carries
+// it (policy.Record.Input, EvalResult.Input): the Rego input document for
+// beforeToolCall and toolResult, the CEL variables {turn, step, principal,
+// now} for beforeTurn and beforeStep. It is how recorded decisions are
+// replayed against another rule set; errors are as for Eval.
+func (r *Revision) EvalRecorded(ctx context.Context, hook string, input json.RawMessage) (*EvalResult, error) {
+	switch hook {
+	case policy.HookBeforeTurn, policy.HookBeforeStep:
+		in, err := celrules.DecodeInput(input)
+		if err != nil {
+			return nil, err
+		}
+		return r.evalCEL(ctx, hook, in), nil
+	case policy.HookBeforeToolCall:
+		tc, err := opa.DecodeToolCallInput(input)
+		if err != nil {
+			return nil, err
+		}
+		return r.evalHook(func(h *hooks) { _, _ = h.BeforeToolCall(ctx, tc) }), nil
+	case policy.HookToolResult:
+		rc, err := opa.DecodeToolResultInput(input)
+		if err != nil {
+			return nil, err
+		}
+		return r.evalHook(func(h *hooks) { _, _ = h.ToolResult(ctx, rc) }), nil
+	}
+	return nil, unknownHook(hook)
+}
+
+func unknownHook(hook string) error {
+	return fmt.Errorf("unknown hook %q (want %s, %s, %s or %s)", hook,
+		policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult)
+}
+
+// evalCEL runs a CEL hook on a dry-run input at the input's clock (the
+// Unix epoch when it has none, as in CEL test cases).
+func (r *Revision) evalCEL(ctx context.Context, hook string, in *celrules.Input) *EvalResult {
+	return r.withClock(in.Clock()).evalHook(func(h *hooks) {
+		if hook == policy.HookBeforeTurn {
+			_, _ = h.BeforeTurn(ctx, in.TurnContext())
+		} else {
+			_, _ = h.BeforeStep(ctx, in.StepContext())
+		}
+	})
+}
+
+// evalHook runs one hook evaluation with hooks that capture its record and
+// print() output, failing closed, and returns them as an EvalResult.
+func (r *Revision) evalHook(run func(h *hooks)) *EvalResult {
+	var (
+		rec    *policy.Record
+		prints []string
+	)
+	h := r.hooks(policy.RecorderFunc(func(x *policy.Record) { rec = x }), FailClosed)
+	h.prints = &prints
+	h.dryRun = true
+	run(h)
 	res := &EvalResult{
 		Hook:       rec.Hook,
 		Revision:   rec.Revision,
@@ -113,12 +171,58 @@ func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalRe
 		Shadow:     rec.Shadow,
 		Error:      rec.Error,
 		Prints:     prints,
-		Input:      regoIn,
+		Input:      rec.Input,
 	}
 	if res.RulesFired == nil {
 		res.RulesFired = []string{}
 	}
-	return res, nil
+	return res
+}
+
+// evaluatedDoc is the part of an evaluated document (an EvalResult or a
+// decision record) that Eval evaluates again.
+type evaluatedDoc struct {
+	Hook  string          `json:"hook"`
+	Input json.RawMessage `json:"input"`
+}
+
+// evaluatedMembers are the top-level members an evaluated document may
+// have: those of EvalResult and of policy.Record, and the audit log's
+// "kind".
+var evaluatedMembers = func() map[string]bool {
+	m := map[string]bool{"kind": true}
+	for _, t := range []reflect.Type{reflect.TypeFor[EvalResult](), reflect.TypeFor[policy.Record]()} {
+		for f := range t.Fields() {
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+				m[name] = true
+			}
+		}
+	}
+	return m
+}()
+
+// evaluatedDocument returns input's hook and input when it is an evaluated
+// document: an object with "hook" and "input" members, all of its members
+// known. It returns nil for any other input.
+func evaluatedDocument(input []byte) (*evaluatedDoc, error) {
+	js, err := toJSON(input)
+	if err != nil {
+		return nil, nil // the hook's decoder reports it
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(js, &top) != nil || top["hook"] == nil || top["input"] == nil {
+		return nil, nil
+	}
+	for k := range top {
+		if !evaluatedMembers[k] {
+			return nil, fmt.Errorf("decoding input: an evaluated document (with hook and input) has no member %q", k)
+		}
+	}
+	doc := &evaluatedDoc{Input: top["input"]}
+	if err := json.Unmarshal(top["hook"], &doc.Hook); err != nil {
+		return nil, fmt.Errorf("decoding input: hook: %w", err)
+	}
+	return doc, nil
 }
 
 // withClock returns a copy of r whose CEL "now" is t.
@@ -169,22 +273,9 @@ func DecodeInput(input []byte, v any) error {
 	if err := checkInputSize(input); err != nil {
 		return err
 	}
-	js := input
-	if trimmed := bytes.TrimSpace(input); len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
-		// Not JSON: YAML, converted to JSON so the engine types' JSON
-		// field names and types apply alike.
-		var doc any
-		dec := yaml.NewDecoder(bytes.NewReader(input))
-		if err := dec.Decode(&doc); err != nil {
-			if errors.Is(err, io.EOF) {
-				return errors.New("decoding input: empty document")
-			}
-			return fmt.Errorf("decoding input: %w", err)
-		}
-		var err error
-		if js, err = json.Marshal(doc); err != nil {
-			return fmt.Errorf("decoding input: %w", err)
-		}
+	js, err := toJSON(input)
+	if err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
@@ -195,6 +286,27 @@ func DecodeInput(input []byte, v any) error {
 		return errors.New("decoding input: more than one document")
 	}
 	return nil
+}
+
+// toJSON returns a JSON input as it is and a YAML one converted to JSON,
+// so the engine types' JSON field names and types apply alike.
+func toJSON(input []byte) ([]byte, error) {
+	if trimmed := bytes.TrimSpace(input); len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
+		return input, nil
+	}
+	var doc any
+	dec := yaml.NewDecoder(bytes.NewReader(input))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("decoding input: empty document")
+		}
+		return nil, fmt.Errorf("decoding input: %w", err)
+	}
+	js, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("decoding input: %w", err)
+	}
+	return js, nil
 }
 
 // checkInputSize refuses a dry-run input over MaxEvalInputBytes before any

@@ -2,6 +2,7 @@ package ruleset
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -42,9 +43,10 @@ func (r *Revision) Hooks(rec policy.Recorder, fp FailurePolicy) engine.Hooks {
 
 func (r *Revision) hooks(rec policy.Recorder, fp FailurePolicy) *hooks {
 	if rec == nil {
-		rec = policy.RecorderFunc(func(*policy.Record) {})
+		return &hooks{rev: r, rec: policy.RecorderFunc(func(*policy.Record) {}), fp: fp}
 	}
-	return &hooks{rev: r, rec: rec, fp: fp}
+	ir, ok := rec.(policy.InputRecorder)
+	return &hooks{rev: r, rec: rec, fp: fp, recordInput: !ok || ir.RecordsInput()}
 }
 
 // hooks is the engine.Hooks adapter of one turn.
@@ -53,6 +55,11 @@ type hooks struct {
 	rev *Revision
 	rec policy.Recorder
 	fp  FailurePolicy
+	// recordInput says whether records carry the evaluated input.
+	recordInput bool
+	// dryRun is set by Eval: its record goes to the caller, not to the
+	// audit log.
+	dryRun bool
 	// prints, when set (by Eval), receives what Rego print() wrote.
 	prints *[]string
 }
@@ -64,14 +71,18 @@ type trace struct {
 	conflicts []policy.Conflict
 	shadow    *policy.Shadow
 	prints    []string
+	// input renders the evaluated input for the record; nil when the
+	// evaluation built none.
+	input func() json.RawMessage
 }
 
 // evaluate runs one hook evaluation, fills in and sends its record, and
 // applies the failure policy. has says whether the revision has rules for
 // the hook at all; without them nothing runs and the record says
-// not_evaluated.
+// not_evaluated. input renders the hook's input for the record when the
+// evaluation did not (a candidate rule set may have rules for the hook).
 func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
-	eval func(ctx context.Context, now time.Time) (*T, trace, error)) (*T, error) {
+	eval func(ctx context.Context, now time.Time) (*T, trace, error), input func(now time.Time) json.RawMessage) (*T, error) {
 	r.Revision = h.rev.id
 	start := time.Now()
 	r.Time = start
@@ -80,6 +91,7 @@ func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 	}
 	if !has {
 		r.Outcome = policy.OutcomeNotEvaluated
+		h.fillInput(r, nil, input)
 		h.rec.Record(r)
 		return nil, nil
 	}
@@ -92,6 +104,7 @@ func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 	if err != nil {
 		r.Outcome = policy.OutcomeError
 		r.Error = err.Error()
+		h.fillInput(r, tr.input, input)
 		h.rec.Record(r)
 		if h.fp == FailOpen {
 			h.rev.opts.Logger.Warn("rule evaluation failed; failing open",
@@ -107,8 +120,27 @@ func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 	if out != nil {
 		r.Decision = out
 	}
+	h.fillInput(r, tr.input, input)
 	h.rec.Record(r)
 	return out, nil
+}
+
+// fillInput sets the record's input when the hooks record inputs: the one
+// the evaluation rendered (rendered), else one rendered from the hook's
+// context (input). A toolResult record whose rules changed the output or
+// failed gets none outside a dry run: its input holds the output the model
+// never saw, secrets the rules redacted included, and the audit log keeps
+// only what the model saw.
+func (h *hooks) fillInput(r *policy.Record, rendered func() json.RawMessage, input func(now time.Time) json.RawMessage) {
+	if !h.recordInput || (!h.dryRun && r.Hook == policy.HookToolResult &&
+		(r.Outcome == policy.OutcomeMatched || r.Outcome == policy.OutcomeError)) {
+		return
+	}
+	if rendered != nil {
+		r.Input = rendered()
+	} else {
+		r.Input = input(r.Time)
+	}
 }
 
 // newRecord starts the record of one evaluation of hook for the turn id.
@@ -149,7 +181,7 @@ func (h *hooks) BeforeTurn(ctx context.Context, tc *engine.TurnContext) (*engine
 		func(ctx context.Context, now time.Time) (*engine.TurnConfig, trace, error) {
 			cfg, tr, err := h.rev.cel.BeforeTurn(ctx, tc, now)
 			return cfg, celTrace(tr), err
-		})
+		}, func(now time.Time) json.RawMessage { return marshalInput(celrules.TurnInput(tc, now)) })
 }
 
 // BeforeStep runs the revision's CEL beforeStep rules.
@@ -159,7 +191,7 @@ func (h *hooks) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext) (
 		func(ctx context.Context, now time.Time) (*engine.StepConfig, trace, error) {
 			cfg, tr, err := h.rev.cel.BeforeStep(ctx, sc, now)
 			return cfg, celTrace(tr), err
-		})
+		}, func(now time.Time) json.RawMessage { return marshalInput(celrules.StepInput(sc, now)) })
 }
 
 // BeforeToolCall evaluates the revision's data.turngate.tool_call.
@@ -170,7 +202,7 @@ func (h *hooks) BeforeToolCall(ctx context.Context, tc *engine.ToolCallContext) 
 		func(ctx context.Context, _ time.Time) (*engine.ToolCallDecision, trace, error) {
 			d, tr, err := h.rev.rego.ToolCall(ctx, tc)
 			return d, regoTrace(tr), err
-		})
+		}, func(time.Time) json.RawMessage { return orNil(opa.ToolCallInputJSON(tc)) })
 }
 
 // ToolResult evaluates the revision's data.turngate.tool_result.
@@ -181,7 +213,7 @@ func (h *hooks) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext
 		func(ctx context.Context, _ time.Time) (*engine.ToolResultDecision, trace, error) {
 			d, tr, err := h.rev.rego.ToolResult(ctx, rc)
 			return d, regoTrace(tr), err
-		})
+		}, func(time.Time) json.RawMessage { return orNil(opa.ToolResultInputJSON(rc)) })
 }
 
 // celTrace and regoTrace adapt the two evaluators' traces.
@@ -190,5 +222,20 @@ func celTrace(tr celrules.Trace) trace {
 }
 
 func regoTrace(tr opa.Trace) trace {
-	return trace{fired: tr.RulesFired, prints: tr.Prints, shadow: tr.Shadow}
+	return trace{fired: tr.RulesFired, prints: tr.Prints, shadow: tr.Shadow, input: tr.InputJSON}
+}
+
+// marshalInput renders a CEL hook's input for its record.
+func marshalInput(in *celrules.Input) json.RawMessage {
+	return orNil(json.Marshal(in))
+}
+
+// orNil drops a recorded input that could not be rendered: the record
+// then says the decision cannot be replayed, and the error is the
+// evaluation's own (a field holding invalid JSON fails it).
+func orNil(b []byte, err error) json.RawMessage {
+	if err != nil {
+		return nil
+	}
+	return b
 }
