@@ -67,7 +67,9 @@ func evalHook[C any](ctx context.Context, s *Set, rules []*rule, hasShadow bool,
 	if err != nil {
 		return nil, Trace{}, err
 	}
-	m := merge(enforced.fired != nil, enforced.contribs)
+	// Rules rarely set more than a few fields: the slots stay on the stack.
+	var slots [8]slot
+	m := merge(enforced.fired != nil, enforced.contribs, slots[:0])
 	cfg := config(&m, set)
 	tr := Trace{RulesFired: enforced.fired, SetBy: m.setBy(), Conflicts: m.conflicts()}
 	if !hasShadow {
@@ -80,7 +82,7 @@ func evalHook[C any](ctx context.Context, s *Set, rules []*rule, hasShadow bool,
 		return cfg, tr, nil
 	}
 	tr.Shadow.RulesFired = shadow.fired
-	all := merge(enforced.fired != nil || shadow.fired != nil, interleave(enforced.contribs, shadow.contribs))
+	all := merge(enforced.fired != nil || shadow.fired != nil, interleave(enforced.contribs, shadow.contribs), nil)
 	if would := config(&all, set); would != nil {
 		tr.Shadow.Decision = would
 		tr.Shadow.Changed = !reflect.DeepEqual(cfg, would)
@@ -124,7 +126,7 @@ func (s *Set) eval(ctx context.Context, rules []*rule, act *activation, shadow b
 		}
 		if out.fired == nil {
 			out.fired = make([]string, 0, len(rules))
-			out.contribs = make([]contribution, 0, 8)
+			out.contribs = make([]contribution, 0, max(8, len(rules)))
 		}
 		out.fired = append(out.fired, rl.id)
 		for _, set := range rl.sets {

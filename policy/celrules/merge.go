@@ -50,23 +50,21 @@ type slot struct {
 	// whose chunkMs won and by the one whose totalMs won (empty while the
 	// component is unset).
 	by, byChunk string
-	// rules are the rules that set the field, in order, once a second one
-	// does; first is the first of them.
-	first  string
-	rules  []string
-	differ bool // two rules set different values
+	differ      bool // two rules set different values
 }
 
 // merged is the result of folding a hook's contributions: one slot per
 // field, in the order fields were first set.
 type merged struct {
-	fired bool
-	slots []slot
+	fired    bool
+	slots    []slot
+	contribs []contribution // for the rules of a conflict
 }
 
-// merge folds contributions, in rule order, into one value per field.
-func merge(fired bool, contribs []contribution) merged {
-	m := merged{fired: fired, slots: make([]slot, 0, len(contribs))}
+// merge folds contributions, in rule order, into one value per field,
+// appending the fields' slots to slots (the caller's buffer).
+func merge(fired bool, contribs []contribution, slots []slot) merged {
+	m := merged{fired: fired, slots: slots, contribs: contribs}
 	for _, c := range contribs {
 		i := slices.IndexFunc(m.slots, func(s slot) bool { return s.field == c.field })
 		if i < 0 {
@@ -79,10 +77,11 @@ func merge(fired bool, contribs []contribution) merged {
 }
 
 func newSlot(c contribution) slot {
-	s := slot{field: c.field, value: c.value, by: c.rule.id, first: c.rule.id}
-	if c.field.merge == mergeTimeout {
-		t := c.value.(engine.TimeoutConfig)
-		s.by, s.byChunk = ifSet(t.TotalMs, c.rule.id), ifSet(t.ChunkMs, c.rule.id)
+	s := slot{field: c.field, value: c.value, by: c.rule.id}
+	if t, ok := c.value.(engine.TimeoutConfig); ok && t.ChunkMs != 0 {
+		// The rule won both bounds it set; an empty timeout names it as
+		// the totalMs winner, which a later bound replaces.
+		s.by, s.byChunk = ifSet(t.TotalMs, c.rule.id), c.rule.id
 	}
 	return s
 }
@@ -97,10 +96,6 @@ func ifSet(n int64, id string) string {
 
 // combine merges a later rule's value v into the slot.
 func (s *slot) combine(id string, v any) {
-	if s.rules == nil {
-		s.rules = []string{s.first}
-	}
-	s.rules = append(s.rules, id)
 	switch s.field.merge {
 	case mergeMin:
 		n, cur := v.(int64), s.value.(int64)
@@ -184,7 +179,7 @@ func (m *merged) setBy() map[string]string {
 	for _, s := range m.slots {
 		switch {
 		case s.field.merge != mergeTimeout || s.by == "" || s.byChunk == "" || s.by == s.byChunk:
-			out[s.field.name] = cmp.Or(s.by, s.byChunk, s.first)
+			out[s.field.name] = cmp.Or(s.by, s.byChunk)
 		default:
 			out["timeout.totalMs"], out["timeout.chunkMs"] = s.by, s.byChunk
 		}
@@ -197,9 +192,16 @@ func (m *merged) setBy() map[string]string {
 func (m *merged) conflicts() []policy.Conflict {
 	var out []policy.Conflict
 	for _, s := range m.slots {
-		if s.differ {
-			out = append(out, policy.Conflict{Field: s.field.name, Rules: s.rules, Resolution: s.resolution()})
+		if !s.differ {
+			continue
 		}
+		var rules []string
+		for _, c := range m.contribs {
+			if c.field == s.field {
+				rules = append(rules, c.rule.id)
+			}
+		}
+		out = append(out, policy.Conflict{Field: s.field.name, Rules: rules, Resolution: s.resolution()})
 	}
 	return out
 }
