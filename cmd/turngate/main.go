@@ -1,5 +1,5 @@
 // Command turngate is an HTTP gateway that runs an LLM agent's turn loop
-// under operator-editable rules. Subcommands: serve, check, test, eval, schema.
+// under operator-editable rules. Subcommands: serve, check, test, eval, schema, replay.
 package main
 
 import (
@@ -26,6 +26,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"test":   runTest,
 	"eval":   runEval,
 	"schema": runSchema,
+	"replay": runReplay,
 }
 
 const usage = `usage: turngate <command> [flags]
@@ -36,6 +37,7 @@ commands:
   test    run the rule tests (*_test.rego, *_test.yaml) of a rules directory
   eval    dry-run one hook decision against a rules directory
   schema  print the JSON Schema of a rule input (tool_call, tool_result, turn, step)
+  replay  re-evaluate an audit log's recorded decisions against candidate rules
 `
 
 // run dispatches args to a subcommand and returns the exit code.

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/policy/ruleset"
+)
+
+// recordTraffic writes the audit log of a few turns' decisions, made with
+// the rules of dir, to audit.jsonl in the current directory, with a turn
+// record between them.
+func recordTraffic(t *testing.T, dir string) {
+	t.Helper()
+	now := time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC)
+	rev, errs := ruleset.Load(dir, ruleset.Options{Now: func() time.Time { return now }})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	f, err := os.Create("audit.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	log := audit.New(f, nil, slog.New(slog.DiscardHandler))
+	h := rev.Hooks(log, ruleset.FailClosed)
+	ctx := context.Background()
+	id := func(session string, roles ...string) engine.Identity {
+		return engine.Identity{RequestID: "req-" + session, SessionID: session, Agent: "demo", EntryPath: engine.EntryChat,
+			Principal: engine.Principal{Tenant: "acme", Subject: "ann", Roles: append([]string{"user"}, roles...)}}
+	}
+	call := func(session, tool, input string, body map[string]any, roles ...string) {
+		tc := &engine.ToolCallContext{Identity: id(session, roles...), Type: "tool-call", ToolCallID: "call_" + tool, ToolName: tool,
+			Input: json.RawMessage(input), Tool: engine.ToolInfo{Name: tool, Kind: engine.ToolKindBuiltin}, Body: body}
+		_, _ = h.BeforeToolCall(ctx, tc)
+	}
+	readOnly := map[string]any{"mode": "read-only"}
+	call("s1", "delete", `{"path": "/tmp/x"}`, readOnly)          // block → reason changed
+	call("s2", "delete", `{"path": "/tmp/x"}`, nil)               // allow → block
+	call("s3", "delete", `{"path": "/tmp/x"}`, readOnly, "admin") // block → allow
+	call("s4", "search", `{"query": "go", "limit": 500}`, nil)    // patch 50 → patch 20
+	call("s5", "search", `{"query": "go", "limit": 30}`, nil)     // allow → patch
+	call("s6", "search", `{"query": "go", "limit": 5}`, readOnly) // unchanged
+	log.Turn(&audit.Turn{SessionID: "s6", Status: "completed"})
+	_, _ = h.BeforeTurn(ctx, &engine.TurnContext{Identity: id("s7"), MaxSteps: 50, Continuation: true}) // maxSteps 10 → 5, model fast → unset
+	_, _ = h.BeforeStep(ctx, &engine.PrepareStepContext{Identity: id("s7"), StepNumber: 0})             // unchanged
+	_, _ = h.ToolResult(ctx, &engine.ToolCallResultContext{Identity: id("s8"), ToolCallID: "c", ToolName: "read",
+		Success: true, Output: json.RawMessage(`{"secret": "s"}`), Decision: engine.DecisionAllow}) // redacted: no input
+}
+
+func abs(t *testing.T, path string) string {
+	t.Helper()
+	p, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// An audit log recorded with one rule set, replayed against a candidate:
+// the report counts each kind of change with examples, and --fail-on turns
+// the kinds that occurred into exit status 1.
+func TestReplay(t *testing.T) {
+	candidate, good := abs(t, "testdata/replay/candidate"), abs(t, "testdata/rules/good")
+	golden := abs(t, "testdata/replay")
+	t.Chdir(t.TempDir())
+	recordTraffic(t, good)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		golden string
+	}{
+		{"pretty", []string{"--audit", "audit.jsonl", "--rules", candidate}, 0, "replay.golden"},
+		{"json, one example", []string{"--audit", "audit.jsonl", "--rules", candidate, "--format", "json", "--examples", "1"}, 0, "replay_json.golden"},
+		{"fail on a change that occurs", []string{"--audit", "audit.jsonl", "--rules", candidate, "--examples", "0", "--fail-on", "block-to-allow,error-to-allow"}, 1, "replay_fail.golden"},
+		{"fail on a CEL field", []string{"--rules", candidate, "--examples", "0", "--fail-on", "override-changed:maxSteps", "--audit", "audit.jsonl"}, 1, ""},
+		{"fail on any CEL field", []string{"--rules", candidate, "--examples", "0", "--fail-on", "override-changed", "--audit", "audit.jsonl"}, 1, ""},
+		{"no failure for changes that do not occur", []string{"--audit", "audit.jsonl", "--rules", candidate, "--examples", "0", "--fail-on", "allow-to-substitute,ok-to-error"}, 0, ""},
+		{"same rules: nothing changes", []string{"--audit", "audit.jsonl", "--rules", good, "--fail-on", "any"}, 0, "replay_same.golden"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), append([]string{"replay"}, tc.args...), &stdout, &stderr); code != tc.code {
+				t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, &stdout, &stderr)
+			}
+			if stderr.Len() > 0 {
+				t.Errorf("stderr = %q", &stderr)
+			}
+			if tc.golden != "" {
+				compareGolden(t, filepath.Join(golden, tc.golden), stdout.String())
+			}
+		})
+	}
+}
+
+// Bad command lines and bad audit logs are clear errors, never a panic.
+func TestReplayErrors(t *testing.T) {
+	candidate, good := abs(t, "testdata/replay/candidate"), abs(t, "testdata/rules/good")
+	t.Chdir(t.TempDir())
+	recordTraffic(t, good)
+	recorded, err := os.ReadFile("audit.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(recorded), "\n")
+	broken := strings.Join(lines[:2], "") + `{"kind":"decision","hook":"beforeToolCall","stepNum` + "\n" + strings.Join(lines[2:], "")
+	if err := os.WriteFile("broken.jsonl", []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"malformed line", []string{"--audit", "audit.jsonl", "--audit", "broken.jsonl", "--rules", candidate}, 1, "broken.jsonl:3: not an audit line"},
+		{"missing file", []string{"--audit", "nope.jsonl", "--rules", candidate}, 1, "nope.jsonl"},
+		{"no rules", []string{"--audit", "audit.jsonl"}, 2, "--audit and --rules are required"},
+		{"misspelt kind", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "allow-to-blok"}, 2, "unknown --fail-on kind allow-to-blok"},
+		{"bad format", []string{"--audit", "audit.jsonl", "--rules", candidate, "--format", "xml"}, 2, "unknown format"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), append([]string{"replay"}, tc.args...), &stdout, &stderr); code != tc.code {
+				t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, &stdout, &stderr)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr = %q, want it to contain %q", &stderr, tc.want)
+			}
+		})
+	}
+}
