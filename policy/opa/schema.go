@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -33,24 +34,17 @@ var (
 // decision package pkg (ToolCallPackage or ToolResultPackage), with
 // input.body typed by opts.BodySchema when it is set. It is what every
 // module of that package is type-checked against, and what `turngate schema`
-// prints.
+// prints. The caller owns the result.
 func InputSchema(pkg string, opts Options) (map[string]any, error) {
-	var name string
-	switch pkg {
-	case ToolCallPackage:
-		name = "tool_call"
-	case ToolResultPackage:
-		name = "tool_result"
-	default:
-		return nil, fmt.Errorf("no input schema for package %q (want %s or %s)", pkg, ToolCallPackage, ToolResultPackage)
-	}
-	s, err := readSchema(name)
+	schemas, err := inputSchemas()
 	if err != nil {
 		return nil, err
 	}
-	if err := inlineRefs(s); err != nil {
-		return nil, err
+	base, ok := schemas[pkg]
+	if !ok {
+		return nil, fmt.Errorf("no input schema for package %q (want %s or %s)", pkg, ToolCallPackage, ToolResultPackage)
 	}
+	s := cloneJSON(base).(map[string]any)
 	if opts.BodySchema != nil {
 		if props, ok := s["properties"].(map[string]any); ok && props["body"] != nil {
 			props["body"] = opts.BodySchema
@@ -59,8 +53,43 @@ func InputSchema(pkg string, opts Options) (map[string]any, error) {
 	return s, nil
 }
 
-// readSchema decodes the embedded schemas/<name>.json; each call returns a
-// fresh copy the caller may change.
+// inputSchemas decodes the embedded schemas once, by package, each
+// standing alone (inlineRefs).
+var inputSchemas = sync.OnceValues(func() (map[string]map[string]any, error) {
+	out := map[string]map[string]any{}
+	for pkg, name := range map[string]string{ToolCallPackage: "tool_call", ToolResultPackage: "tool_result"} {
+		s, err := readSchema(name)
+		if err == nil {
+			err = inlineRefs(s)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[pkg] = s
+	}
+	return out, nil
+})
+
+// cloneJSON deep-copies a decoded JSON value.
+func cloneJSON(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = cloneJSON(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = cloneJSON(x)
+		}
+		return out
+	}
+	return v
+}
+
+// readSchema decodes the embedded schemas/<name>.json.
 func readSchema(name string) (map[string]any, error) {
 	data, err := schemaFiles.ReadFile("schemas/" + name + ".json")
 	if err != nil {
