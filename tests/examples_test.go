@@ -56,6 +56,7 @@ var exampleCases = []exampleCase{
 	{"redact-pii-in-tool-input", exampleRedactPIIInToolInput, nil},
 	{"redact-secrets-in-tool-output", exampleRedactSecretsInToolOutput, accountsService},
 	{"restrict-active-tools", exampleRestrictActiveTools, nil},
+	{"shadow-rollout", exampleShadowRollout, nil},
 	{"selected-file-context", exampleSelectedFileContext, nil},
 	{"stop-on-final-answer", exampleStopOnFinalAnswer, nil},
 	{"structured-output", exampleStructuredOutput, nil},
@@ -353,6 +354,33 @@ func exampleReadOnlyMode(t *testing.T, x *exampleRun) {
 	s = x.chat("files", userChat("rw-1", "u1", "delete notes.txt", nil))
 	if call, ok := s.toolCall("delete"); !ok || string(call.Output) != `{"deleted":"notes.txt"}` {
 		t.Errorf("without the mode delete does not run:\n%s", s)
+	}
+}
+
+// exampleShadowRollout: the shadow /etc rule lets the delete run and
+// records its would-be block; a replay of the recorded traffic against
+// rules.next reports it as allow-to-block and exits 1 with --fail-on.
+func exampleShadowRollout(t *testing.T, x *exampleRun) {
+	s := x.chat("files", userChat("etc-1", "u1", "delete /etc/hosts", nil))
+	if call, ok := s.toolCall("delete"); !ok || string(call.Output) != `{"deleted":"/etc/hosts"}` {
+		t.Fatalf("the shadow rule must not block:\n%s", s)
+	}
+	var rec map[string]any
+	for _, r := range x.turnAudit("etc-1", 1) {
+		if r["hook"] == "beforeToolCall" {
+			rec = r
+		}
+	}
+	if got := mustJSON(t, rec["shadow"]); !strings.Contains(got, `"changed":true`) ||
+		!strings.Contains(got, `"reason":"deleting /etc/hosts is not allowed"`) {
+		t.Errorf("record shadow = %s, want the would-be block", got)
+	}
+	if rec["outcome"] != "no_match" || rec["input"] == nil {
+		t.Errorf("record = %v, want an enforced no_match with its input", rec)
+	}
+	out, code := replayCmd(t, x.dir, "--audit", "data/audit.log", "--rules", "rules.next", "--fail-on", "allow-to-block")
+	if code != 1 || !strings.Contains(out, "allow-to-block: 1\n") || !strings.Contains(out, "session etc-1") {
+		t.Errorf("replay: exit %d\n%s", code, out)
 	}
 }
 
