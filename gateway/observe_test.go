@@ -42,7 +42,8 @@ func TestAuditAndMetrics(t *testing.T) {
 	readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "delete /tmp/x")))
 	readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u2", "weather in Lima")))
 
-	var decisions, turns int
+	var decisions, turns, steps, responses int
+	calls := map[string]map[string]any{}
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
@@ -65,6 +66,19 @@ func TestAuditAndMetrics(t *testing.T) {
 					t.Errorf("decision line lacks %s: %s", k, line)
 				}
 			}
+		case audit.KindAfterToolCall:
+			calls[rec["toolName"].(string)] = rec
+		case audit.KindOnStepFinish:
+			steps++
+			usage, _ := rec["usage"].(map[string]any)
+			if rec["stepNumber"] == nil || rec["finishReason"] == "" || usage["inputTokens"] == nil || rec["toolCallCount"] != rec["toolResultCount"] {
+				t.Errorf("onStepFinish line %s", line)
+			}
+		case audit.KindOnChatResponse:
+			responses++
+			if rec["status"] != "completed" || rec["steps"] != 2.0 {
+				t.Errorf("onChatResponse line %s", line)
+			}
 		case audit.KindTurn:
 			turns++
 			if rec["status"] != "completed" || rec["revision"] == "" || rec["agent"] != "demo" || rec["subject"] != "ci" ||
@@ -73,8 +87,20 @@ func TestAuditAndMetrics(t *testing.T) {
 			}
 		}
 	}
-	if decisions < 2 || turns != 2 {
-		t.Errorf("%d decision and %d turn records, want ≥2 and 2", decisions, turns)
+	if decisions < 2 || turns != 2 || steps != 4 || responses != 2 {
+		t.Errorf("%d decision, %d turn, %d onStepFinish and %d onChatResponse records, want ≥2, 2, 4 and 2", decisions, turns, steps, responses)
+	}
+	// The blocked delete never ran (the model sees the block reason); the
+	// weather call ran and returned output.
+	for tool, want := range map[string]struct {
+		decision string
+		executed bool
+	}{"delete": {"block", false}, "weather": {"allow", true}} {
+		rec := calls[tool]
+		if rec == nil || rec["success"] != true || rec["decision"] != want.decision || rec["executed"] != want.executed ||
+			rec["outputBytes"].(float64) == 0 || rec["toolCallId"] == "" || rec["stepNumber"] != 0.0 || rec["durationMs"] == nil {
+			t.Errorf("afterToolCall record of %s = %v, want success, decision %s, executed %v and an output", tool, rec, want.decision, want.executed)
+		}
 	}
 	if strings.Contains(buf.String(), "secret-key-123") {
 		t.Error("the API key reached the audit log")

@@ -60,7 +60,8 @@ type Options struct {
 	// MCP serves the tools of the configured MCP servers; nil when none.
 	// The caller starts and closes it.
 	MCP *mcptool.Manager
-	// Audit receives decision records and turn outcomes; nil discards them.
+	// Audit receives decision records, the observation hooks' records and
+	// turn outcomes; nil discards them.
 	Audit *audit.Log
 	// Metrics receives the gateway's metrics; nil makes a private registry.
 	Metrics *metrics.Metrics
@@ -149,7 +150,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.recorder = recorder{audit: s.audit, metrics: s.metrics,
 		input: opts.Audit != nil && opts.Config.Audit.Sink != config.SinkNone && opts.Config.Audit.RecordsInput()}
-	s.observers = engine.Compose(s.metrics.Hooks(), opts.Observer)
+	s.observers = engine.Compose(s.metrics.Hooks(), s.audit.Hooks(), opts.Observer)
 	var err error
 	if s.auth, err = newAuthenticator(opts.Config.Auth.APIKeys); err != nil {
 		return nil, err

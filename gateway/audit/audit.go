@@ -1,10 +1,12 @@
 // Package audit writes turngate's audit log: one JSON line per policy
-// decision record and per turn outcome, to stdout or to a size-rotated file,
+// decision record, per observed hook (afterToolCall, onStepFinish,
+// onChatResponse) and per turn outcome, to stdout or to a size-rotated file,
 // with configured field paths redacted.
 package audit
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +27,10 @@ import (
 const (
 	KindDecision = "decision"
 	KindTurn     = "turn"
+	// The observation hooks' records are named after their hook.
+	KindAfterToolCall  = "afterToolCall"
+	KindOnStepFinish   = "onStepFinish"
+	KindOnChatResponse = "onChatResponse"
 )
 
 // Redacted replaces the value of every redacted field.
@@ -47,6 +53,60 @@ type Turn struct {
 	ToolCalls    []engine.ToolResult `json:"toolCalls,omitempty"`
 	Usage        engine.Usage        `json:"usage"`
 	DurationMs   float64             `json:"durationMs"`
+}
+
+// Identity names the turn an observation record belongs to.
+type Identity struct {
+	Time      time.Time `json:"time"`
+	RequestID string    `json:"requestId"`
+	Tenant    string    `json:"tenant"`
+	SessionID string    `json:"sessionId"`
+	Agent     string    `json:"agent"`
+}
+
+func identity(id *engine.Identity) Identity {
+	return Identity{Time: time.Now(), RequestID: id.RequestID, Tenant: id.Principal.Tenant, SessionID: id.SessionID, Agent: id.Agent}
+}
+
+// AfterToolCall is the audit record of one tool call's outcome (the
+// afterToolCall hook).
+type AfterToolCall struct {
+	Identity
+	ToolName   string  `json:"toolName"`
+	ToolCallID string  `json:"toolCallId"`
+	StepNumber int     `json:"stepNumber"`
+	Success    bool    `json:"success"`
+	DurationMs float64 `json:"durationMs"`
+	// OutputBytes is the size of the tool's own output (before a
+	// toolResult rule rewrote what the model sees); 0 on failure.
+	OutputBytes int `json:"outputBytes"`
+	// Decision is the beforeToolCall decision (allow, block, substitute, …).
+	Decision string `json:"decision"`
+	// Executed reports whether the tool ran (not on a block or substitute).
+	Executed bool   `json:"executed"`
+	Error    string `json:"error,omitempty"`
+}
+
+// OnStepFinish is the audit record of one finished model step.
+type OnStepFinish struct {
+	Identity
+	StepNumber      int          `json:"stepNumber"`
+	Model           string       `json:"model"`
+	FinishReason    string       `json:"finishReason"`
+	ToolCallCount   int          `json:"toolCallCount"`
+	ToolResultCount int          `json:"toolResultCount"`
+	Usage           engine.Usage `json:"usage"`
+}
+
+// OnChatResponse is the audit record of a turn's end as onChatResponse
+// observes it: completed, error or aborted.
+type OnChatResponse struct {
+	Identity
+	Status       string `json:"status"`
+	Error        string `json:"error,omitempty"`
+	FinishReason string `json:"finishReason,omitempty"`
+	Continuation bool   `json:"continuation"`
+	Steps        int    `json:"steps"`
 }
 
 // Log is the audit log. It implements policy.Recorder and is safe for
@@ -96,6 +156,32 @@ func (l *Log) Record(r *policy.Record) { l.write(KindDecision, r) }
 
 // Turn writes one turn outcome.
 func (l *Log) Turn(t *Turn) { l.write(KindTurn, t) }
+
+// Hooks returns the observer that writes a record for every
+// afterToolCall, onStepFinish and onChatResponse.
+func (l *Log) Hooks() engine.Hooks { return observer{l: l} }
+
+type observer struct {
+	engine.NopHooks
+	l *Log
+}
+
+func (o observer) AfterToolCall(_ context.Context, rc *engine.ToolCallResultContext) {
+	o.l.write(KindAfterToolCall, &AfterToolCall{Identity: identity(&rc.Identity),
+		ToolName: rc.ToolName, ToolCallID: rc.ToolCallID, StepNumber: rc.StepNumber, Success: rc.Success,
+		DurationMs: rc.DurationMs, OutputBytes: len(rc.Output), Decision: rc.Decision, Executed: rc.Executed, Error: rc.Error})
+}
+
+func (o observer) OnStepFinish(_ context.Context, s *engine.StepResult) {
+	o.l.write(KindOnStepFinish, &OnStepFinish{Identity: identity(&s.Identity),
+		StepNumber: s.StepNumber, Model: s.Model, FinishReason: s.FinishReason,
+		ToolCallCount: len(s.ToolCalls), ToolResultCount: len(s.ToolResults), Usage: s.Usage})
+}
+
+func (o observer) OnChatResponse(_ context.Context, r *engine.ChatResponseResult) {
+	o.l.write(KindOnChatResponse, &OnChatResponse{Identity: identity(&r.Identity),
+		Status: r.Status, Error: r.Error, FinishReason: r.FinishReason, Continuation: r.Continuation, Steps: r.Steps})
+}
 
 // Close closes a file sink.
 func (l *Log) Close() error {
@@ -205,18 +291,18 @@ var kindKey = []byte(`"kind"`)
 // Quoted kinds are the "kind" members' values, made once: appendSorted
 // may copy its members to the heap, so escape analysis would move a value
 // built on encode's stack there too.
-var (
-	quotedDecision = []byte(`"` + KindDecision + `"`)
-	quotedTurn     = []byte(`"` + KindTurn + `"`)
-)
+var quotedKinds = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, k := range []string{KindDecision, KindTurn, KindAfterToolCall, KindOnStepFinish, KindOnChatResponse} {
+		m[k] = []byte(`"` + k + `"`)
+	}
+	return m
+}()
 
 // quotedKind returns kind as a JSON string.
 func quotedKind(kind string) []byte {
-	switch kind {
-	case KindDecision:
-		return quotedDecision
-	case KindTurn:
-		return quotedTurn
+	if q, ok := quotedKinds[kind]; ok {
+		return q
 	}
 	return []byte(`"` + kind + `"`)
 }

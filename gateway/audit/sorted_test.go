@@ -192,7 +192,7 @@ func FuzzAppendSorted(f *testing.F) {
 			t.Fatalf("%s became %s, per object %s", raw, out, want)
 		}
 		var scratch [4]member
-		extra := member{key: kindKey, sortKey: kindKey[1:5], val: quotedTurn}
+		extra := member{key: kindKey, sortKey: kindKey[1:5], val: quotedKind(KindTurn)}
 		withKind, ms := appendSorted(nil, raw, &extra, scratch[:2])
 		if want := appendSortedPerObject(nil, raw, &extra); !bytes.Equal(withKind, want) || len(ms) != 2 {
 			t.Fatalf("%s with kind became %s (scratch left at %d), per object %s", raw, withKind, len(ms), want)
