@@ -159,6 +159,13 @@ audit() {
 	grep -v '"outcome":"not_evaluated"' "data/$name.audit" | sed 's/^/  /' || true
 }
 
+# without_input filters audit records, dropping each decision record's
+# evaluated input (for replay), so a grep sees only the decision and what
+# the rules chose, not the unchanged context they read.
+without_input() {
+	sed 's/,"input":.*,"kind":"decision"/,"kind":"decision"/'
+}
+
 # expect WHAT FILE REGEX passes when a line of FILE matches the extended
 # regular expression REGEX.
 expect() {

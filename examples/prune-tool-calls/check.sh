@@ -6,12 +6,8 @@ cd "$(dirname "$0")"
 source ../lib.sh
 start_gateway
 
-# last_context NAME saves the messages the last beforeTurn decision sent:
-# its record without the evaluated input (which holds the unpruned messages).
-last_context() {
-  grep '"hook":"beforeTurn"' "data/$1.audit" | tail -n 1 |
-    sed 's/,"input":.*,"kind":"decision"/,"kind":"decision"/' >"data/$1.context"
-}
+# last_context NAME saves the messages the last beforeTurn decision sent.
+last_context() { grep '"hook":"beforeTurn"' "data/$1.audit" | tail -n 1 | without_input >"data/$1.context"; }
 
 R=research-$RUN
 chat r1 researcher "$R" "search turngate"

@@ -12,7 +12,7 @@ post notes "/v1/agents/researcher/sessions/$S/messages" "{\"messages\":[${msgs%,
 chat research researcher "$S" "research turngate"
 expect "the turn runs three steps" data/research.txt '^Done researching\.$'
 audit research "$S" 2
-grep '"hook":"beforeStep"' data/research.audit | grep '"stepNumber":2' >data/step2.audit || true
+grep '"hook":"beforeStep"' data/research.audit | without_input | grep '"stepNumber":2' >data/step2.audit || true
 echo "  messages sent at step 2: $(grep -o '"role":' data/step2.audit | wc -l)"
 expect "step 2 was trimmed by the rule" data/step2.audit '"rulesFired":\["trim.yaml#trim-messages-on-later-steps"\]'
 [[ $(grep -o '"role":' data/step2.audit | wc -l) == 8 ]] && echo "  ✓ to the last 8 messages" || { echo "  ✗ want 8 messages"; FAILED=1; }
