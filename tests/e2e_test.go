@@ -297,7 +297,14 @@ type submission struct {
 // and sees the submission run to completion exactly once.
 func TestSubmissionSurvivesKill(t *testing.T) {
 	g, gt := startE2E(t)
-	const session = "durable-1"
+	submissionSurvivesKill(t, g, gt, "durable-1")
+}
+
+// submissionSurvivesKill accepts a submission in session, kills g with
+// SIGKILL while its turn waits on gt's slow tool, restarts g on the same
+// store and checks that the submission runs to completion exactly once.
+func submissionSurvivesKill(t *testing.T, g *gateway, gt *gate, session string) {
+	t.Helper()
 	var sub submission
 	g.json(http.MethodPost, "/v1/agents/demo/sessions/"+session+"/messages",
 		map[string]any{"text": "slow job delta", "async": true}, http.StatusAccepted, &sub)

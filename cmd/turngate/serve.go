@@ -83,11 +83,12 @@ func serve(ctx context.Context, p serveParams) error {
 		log.Warn("NO API KEYS CONFIGURED: every request is the anonymous admin of tenant \"default\"; serving on loopback only", "listen", cfg.Listen)
 	}
 
-	st, err := store.OpenSQLite(cfg.Store.Path, store.WithSynchronous(cfg.Store.Synchronous))
+	st, err := openStore(ctx, cfg.Store)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	log.Info("store opened", "driver", cfg.Store.Driver)
 
 	m := metrics.New()
 	rules, err := ruleset.NewManager(cfg.Rules.Dir, ruleset.Options{
@@ -199,6 +200,30 @@ func testGate(require *bool) ruleset.TestGate {
 		return ruleset.TestsRequired
 	}
 	return ruleset.TestsOff
+}
+
+// storeOpenTimeout bounds connecting to PostgreSQL and migrating it at
+// startup: a server that does not answer fails the start instead of
+// hanging it.
+const storeOpenTimeout = time.Minute
+
+// openStore opens the store cfg names: a SQLite file (the embedded default)
+// or a PostgreSQL database.
+func openStore(ctx context.Context, cfg config.Store) (store.Store, error) {
+	if cfg.Driver == config.StorePostgres {
+		ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
+		defer cancel()
+		st, err := store.OpenPostgres(ctx, cfg.DSN)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+	st, err := store.OpenSQLite(cfg.Path, store.WithSynchronous(cfg.Synchronous))
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // engineOptions are the engine's options from cfg's tool limits.

@@ -210,16 +210,53 @@ type Rules struct {
 	RequireTests *bool `yaml:"requireTests"`
 }
 
+// Store drivers.
+const (
+	// StoreSQLite is the embedded default: a SQLite file.
+	StoreSQLite = "sqlite"
+	// StorePostgres is a PostgreSQL database.
+	StorePostgres = "postgres"
+)
+
 // Store configures persistence.
 type Store struct {
-	// Driver is "sqlite" (the only driver so far).
+	// Driver is "sqlite" (default) or "postgres".
 	Driver string `yaml:"driver"`
-	Path   string `yaml:"path"`
-	// Synchronous is "full" (default: an acknowledged write survives power
-	// loss) or "normal" (WAL synced at checkpoints only: a process crash
-	// loses nothing, power loss may lose the last commits but does not
-	// corrupt the file).
+	// Path is the SQLite file (default data/turngate.db).
+	Path string `yaml:"path"`
+	// Synchronous is SQLite's "full" (default: an acknowledged write
+	// survives power loss) or "normal" (WAL synced at checkpoints only: a
+	// process crash loses nothing, power loss may lose the last commits
+	// but does not corrupt the file).
 	Synchronous string `yaml:"synchronous"`
+	// DSN names the PostgreSQL database, usually "${SOME_ENV_VAR}" since
+	// it may hold a password; it is never logged.
+	DSN string `yaml:"dsn"`
+}
+
+// validate reports the store settings that do not fit its driver.
+func (st *Store) validate(add func(format string, args ...any)) {
+	switch st.Driver {
+	case StoreSQLite:
+		if st.Synchronous != "full" && st.Synchronous != "normal" {
+			add("store.synchronous: must be full or normal, not %q", st.Synchronous)
+		}
+		if st.DSN != "" {
+			add("store.dsn: a PostgreSQL setting; set store.driver: postgres, or drop it")
+		}
+	case StorePostgres:
+		if st.DSN == "" {
+			add("store.dsn: required with store.driver: postgres (for example \"${TURNGATE_DATABASE_URL}\")")
+		}
+		if st.Path != "" {
+			add("store.path: a SQLite setting; PostgreSQL takes store.dsn")
+		}
+		if st.Synchronous != "" {
+			add("store.synchronous: a SQLite setting; PostgreSQL's durability is the server's synchronous_commit")
+		}
+	default:
+		add("store.driver: must be sqlite or postgres, not %q", st.Driver)
+	}
 }
 
 // Auth configures API keys. With none, the gateway serves loopback only.
@@ -367,9 +404,11 @@ func (c *Config) hashKeys() {
 
 func (c *Config) applyDefaults() {
 	c.Listen = cmp.Or(c.Listen, DefaultListen)
-	c.Store.Driver = cmp.Or(c.Store.Driver, "sqlite")
-	c.Store.Path = cmp.Or(c.Store.Path, "data/turngate.db")
-	c.Store.Synchronous = cmp.Or(c.Store.Synchronous, "full")
+	c.Store.Driver = cmp.Or(c.Store.Driver, StoreSQLite)
+	if c.Store.Driver == StoreSQLite {
+		c.Store.Path = cmp.Or(c.Store.Path, "data/turngate.db")
+		c.Store.Synchronous = cmp.Or(c.Store.Synchronous, "full")
+	}
 	c.Rules.Dir = cmp.Or(c.Rules.Dir, "rules")
 	if c.Rules.Watch == nil {
 		watch := true
@@ -462,12 +501,7 @@ func (c *Config) Validate() error {
 			add("agents[%d] (%s): "+format, append([]any{i, a.Name}, args...)...)
 		}, len(c.MCPServers) > 0)
 	}
-	if c.Store.Driver != "sqlite" {
-		add("store.driver: only sqlite is supported, not %q", c.Store.Driver)
-	}
-	if c.Store.Synchronous != "full" && c.Store.Synchronous != "normal" {
-		add("store.synchronous: must be full or normal, not %q", c.Store.Synchronous)
-	}
+	c.Store.validate(add)
 	for i, k := range c.Auth.APIKeys {
 		if (k.Key == "") == (k.KeySHA256 == "") {
 			add("auth.apiKeys[%d]: set exactly one of key and keySha256", i)

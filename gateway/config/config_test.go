@@ -59,6 +59,12 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown top-level key", "listen: x\nlisten2: y\n", []string{"line 2", "listen2"}},
 		{"bad store synchronous", "store: {synchronous: \"off\"}\n", []string{"store.synchronous: must be full or normal, not \"off\""}},
+		{"unknown store driver", "store: {driver: mysql}\n", []string{"store.driver: must be sqlite or postgres, not \"mysql\""}},
+		{"postgres without dsn", "store:\n  driver: postgres\n", []string{"line 2: store.dsn: required with store.driver: postgres"}},
+		{"postgres with sqlite settings", "store:\n  driver: postgres\n  dsn: postgres://db/x\n  path: a.db\n  synchronous: full\n",
+			[]string{"line 4: store.path: a SQLite setting", "line 5: store.synchronous: a SQLite setting"}},
+		{"sqlite with a dsn", "store:\n  dsn: postgres://db/x\n", []string{"line 2: store.dsn: a PostgreSQL setting"}},
+		{"dsn from a missing variable", "store:\n  driver: postgres\n  dsn: ${NOPE_DSN}\n", []string{"line 3: store.dsn", "NOPE_DSN is not set"}},
 		{"unknown nested key", "agents:\n  - name: a\n    model: m\n    modle: m\n", []string{"line 4", "modle"}},
 		{"unknown tool key", "tools:\n  - name: t\n    http: {url: http://x, verb: GET}\n", []string{"line 3", "verb"}},
 		{"wrong type", "limits:\n  maxMessages: many\n", []string{"line 2"}},
@@ -279,4 +285,16 @@ func FuzzParse(f *testing.F) {
 		}
 		_, _ = Parse("fuzz.yaml", data, env(map[string]string{"X": "y"}))
 	})
+}
+
+func TestPostgresStore(t *testing.T) {
+	yaml := "store:\n  driver: postgres\n  dsn: ${DATABASE_URL}\n"
+	c, err := Parse("t.yaml", []byte(yaml), env(map[string]string{"DATABASE_URL": "postgres://gw:pw@db:5432/turngate"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Store{Driver: StorePostgres, DSN: "postgres://gw:pw@db:5432/turngate"}
+	if c.Store != want {
+		t.Errorf("store = %+v, want %+v (no SQLite defaults)", c.Store, want)
+	}
 }

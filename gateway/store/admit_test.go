@@ -75,90 +75,94 @@ func TestAdmit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			s, _ := openTest(t)
-			mustSession(t, s, "acme", "s1")
-			if err := s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`{"k":0}`)); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.AppendMessage(ctx, "acme", "s1", *user("u1")); err != nil {
-				t.Fatal(err)
-			}
-			sess, err := s.Admit(ctx, tc.tenant, tc.agent, tc.session, tc.body, tc.user)
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("Admit error = %v, want %v", err, tc.wantErr)
-			}
-			if tc.wantSess != nil {
-				got := Session{ID: sess.ID, Tenant: sess.Tenant, Agent: sess.Agent, LastBody: sess.LastBody}
-				if !reflect.DeepEqual(got, *tc.wantSess) {
-					t.Errorf("Admit = %+v, want %+v", got, *tc.wantSess)
+			forEachStore(t, func(t *testing.T, s Store) {
+				mustSession(t, s, "acme", "s1")
+				if err := s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`{"k":0}`)); err != nil {
+					t.Fatal(err)
 				}
-			}
-			if tc.tenant == "" || tc.agent == "" {
-				return
-			}
-			stored, err := s.GetSession(ctx, tc.tenant, tc.session)
-			if tc.wantMsgs == nil {
-				if !errors.Is(err, ErrNotFound) {
-					t.Fatalf("GetSession after a failed admission = %v, want ErrNotFound", err)
+				if err := s.AppendMessage(ctx, "acme", "s1", *user("u1")); err != nil {
+					t.Fatal(err)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.wantSess != nil && (!sess.CreatedAt.Equal(stored.CreatedAt) || !sess.UpdatedAt.Equal(stored.UpdatedAt)) {
-				t.Errorf("Admit times created %v updated %v, stored %v %v", sess.CreatedAt, sess.UpdatedAt, stored.CreatedAt, stored.UpdatedAt)
-			}
-			if string(stored.LastBody) != string(tc.wantBody) {
-				t.Errorf("stored last body = %s, want %s", stored.LastBody, tc.wantBody)
-			}
-			msgs, err := s.Messages(ctx, tc.tenant, tc.session)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(msgs, tc.wantMsgs) {
-				t.Errorf("messages = %+v, want %+v", msgs, tc.wantMsgs)
-			}
+				sess, err := s.Admit(ctx, tc.tenant, tc.agent, tc.session, tc.body, tc.user)
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Admit error = %v, want %v", err, tc.wantErr)
+				}
+				if tc.wantSess != nil {
+					got := Session{ID: sess.ID, Tenant: sess.Tenant, Agent: sess.Agent, LastBody: sess.LastBody}
+					if !reflect.DeepEqual(got, *tc.wantSess) {
+						t.Errorf("Admit = %+v, want %+v", got, *tc.wantSess)
+					}
+				}
+				if tc.tenant == "" || tc.agent == "" {
+					return
+				}
+				stored, err := s.GetSession(ctx, tc.tenant, tc.session)
+				if tc.wantMsgs == nil {
+					if !errors.Is(err, ErrNotFound) {
+						t.Fatalf("GetSession after a failed admission = %v, want ErrNotFound", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.wantSess != nil && (!sess.CreatedAt.Equal(stored.CreatedAt) || !sess.UpdatedAt.Equal(stored.UpdatedAt)) {
+					t.Errorf("Admit times created %v updated %v, stored %v %v", sess.CreatedAt, sess.UpdatedAt, stored.CreatedAt, stored.UpdatedAt)
+				}
+				if string(stored.LastBody) != string(tc.wantBody) {
+					t.Errorf("stored last body = %s, want %s", stored.LastBody, tc.wantBody)
+				}
+				msgs, err := s.Messages(ctx, tc.tenant, tc.session)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(msgs, tc.wantMsgs) {
+					t.Errorf("messages = %+v, want %+v", msgs, tc.wantMsgs)
+				}
+			})
 		})
 	}
 }
 
 func TestAdmitIsIdempotentForTheSession(t *testing.T) {
-	ctx := context.Background()
-	s, _ := openTest(t)
-	first, err := s.Admit(ctx, "acme", "demo", "s1", nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"u1", "u2"} {
-		m := text(id, "hi")
-		again, err := s.Admit(ctx, "acme", "demo", "s1", nil, &m)
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := context.Background()
+		first, err := s.Admit(ctx, "acme", "demo", "s1", nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !again.CreatedAt.Equal(first.CreatedAt) {
-			t.Errorf("CreatedAt changed from %v to %v: the session was created again", first.CreatedAt, again.CreatedAt)
+		for _, id := range []string{"u1", "u2"} {
+			m := text(id, "hi")
+			again, err := s.Admit(ctx, "acme", "demo", "s1", nil, &m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !again.CreatedAt.Equal(first.CreatedAt) {
+				t.Errorf("CreatedAt changed from %v to %v: the session was created again", first.CreatedAt, again.CreatedAt)
+			}
 		}
-	}
-	msgs, err := s.Messages(ctx, "acme", "s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(msgs) != 2 || msgs[0].ID != "u1" || msgs[1].ID != "u2" {
-		t.Errorf("messages = %+v, want u1, u2", msgs)
-	}
+		msgs, err := s.Messages(ctx, "acme", "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 2 || msgs[0].ID != "u1" || msgs[1].ID != "u2" {
+			t.Errorf("messages = %+v, want u1, u2", msgs)
+		}
+	})
 }
 
 func BenchmarkAdmit(b *testing.B) {
-	ctx := context.Background()
-	s, _ := openTest(b)
-	m := text("", "What is the weather in Paris today, and should I take an umbrella?")
-	body := json.RawMessage(`{"locale":"fr"}`)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		m.ID = strconv.Itoa(i)
-		if _, err := s.Admit(ctx, "acme", "demo", "s1", body, &m); err != nil {
-			b.Fatal(err)
+	benchEachDB(b, func(b *testing.B, db testDB) {
+		ctx := context.Background()
+		s := open(b, db)
+		m := text("", "What is the weather in Paris today, and should I take an umbrella?")
+		body := json.RawMessage(`{"locale":"fr"}`)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			m.ID = strconv.Itoa(i)
+			if _, err := s.Admit(ctx, "acme", "demo", "s1", body, &m); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
 }

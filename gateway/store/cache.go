@@ -45,23 +45,24 @@ type cacheEntry struct {
 	bytes int
 }
 
-// transcriptCache is the SQLite store's in-process cache of decoded
+// transcriptCache is a store's in-process cache of decoded
 // transcripts, bounded by entries and by the bytes of their stored JSON,
 // evicting the least recently used.
 //
-// The writer goroutine changes it after each commit, in commit order (see
-// commit), so it holds what the database holds once a write has returned.
+// The store changes it after each commit, in the commit order of each
+// session's writes (SQLite's writer goroutine, PostgreSQL's lock per
+// session), so it holds what the database holds once a write has returned.
 // A read that misses fills it only when no commit ran while the read went to
-// the database: seq counts the changes and committing is set from before a
-// commit until its changes are applied, so a transcript read during that
-// window, which may or may not hold the commit, is never stored and then
-// changed a second time.
+// the database: seq counts the changes and committing counts the commits
+// between their start and the moment their changes are applied, so a
+// transcript read during that window, which may or may not hold the commit,
+// is never stored and then changed a second time.
 type transcriptCache struct {
 	maxEntries, maxBytes int
 
 	mu         sync.Mutex
 	seq        uint64 // bumped by every change a write makes
-	committing bool   // a commit's changes are not all applied yet
+	committing int    // commits whose changes are not all applied yet
 	lru        list.List
 	entries    map[cacheKey]*list.Element
 	bytes      int
@@ -77,7 +78,7 @@ func (c *transcriptCache) get(k cacheKey) (sess *Session, msgs []engine.UIMessag
 	c.mu.Lock()
 	el, ok := c.entries[k]
 	if !ok {
-		if !c.committing {
+		if c.committing == 0 {
 			token = c.seq
 		}
 		c.mu.Unlock()
@@ -99,7 +100,7 @@ func (c *transcriptCache) get(k cacheKey) (sess *Session, msgs []engine.UIMessag
 func (c *transcriptCache) fill(k cacheKey, token uint64, sess *Session, msgs []cachedMessage) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if token == 0 || token != c.seq || c.committing {
+	if token == 0 || token != c.seq || c.committing > 0 {
 		return false
 	}
 	if _, ok := c.entries[k]; ok {
@@ -114,7 +115,7 @@ func (c *transcriptCache) fill(k cacheKey, token uint64, sess *Session, msgs []c
 // that miss until endCommit do not fill the cache.
 func (c *transcriptCache) beginCommit() {
 	c.mu.Lock()
-	c.committing = true
+	c.committing++
 	c.seq++
 	c.mu.Unlock()
 }
@@ -122,7 +123,7 @@ func (c *transcriptCache) beginCommit() {
 // endCommit ends beginCommit.
 func (c *transcriptCache) endCommit() {
 	c.mu.Lock()
-	c.committing = false
+	c.committing--
 	c.seq++
 	c.mu.Unlock()
 }

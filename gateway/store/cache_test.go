@@ -16,16 +16,15 @@ import (
 )
 
 // assertCoherent fails unless s's Transcript of the tenant's session id,
-// through its cache, equals a read through a second store opened on path
+// through its cache, equals a read through a second store opened on db
 // without a cache: the same session, the same messages, or both
 // ErrNotFound.
-func assertCoherent(t *testing.T, s *SQLite, path, tenant, id string) {
+func assertCoherent(t *testing.T, db testDB, s Store, tenant, id string) {
 	t.Helper()
-	ref, err := OpenSQLite(path, withTranscriptCache(0, 0))
+	ref, err := db.reference()
 	if err != nil {
 		t.Fatalf("opening the reference store: %v", err)
 	}
-	defer ref.Close()
 	ctx := context.Background()
 	// Twice: a miss fills the cache, so the second read is a hit.
 	for range 2 {
@@ -54,9 +53,9 @@ func assertCoherent(t *testing.T, s *SQLite, path, tenant, id string) {
 
 // checkCacheBytes fails unless the cache's byte counts are those of its
 // entries and it is within its bounds.
-func checkCacheBytes(t *testing.T, s *SQLite) {
+func checkCacheBytes(t *testing.T, s Store) {
 	t.Helper()
-	c := s.cache
+	c := layer(s).cache
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	total := 0
@@ -76,10 +75,11 @@ func checkCacheBytes(t *testing.T, s *SQLite) {
 }
 
 // cached reports whether the tenant's session id is in s's cache.
-func cached(s *SQLite, tenant, id string) bool {
-	s.cache.mu.Lock()
-	defer s.cache.mu.Unlock()
-	_, ok := s.cache.entries[cacheKey{tenant, id}]
+func cached(s Store, tenant, id string) bool {
+	c := layer(s).cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.entries[cacheKey{tenant, id}]
 	return ok
 }
 
@@ -95,74 +95,74 @@ func TestCacheCoherence(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		write   func(s *SQLite) error
+		write   func(s Store) error
 		wantErr error
 	}{
-		{"admit appends", func(s *SQLite) error {
+		{"admit appends", func(s Store) error {
 			_, err := s.Admit(ctx, "acme", "demo", "s1", json.RawMessage(`{"k":1}`), user("u9"))
 			return err
 		}, nil},
-		{"admit without a message sets the body", func(s *SQLite) error {
+		{"admit without a message sets the body", func(s Store) error {
 			_, err := s.Admit(ctx, "acme", "demo", "s1", json.RawMessage(`{"k":2}`), nil)
 			return err
 		}, nil},
-		{"admit with a nil body clears it", func(s *SQLite) error {
+		{"admit with a nil body clears it", func(s Store) error {
 			_, err := s.Admit(ctx, "acme", "demo", "s1", nil, user("u9"))
 			return err
 		}, nil},
-		{"admit with an empty body clears it", func(s *SQLite) error {
+		{"admit with an empty body clears it", func(s Store) error {
 			_, err := s.Admit(ctx, "acme", "demo", "s1", json.RawMessage{}, nil)
 			return err
 		}, nil},
-		{"admit creates the session", func(s *SQLite) error {
+		{"admit creates the session", func(s Store) error {
 			_, err := s.Admit(ctx, "acme", "demo", "new", json.RawMessage(`{"k":3}`), user("n1"))
 			return err
 		}, nil},
-		{"admit creates the session without a message", func(s *SQLite) error {
+		{"admit creates the session without a message", func(s Store) error {
 			_, err := s.Admit(ctx, "acme", "demo", "new", nil, nil)
 			return err
 		}, nil},
-		{"admit in another tenant", func(s *SQLite) error {
+		{"admit in another tenant", func(s Store) error {
 			_, err := s.Admit(ctx, "globex", "demo", "s1", nil, user("g1"))
 			return err
 		}, nil},
-		{"admit of another agent writes nothing", func(s *SQLite) error {
+		{"admit of another agent writes nothing", func(s Store) error {
 			sess, err := s.Admit(ctx, "acme", "other", "s1", json.RawMessage(`{"k":4}`), user("u9"))
 			if err == nil && sess.Agent != "demo" {
 				return fmt.Errorf("session of agent %q, want demo", sess.Agent)
 			}
 			return err
 		}, nil},
-		{"admit of a duplicate message", func(s *SQLite) error {
+		{"admit of a duplicate message", func(s Store) error {
 			_, err := s.Admit(ctx, "acme", "demo", "s1", json.RawMessage(`{"k":5}`), user("u1"))
 			return err
 		}, ErrConflict},
-		{"admit of an invalid body", func(s *SQLite) error {
+		{"admit of an invalid body", func(s Store) error {
 			_, err := s.Admit(ctx, "acme", "demo", "s1", json.RawMessage(`{`), user("u9"))
 			return err
 		}, ErrInvalid},
-		{"admit of a message without role", func(s *SQLite) error {
+		{"admit of a message without role", func(s Store) error {
 			_, err := s.Admit(ctx, "acme", "demo", "s1", nil, &engine.UIMessage{ID: "x"})
 			return err
 		}, ErrInvalid},
-		{"finish turn appends", func(s *SQLite) error {
+		{"finish turn appends", func(s Store) error {
 			return s.FinishTurn(ctx, "acme", "s1", assistant("a9", "answer"), rec("s1"))
 		}, nil},
-		{"finish turn replaces in place", func(s *SQLite) error {
+		{"finish turn replaces in place", func(s Store) error {
 			return s.FinishTurn(ctx, "acme", "s1", grown(), rec("s1"))
 		}, nil},
-		{"finish turn of another session's record", func(s *SQLite) error {
+		{"finish turn of another session's record", func(s Store) error {
 			return s.FinishTurn(ctx, "acme", "s1", assistant("a9", "answer"), rec("s2"))
 		}, ErrInvalid},
-		{"finish turn of a missing session", func(s *SQLite) error {
+		{"finish turn of a missing session", func(s Store) error {
 			return s.FinishTurn(ctx, "acme", "nope", assistant("a9", "answer"), rec("nope"))
 		}, ErrNotFound},
-		{"upsert replaces in place", func(s *SQLite) error { return s.UpsertMessage(ctx, "acme", "s1", grown()) }, nil},
-		{"upsert appends", func(s *SQLite) error { return s.UpsertMessage(ctx, "acme", "s1", *user("u9")) }, nil},
-		{"upsert of an invalid message", func(s *SQLite) error {
+		{"upsert replaces in place", func(s Store) error { return s.UpsertMessage(ctx, "acme", "s1", grown()) }, nil},
+		{"upsert appends", func(s Store) error { return s.UpsertMessage(ctx, "acme", "s1", *user("u9")) }, nil},
+		{"upsert of an invalid message", func(s Store) error {
 			return s.UpsertMessage(ctx, "acme", "s1", engine.UIMessage{Role: "user"})
 		}, ErrInvalid},
-		{"upsert of a non-UTF-8 id", func(s *SQLite) error {
+		{"upsert of a non-UTF-8 id", func(s Store) error {
 			// Both ids encode to "x\ufffd" in the body; the store keeps them apart.
 			if err := s.AppendMessage(ctx, "acme", "s1", *user("x\xff")); err != nil {
 				return err
@@ -172,63 +172,65 @@ func TestCacheCoherence(t *testing.T) {
 			}
 			return s.UpsertMessage(ctx, "acme", "s1", *user("x\xfe"))
 		}, nil},
-		{"append", func(s *SQLite) error { return s.AppendMessage(ctx, "acme", "s1", *user("u9")) }, nil},
-		{"append of a duplicate", func(s *SQLite) error { return s.AppendMessage(ctx, "acme", "s1", *user("u1")) }, ErrConflict},
-		{"append to a missing session", func(s *SQLite) error { return s.AppendMessage(ctx, "acme", "nope", *user("u9")) }, ErrNotFound},
-		{"set last body", func(s *SQLite) error { return s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`{"k":6}`)) }, nil},
-		{"clear last body", func(s *SQLite) error { return s.SetLastBody(ctx, "acme", "s1", nil) }, nil},
-		{"set an invalid last body", func(s *SQLite) error { return s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`[`)) }, ErrInvalid},
-		{"set the last body of a missing session", func(s *SQLite) error {
+		{"append", func(s Store) error { return s.AppendMessage(ctx, "acme", "s1", *user("u9")) }, nil},
+		{"append of a duplicate", func(s Store) error { return s.AppendMessage(ctx, "acme", "s1", *user("u1")) }, ErrConflict},
+		{"append to a missing session", func(s Store) error { return s.AppendMessage(ctx, "acme", "nope", *user("u9")) }, ErrNotFound},
+		{"set last body", func(s Store) error { return s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`{"k":6}`)) }, nil},
+		{"clear last body", func(s Store) error { return s.SetLastBody(ctx, "acme", "s1", nil) }, nil},
+		{"set an invalid last body", func(s Store) error { return s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`[`)) }, ErrInvalid},
+		{"set the last body of a missing session", func(s Store) error {
 			return s.SetLastBody(ctx, "acme", "nope", json.RawMessage(`{}`))
 		}, ErrNotFound},
-		{"truncate after", func(s *SQLite) error { return s.TruncateAfter(ctx, "acme", "s1", "a1", false) }, nil},
-		{"truncate inclusive", func(s *SQLite) error { return s.TruncateAfter(ctx, "acme", "s1", "u2", true) }, nil},
-		{"truncate after an unknown message", func(s *SQLite) error { return s.TruncateAfter(ctx, "acme", "s1", "nope", false) }, ErrNotFound},
-		{"get or create an existing session", func(s *SQLite) error {
+		{"truncate after", func(s Store) error { return s.TruncateAfter(ctx, "acme", "s1", "a1", false) }, nil},
+		{"truncate inclusive", func(s Store) error { return s.TruncateAfter(ctx, "acme", "s1", "u2", true) }, nil},
+		{"truncate after an unknown message", func(s Store) error { return s.TruncateAfter(ctx, "acme", "s1", "nope", false) }, ErrNotFound},
+		{"get or create an existing session", func(s Store) error {
 			_, _, err := s.GetOrCreateSession(ctx, "acme", "demo", "s1")
 			return err
 		}, nil},
-		{"get or create a new session", func(s *SQLite) error {
+		{"get or create a new session", func(s Store) error {
 			_, _, err := s.GetOrCreateSession(ctx, "acme", "demo", "new")
 			return err
 		}, nil},
-		{"create a submission in a new session", func(s *SQLite) error {
+		{"create a submission in a new session", func(s Store) error {
 			_, _, err := s.CreateSubmission(ctx, &Submission{Tenant: "acme", SessionID: "new", Agent: "demo", Request: json.RawMessage(`{}`)})
 			return err
 		}, nil},
-		{"create a submission in an existing session", func(s *SQLite) error {
+		{"create a submission in an existing session", func(s Store) error {
 			_, _, err := s.CreateSubmission(ctx, &Submission{Tenant: "acme", SessionID: "s1", Agent: "demo", Request: json.RawMessage(`{}`)})
 			return err
 		}, nil},
-		{"record a turn", func(s *SQLite) error { return s.RecordTurn(ctx, rec("s1")) }, nil},
+		{"record a turn", func(s Store) error { return s.RecordTurn(ctx, rec("s1")) }, nil},
 	}
 	keys := []cacheKey{{"acme", "s1"}, {"acme", "new"}, {"globex", "s1"}, {"acme", "nope"}}
 	for _, warm := range []bool{true, false} {
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%s/warm=%t", tt.name, warm), func(t *testing.T) {
-				s, path := openTest(t)
-				storeTranscript(t, s, "acme", "s1")
-				if err := s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`{"k":0}`)); err != nil {
-					t.Fatal(err)
-				}
-				if warm {
+				forEachDB(t, func(t *testing.T, db testDB) {
+					s := open(t, db)
+					storeTranscript(t, s, "acme", "s1")
+					if err := s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`{"k":0}`)); err != nil {
+						t.Fatal(err)
+					}
+					if warm {
+						for _, k := range keys {
+							_, _, _ = s.Transcript(ctx, k.tenant, k.id)
+						}
+						if !cached(s, "acme", "s1") {
+							t.Fatal("s1 is not cached after a read")
+						}
+					}
+					err := tt.write(s)
+					if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+						t.Fatalf("err = %v, want %v", err, tt.wantErr)
+					}
 					for _, k := range keys {
-						_, _, _ = s.Transcript(ctx, k.tenant, k.id)
+						assertCoherent(t, db, s, k.tenant, k.id)
 					}
-					if !cached(s, "acme", "s1") {
-						t.Fatal("s1 is not cached after a read")
+					if warm && cached(s, "acme", "nope") {
+						t.Error("a missing session is cached")
 					}
-				}
-				err := tt.write(s)
-				if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
-					t.Fatalf("err = %v, want %v", err, tt.wantErr)
-				}
-				for _, k := range keys {
-					assertCoherent(t, s, path, k.tenant, k.id)
-				}
-				if warm && cached(s, "acme", "nope") {
-					t.Error("a missing session is cached")
-				}
+				})
 			})
 		}
 	}
@@ -274,7 +276,7 @@ func TestCacheAdmitRunAgain(t *testing.T) {
 		t.Error("the sessions are not cached after the writes")
 	}
 	for _, id := range []string{"s1", "new"} {
-		assertCoherent(t, s, path, "acme", id)
+		assertCoherent(t, newSQLiteDB(t, path), s, "acme", id)
 	}
 }
 
@@ -285,49 +287,53 @@ func TestCacheAdmitRunAgain(t *testing.T) {
 func TestCacheFillRace(t *testing.T) {
 	ctx := context.Background()
 	t.Run("write during the read", func(t *testing.T) {
-		s, path := openTest(t)
-		storeTranscript(t, s, "acme", "s1")
-		var once sync.Once
-		s.testAfterRead = func() {
-			once.Do(func() {
-				// The read has its old transcript; this write misses the cache.
-				if err := s.AppendMessage(ctx, "acme", "s1", text("u9", "meanwhile")); err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		if _, msgs, err := s.Transcript(ctx, "acme", "s1"); err != nil || len(msgs) != 4 {
-			t.Fatalf("Transcript = %d messages, %v; want the 4 before the write", len(msgs), err)
-		}
-		if cached(s, "acme", "s1") {
-			t.Error("a read older than a write filled the cache")
-		}
-		assertCoherent(t, s, path, "acme", "s1")
+		forEachDB(t, func(t *testing.T, db testDB) {
+			s := open(t, db)
+			storeTranscript(t, s, "acme", "s1")
+			var once sync.Once
+			layer(s).testAfterRead = func() {
+				once.Do(func() {
+					// The read has its old transcript; this write misses the cache.
+					if err := s.AppendMessage(ctx, "acme", "s1", text("u9", "meanwhile")); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			if _, msgs, err := s.Transcript(ctx, "acme", "s1"); err != nil || len(msgs) != 4 {
+				t.Fatalf("Transcript = %d messages, %v; want the 4 before the write", len(msgs), err)
+			}
+			if cached(s, "acme", "s1") {
+				t.Error("a read older than a write filled the cache")
+			}
+			assertCoherent(t, db, s, "acme", "s1")
+		})
 	})
 	t.Run("read between commit and cache", func(t *testing.T) {
-		s, path := openTest(t)
-		storeTranscript(t, s, "acme", "s1")
-		var armed atomic.Bool
-		read := make(chan int, 1)
-		s.testAfterCommit = func() {
-			if armed.CompareAndSwap(true, false) {
-				// The read sees the commit; its Admit has not reached the cache.
-				_, msgs, err := s.Transcript(ctx, "acme", "s1")
-				if err != nil {
-					t.Error(err)
+		forEachDB(t, func(t *testing.T, db testDB) {
+			s := open(t, db)
+			storeTranscript(t, s, "acme", "s1")
+			var armed atomic.Bool
+			read := make(chan int, 1)
+			layer(s).testAfterCommit = func() {
+				if armed.CompareAndSwap(true, false) {
+					// The read sees the commit; its Admit has not reached the cache.
+					_, msgs, err := s.Transcript(ctx, "acme", "s1")
+					if err != nil {
+						t.Error(err)
+					}
+					read <- len(msgs)
 				}
-				read <- len(msgs)
 			}
-		}
-		armed.Store(true)
-		u9 := text("u9", "hi")
-		if _, err := s.Admit(ctx, "acme", "demo", "s1", nil, &u9); err != nil {
-			t.Fatal(err)
-		}
-		if n := <-read; n != 5 {
-			t.Errorf("the read after the commit has %d messages, want 5", n)
-		}
-		assertCoherent(t, s, path, "acme", "s1")
+			armed.Store(true)
+			u9 := text("u9", "hi")
+			if _, err := s.Admit(ctx, "acme", "demo", "s1", nil, &u9); err != nil {
+				t.Fatal(err)
+			}
+			if n := <-read; n != 5 {
+				t.Errorf("the read after the commit has %d messages, want 5", n)
+			}
+			assertCoherent(t, db, s, "acme", "s1")
+		})
 	})
 }
 
@@ -355,123 +361,127 @@ func TestCacheCommitFailureResets(t *testing.T) {
 	if n := s.cache.len(); n != 0 {
 		t.Errorf("%d entries after a failed commit, want 0", n)
 	}
-	assertCoherent(t, s, path, "acme", "s1")
+	assertCoherent(t, newSQLiteDB(t, path), s, "acme", "s1")
 }
 
 func TestCacheConcurrent(t *testing.T) {
-	const (
-		writers  = 32
-		readers  = 8
-		sessions = 8
-		rounds   = 40
-	)
-	ctx := context.Background()
-	s, path := openTest(t)
-	var (
-		wg, readWG sync.WaitGroup
-		stop       atomic.Bool
-	)
-	for r := range readers {
-		readWG.Go(func() {
-			for i := 0; !stop.Load(); i++ {
-				_, msgs, err := s.Transcript(ctx, "acme", fmt.Sprint("s", (r+i)%sessions))
-				if err != nil && !errors.Is(err, ErrNotFound) {
-					t.Error(err)
-					return
-				}
-				// The readers' copies are theirs.
-				for j := range msgs {
-					msgs[j].ID = "scribbled"
-					if len(msgs[j].Parts) > 0 {
-						msgs[j].Parts[0].Text = "scribbled"
-					}
-				}
-			}
-		})
-	}
-	for w := range writers {
-		wg.Go(func() {
-			session := fmt.Sprint("s", w%sessions)
-			for j := range rounds {
-				u := text(fmt.Sprintf("u%d-%d", w, j), "hi")
-				if _, err := s.Admit(ctx, "acme", "demo", session, json.RawMessage(fmt.Sprintf(`{"w":%d}`, w)), &u); err != nil {
-					t.Error(err)
-					return
-				}
-				// Every writer of a session upserts the same few ids.
-				a := assistant(fmt.Sprintf("a%d", j%5), fmt.Sprintf("answer %d-%d", w, j))
-				if err := s.FinishTurn(ctx, "acme", session, a, turnRecord(session, "r")); err != nil {
-					t.Error(err)
-					return
-				}
-				err := s.AppendMessage(ctx, "acme", session, text(fmt.Sprintf("x%d", j%7), "maybe"))
-				if err != nil && !errors.Is(err, ErrConflict) {
-					t.Error(err)
-					return
-				}
-				if j%13 == 0 {
-					if err := s.SetLastBody(ctx, "acme", session, nil); err != nil {
+	forEachDB(t, func(t *testing.T, db testDB) {
+		const (
+			writers  = 32
+			readers  = 8
+			sessions = 8
+			rounds   = 40
+		)
+		ctx := context.Background()
+		s := open(t, db)
+		var (
+			wg, readWG sync.WaitGroup
+			stop       atomic.Bool
+		)
+		for r := range readers {
+			readWG.Go(func() {
+				for i := 0; !stop.Load(); i++ {
+					_, msgs, err := s.Transcript(ctx, "acme", fmt.Sprint("s", (r+i)%sessions))
+					if err != nil && !errors.Is(err, ErrNotFound) {
 						t.Error(err)
 						return
 					}
+					// The readers' copies are theirs.
+					for j := range msgs {
+						msgs[j].ID = "scribbled"
+						if len(msgs[j].Parts) > 0 {
+							msgs[j].Parts[0].Text = "scribbled"
+						}
+					}
 				}
-			}
-		})
-	}
-	wg.Wait()
-	stop.Store(true)
-	readWG.Wait()
-	for i := range sessions {
-		assertCoherent(t, s, path, "acme", fmt.Sprint("s", i))
-	}
+			})
+		}
+		for w := range writers {
+			wg.Go(func() {
+				session := fmt.Sprint("s", w%sessions)
+				for j := range rounds {
+					u := text(fmt.Sprintf("u%d-%d", w, j), "hi")
+					if _, err := s.Admit(ctx, "acme", "demo", session, json.RawMessage(fmt.Sprintf(`{"w":%d}`, w)), &u); err != nil {
+						t.Error(err)
+						return
+					}
+					// Every writer of a session upserts the same few ids.
+					a := assistant(fmt.Sprintf("a%d", j%5), fmt.Sprintf("answer %d-%d", w, j))
+					if err := s.FinishTurn(ctx, "acme", session, a, turnRecord(session, "r")); err != nil {
+						t.Error(err)
+						return
+					}
+					err := s.AppendMessage(ctx, "acme", session, text(fmt.Sprintf("x%d", j%7), "maybe"))
+					if err != nil && !errors.Is(err, ErrConflict) {
+						t.Error(err)
+						return
+					}
+					if j%13 == 0 {
+						if err := s.SetLastBody(ctx, "acme", session, nil); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		stop.Store(true)
+		readWG.Wait()
+		for i := range sessions {
+			assertCoherent(t, db, s, "acme", fmt.Sprint("s", i))
+		}
+	})
 }
 
 // TestTranscriptCopiesAreTheirOwn checks that changing what Transcript
 // returns, in every way a caller can, changes nothing the next read returns.
 func TestTranscriptCopiesAreTheirOwn(t *testing.T) {
-	ctx := context.Background()
-	s, path := openTest(t)
-	storeTranscript(t, s, "acme", "s1")
-	if err := s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`{"k":0}`)); err != nil {
-		t.Fatal(err)
-	}
-	mutations := []struct {
-		name   string
-		mutate func(sess *Session, msgs []engine.UIMessage)
-	}{
-		{"session fields", func(sess *Session, _ []engine.UIMessage) { sess.Agent, sess.LastBody = "x", nil }},
-		{"last body bytes", func(sess *Session, _ []engine.UIMessage) { sess.LastBody[0] = '[' }},
-		{"append to the last body", func(sess *Session, _ []engine.UIMessage) { _ = append(sess.LastBody[:1], 'x') }},
-		{"append to the slice", func(_ *Session, msgs []engine.UIMessage) { _ = append(msgs[:1], text("x", "x")) }},
-		{"replace a message", func(_ *Session, msgs []engine.UIMessage) { msgs[0] = text("x", "x") }},
-		{"message fields", func(_ *Session, msgs []engine.UIMessage) { msgs[1].ID, msgs[1].Metadata = "x", nil }},
-		{"metadata bytes", func(_ *Session, msgs []engine.UIMessage) { msgs[1].Metadata[0] = '[' }},
-		{"replace a part", func(_ *Session, msgs []engine.UIMessage) { msgs[1].Parts[0] = engine.UIPart{Type: "x"} }},
-		{"part fields", func(_ *Session, msgs []engine.UIMessage) { msgs[1].Parts[2].State, msgs[1].Parts[2].Output = "x", nil }},
-		{"append to parts", func(_ *Session, msgs []engine.UIMessage) {
-			_ = append(msgs[0].Parts[:0], engine.UIPart{Type: "x"})
-			msgs[0].Parts = append(msgs[0].Parts, engine.UIPart{Type: "y"})
-		}},
-		{"raw part bytes", func(_ *Session, msgs []engine.UIMessage) {
-			p := &msgs[1].Parts[2]
-			p.Input[0], p.Output[0] = '[', '['
-			_ = append(p.Input[:1], "xxxxxxxx"...)
-		}},
-		{"data bytes", func(_ *Session, msgs []engine.UIMessage) { msgs[3].Parts[3].Data[0] = '[' }},
-	}
-	for _, tt := range mutations {
-		t.Run(tt.name, func(t *testing.T) {
-			sess, msgs, err := s.Transcript(ctx, "acme", "s1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !cached(s, "acme", "s1") {
-				t.Fatal("s1 is not cached")
-			}
-			tt.mutate(sess, msgs)
-			assertCoherent(t, s, path, "acme", "s1")
-		})
-	}
+	forEachDB(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		s := open(t, db)
+		storeTranscript(t, s, "acme", "s1")
+		if err := s.SetLastBody(ctx, "acme", "s1", json.RawMessage(`{"k":0}`)); err != nil {
+			t.Fatal(err)
+		}
+		mutations := []struct {
+			name   string
+			mutate func(sess *Session, msgs []engine.UIMessage)
+		}{
+			{"session fields", func(sess *Session, _ []engine.UIMessage) { sess.Agent, sess.LastBody = "x", nil }},
+			{"last body bytes", func(sess *Session, _ []engine.UIMessage) { sess.LastBody[0] = '[' }},
+			{"append to the last body", func(sess *Session, _ []engine.UIMessage) { _ = append(sess.LastBody[:1], 'x') }},
+			{"append to the slice", func(_ *Session, msgs []engine.UIMessage) { _ = append(msgs[:1], text("x", "x")) }},
+			{"replace a message", func(_ *Session, msgs []engine.UIMessage) { msgs[0] = text("x", "x") }},
+			{"message fields", func(_ *Session, msgs []engine.UIMessage) { msgs[1].ID, msgs[1].Metadata = "x", nil }},
+			{"metadata bytes", func(_ *Session, msgs []engine.UIMessage) { msgs[1].Metadata[0] = '[' }},
+			{"replace a part", func(_ *Session, msgs []engine.UIMessage) { msgs[1].Parts[0] = engine.UIPart{Type: "x"} }},
+			{"part fields", func(_ *Session, msgs []engine.UIMessage) { msgs[1].Parts[2].State, msgs[1].Parts[2].Output = "x", nil }},
+			{"append to parts", func(_ *Session, msgs []engine.UIMessage) {
+				_ = append(msgs[0].Parts[:0], engine.UIPart{Type: "x"})
+				msgs[0].Parts = append(msgs[0].Parts, engine.UIPart{Type: "y"})
+			}},
+			{"raw part bytes", func(_ *Session, msgs []engine.UIMessage) {
+				p := &msgs[1].Parts[2]
+				p.Input[0], p.Output[0] = '[', '['
+				_ = append(p.Input[:1], "xxxxxxxx"...)
+			}},
+			{"data bytes", func(_ *Session, msgs []engine.UIMessage) { msgs[3].Parts[3].Data[0] = '[' }},
+		}
+		for _, tt := range mutations {
+			t.Run(tt.name, func(t *testing.T) {
+				sess, msgs, err := s.Transcript(ctx, "acme", "s1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !cached(s, "acme", "s1") {
+					t.Fatal("s1 is not cached")
+				}
+				tt.mutate(sess, msgs)
+				assertCoherent(t, db, s, "acme", "s1")
+			})
+		}
+	})
 }
 
 func TestCacheIsBounded(t *testing.T) {
@@ -492,38 +502,36 @@ func TestCacheIsBounded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := t.TempDir() + "/t.db"
-			s, err := OpenSQLite(path, withTranscriptCache(tt.entries, tt.bytes))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			for i := range 6 {
-				mustSession(t, s, "acme", fmt.Sprint("s", i))
-				if err := s.AppendMessage(ctx, "acme", fmt.Sprint("s", i), text("u1", "hello")); err != nil {
-					t.Fatal(err)
+			forEachDB(t, func(t *testing.T, db testDB) {
+				s := open(t, db, withTranscriptCache(tt.entries, tt.bytes))
+				c := layer(s).cache
+				for i := range 6 {
+					mustSession(t, s, "acme", fmt.Sprint("s", i))
+					if err := s.AppendMessage(ctx, "acme", fmt.Sprint("s", i), text("u1", "hello")); err != nil {
+						t.Fatal(err)
+					}
+					if _, _, err := s.Transcript(ctx, "acme", fmt.Sprint("s", i)); err != nil {
+						t.Fatal(err)
+					}
 				}
-				if _, _, err := s.Transcript(ctx, "acme", fmt.Sprint("s", i)); err != nil {
-					t.Fatal(err)
+				if n := c.len(); n != tt.want {
+					t.Errorf("%d entries, want %d", n, tt.want)
 				}
-			}
-			if n := s.cache.len(); n != tt.want {
-				t.Errorf("%d entries, want %d", n, tt.want)
-			}
-			for i := range 6 {
-				// The most recent ones stay.
-				if want := i >= 6-tt.want; cached(s, "acme", fmt.Sprint("s", i)) != want {
-					t.Errorf("s%d cached = %t, want %t", i, !want, want)
+				for i := range 6 {
+					// The most recent ones stay.
+					if want := i >= 6-tt.want; cached(s, "acme", fmt.Sprint("s", i)) != want {
+						t.Errorf("s%d cached = %t, want %t", i, !want, want)
+					}
 				}
-			}
-			s.cache.mu.Lock()
-			if s.cache.bytes > tt.bytes || s.cache.lru.Len() != len(s.cache.entries) {
-				t.Errorf("%d bytes in %d entries (%d in the map), bound %d", s.cache.bytes, s.cache.lru.Len(), len(s.cache.entries), tt.bytes)
-			}
-			s.cache.mu.Unlock()
-			for i := range 6 {
-				assertCoherent(t, s, path, "acme", fmt.Sprint("s", i))
-			}
+				c.mu.Lock()
+				if c.bytes > tt.bytes || c.lru.Len() != len(c.entries) {
+					t.Errorf("%d bytes in %d entries (%d in the map), bound %d", c.bytes, c.lru.Len(), len(c.entries), tt.bytes)
+				}
+				c.mu.Unlock()
+				for i := range 6 {
+					assertCoherent(t, db, s, "acme", fmt.Sprint("s", i))
+				}
+			})
 		})
 	}
 }
@@ -538,41 +546,39 @@ func BenchmarkTranscript(b *testing.B) {
 		miss  bool
 	}{{"hit", true, false}, {"miss", true, true}, {"uncached", false, false}} {
 		b.Run(bc.name, func(b *testing.B) {
-			var opts []Option
-			if !bc.cache {
-				opts = append(opts, withTranscriptCache(0, 0))
-			}
-			s, err := OpenSQLite(b.TempDir()+"/t.db", opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			data, err := readTestdata()
-			if err != nil {
-				b.Fatal(err)
-			}
-			mustSession(b, s, "acme", "s1")
-			for i := range 2 {
-				for _, m := range data {
-					m.ID = fmt.Sprint(m.ID, "-", i)
-					if err := s.AppendMessage(ctx, "acme", "s1", m); err != nil {
+			benchEachDB(b, func(b *testing.B, db testDB) {
+				var opts []Option
+				if !bc.cache {
+					opts = append(opts, withTranscriptCache(0, 0))
+				}
+				s := open(b, db, opts...)
+				data, err := readTestdata()
+				if err != nil {
+					b.Fatal(err)
+				}
+				mustSession(b, s, "acme", "s1")
+				for i := range 2 {
+					for _, m := range data {
+						m.ID = fmt.Sprint(m.ID, "-", i)
+						if err := s.AppendMessage(ctx, "acme", "s1", m); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				if _, msgs, err := s.Transcript(ctx, "acme", "s1"); err != nil || len(msgs) != 8 {
+					b.Fatalf("Transcript = %d messages, %v; want 8", len(msgs), err)
+				}
+				k := cacheKey{"acme", "s1"}
+				b.ReportAllocs()
+				for b.Loop() {
+					if bc.miss {
+						layer(s).cache.invalidate(k)
+					}
+					if _, _, err := s.Transcript(ctx, "acme", "s1"); err != nil {
 						b.Fatal(err)
 					}
 				}
-			}
-			if _, msgs, err := s.Transcript(ctx, "acme", "s1"); err != nil || len(msgs) != 8 {
-				b.Fatalf("Transcript = %d messages, %v; want 8", len(msgs), err)
-			}
-			k := cacheKey{"acme", "s1"}
-			b.ReportAllocs()
-			for b.Loop() {
-				if bc.miss {
-					s.cache.invalidate(k)
-				}
-				if _, _, err := s.Transcript(ctx, "acme", "s1"); err != nil {
-					b.Fatal(err)
-				}
-			}
+			})
 		})
 	}
 }

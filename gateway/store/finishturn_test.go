@@ -81,32 +81,33 @@ func TestFinishTurn(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			s, _ := openTest(t)
-			mustSession(t, s, "acme", "s1")
-			for _, m := range []engine.UIMessage{text("u1", "hi"), assistant("a1", "partial"), text("u2", "and?")} {
-				if err := s.AppendMessage(ctx, "acme", "s1", m); err != nil {
+			forEachStore(t, func(t *testing.T, s Store) {
+				mustSession(t, s, "acme", "s1")
+				for _, m := range []engine.UIMessage{text("u1", "hi"), assistant("a1", "partial"), text("u2", "and?")} {
+					if err := s.AppendMessage(ctx, "acme", "s1", m); err != nil {
+						t.Fatal(err)
+					}
+				}
+				err := s.FinishTurn(ctx, "acme", tt.session, tt.msg, tt.rec)
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("FinishTurn: err = %v, want %v", err, tt.wantErr)
+				}
+				msgs, err := s.Messages(ctx, "acme", "s1")
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			err := s.FinishTurn(ctx, "acme", tt.session, tt.msg, tt.rec)
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("FinishTurn: err = %v, want %v", err, tt.wantErr)
-			}
-			msgs, err := s.Messages(ctx, "acme", "s1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			assertJSON(t, msgs, tt.wantMsgs)
-			turns, err := s.Turns(ctx, "acme", tt.session)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(turns) != tt.wantTurns {
-				t.Fatalf("Turns = %+v, want %d", turns, tt.wantTurns)
-			}
-			if tt.wantTurns > 0 && (turns[0].RequestID != tt.rec.RequestID || turns[0].Usage != tt.rec.Usage) {
-				t.Errorf("Turns[0] = %+v, want %+v", turns[0], *tt.rec)
-			}
+				assertJSON(t, msgs, tt.wantMsgs)
+				turns, err := s.Turns(ctx, "acme", tt.session)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(turns) != tt.wantTurns {
+					t.Fatalf("Turns = %+v, want %d", turns, tt.wantTurns)
+				}
+				if tt.wantTurns > 0 && (turns[0].RequestID != tt.rec.RequestID || turns[0].Usage != tt.rec.Usage) {
+					t.Errorf("Turns[0] = %+v, want %+v", turns[0], *tt.rec)
+				}
+			})
 		})
 	}
 }
@@ -114,25 +115,26 @@ func TestFinishTurn(t *testing.T) {
 // TestClosedStoreFails checks that the prepared statements are closed with
 // the store: every call fails with an error instead of panicking.
 func TestClosedStoreFails(t *testing.T) {
-	ctx := context.Background()
-	s, _ := openTest(t)
-	mustSession(t, s, "acme", "s1")
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	for name, call := range map[string]func() error{
-		"GetSession":  func() error { _, err := s.GetSession(ctx, "acme", "s1"); return err },
-		"Messages":    func() error { _, err := s.Messages(ctx, "acme", "s1"); return err },
-		"SetLastBody": func() error { return s.SetLastBody(ctx, "acme", "s1", nil) },
-		"RecordTurn":  func() error { return s.RecordTurn(ctx, &TurnRecord{RequestID: "r", Tenant: "acme", SessionID: "s1"}) },
-		"AppendMessage": func() error {
-			return s.AppendMessage(ctx, "acme", "s1", text("m", "x"))
-		},
-	} {
-		if err := call(); err == nil {
-			t.Errorf("%s on a closed store succeeded", name)
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := context.Background()
+		mustSession(t, s, "acme", "s1")
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
 		}
-	}
+		for name, call := range map[string]func() error{
+			"GetSession":  func() error { _, err := s.GetSession(ctx, "acme", "s1"); return err },
+			"Messages":    func() error { _, err := s.Messages(ctx, "acme", "s1"); return err },
+			"SetLastBody": func() error { return s.SetLastBody(ctx, "acme", "s1", nil) },
+			"RecordTurn":  func() error { return s.RecordTurn(ctx, &TurnRecord{RequestID: "r", Tenant: "acme", SessionID: "s1"}) },
+			"AppendMessage": func() error {
+				return s.AppendMessage(ctx, "acme", "s1", text("m", "x"))
+			},
+		} {
+			if err := call(); err == nil {
+				t.Errorf("%s on a closed store succeeded", name)
+			}
+		}
+	})
 }
 
 // BenchmarkFinishTurn compares the end of a turn as one transaction with
@@ -144,12 +146,12 @@ func BenchmarkFinishTurn(b *testing.B) {
 		StartedAt: now, FinishedAt: now}
 	for _, bb := range []struct {
 		name   string
-		finish func(s *SQLite, m engine.UIMessage) error
+		finish func(s Store, m engine.UIMessage) error
 	}{
-		{"one transaction", func(s *SQLite, m engine.UIMessage) error {
+		{"one transaction", func(s Store, m engine.UIMessage) error {
 			return s.FinishTurn(context.Background(), "acme", "s1", m, rec)
 		}},
-		{"UpsertMessage then RecordTurn", func(s *SQLite, m engine.UIMessage) error {
+		{"UpsertMessage then RecordTurn", func(s Store, m engine.UIMessage) error {
 			if err := s.UpsertMessage(context.Background(), "acme", "s1", m); err != nil {
 				return err
 			}
@@ -157,16 +159,18 @@ func BenchmarkFinishTurn(b *testing.B) {
 		}},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
-			s, _ := openTest(b)
-			mustSession(b, s, "acme", "s1")
-			m := assistant("", "It will rain in Paris this afternoon; take an umbrella.")
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				m.ID = fmt.Sprint(i)
-				if err := bb.finish(s, m); err != nil {
-					b.Fatal(err)
+			benchEachDB(b, func(b *testing.B, db testDB) {
+				s := open(b, db)
+				mustSession(b, s, "acme", "s1")
+				m := assistant("", "It will rain in Paris this afternoon; take an umbrella.")
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					m.ID = fmt.Sprint(i)
+					if err := bb.finish(s, m); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
+			})
 		})
 	}
 }

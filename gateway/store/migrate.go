@@ -12,10 +12,12 @@ import (
 	"time"
 )
 
-// sqliteMigrations holds the SQLite schema, one file per version.
+// migrations holds the schema of each driver, one file per version in
+// migrations/<driver>/: the same version numbers name the same change on
+// both drivers.
 //
-//go:embed migrations/sqlite/*.sql
-var sqliteMigrations embed.FS
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
+var migrations embed.FS
 
 // migration is one schema version: the file NNNN_name.sql.
 type migration struct {
@@ -80,11 +82,11 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return fmt.Errorf("migrating: reading version: %w", err)
 	}
-	latest := ms[len(ms)-1].version
-	if current > latest {
-		return fmt.Errorf("%w: database is at version %d, this binary knows versions up to %d", ErrSchemaTooNew, current, latest)
+	todo, err := pending(ms, current)
+	if err != nil {
+		return err
 	}
-	for _, m := range ms[current:] {
+	for _, m := range todo {
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			return fmt.Errorf("migrating: applying %04d_%s: %w", m.version, m.name, err)
 		}
@@ -97,4 +99,14 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 		return fmt.Errorf("migrating: committing: %w", err)
 	}
 	return nil
+}
+
+// pending returns the migrations of ms newer than the database's version
+// current; ErrSchemaTooNew when current is above the newest of ms.
+func pending(ms []migration, current int) ([]migration, error) {
+	latest := ms[len(ms)-1].version
+	if current > latest {
+		return nil, fmt.Errorf("%w: database is at version %d, this binary knows versions up to %d", ErrSchemaTooNew, current, latest)
+	}
+	return ms[current:], nil
 }

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -67,16 +66,11 @@ type SQLite struct {
 	closeOnce sync.Once
 	commits   atomic.Int64 // transactions writeLoop committed; tests compare it with the writes
 
-	// cache holds decoded transcripts (nil when disabled): SQLite serves
-	// one gateway process, so the writes of this process are all the writes
-	// and keep it right (see writeThen).
-	cache *transcriptCache
-
-	// Test hooks, nil outside tests: testAfterCommit runs on the writer
-	// right after a commit, before its changes reach the cache;
-	// testAfterRead runs after a transcript read that missed the cache
-	// went to the database, before it fills the cache.
-	testAfterCommit, testAfterRead func()
+	// transcripts serves Messages and Transcript through the cache (nil
+	// when disabled): SQLite serves one gateway process, so the writes of
+	// this process are all the writes and keep it right (see writeThen).
+	// Its testAfterCommit runs on the writer right after a commit.
+	transcripts
 }
 
 var _ Store = (*SQLite)(nil)
@@ -92,27 +86,6 @@ const (
 	SynchronousNormal = "normal"
 )
 
-// Option configures OpenSQLite.
-type Option func(*sqliteOptions)
-
-type sqliteOptions struct {
-	synchronous string
-	// The transcript cache's bounds; no cache when cacheEntries is 0.
-	cacheEntries, cacheBytes int
-}
-
-// WithSynchronous sets the writer's synchronous setting, SynchronousFull
-// or SynchronousNormal; OpenSQLite rejects any other value.
-func WithSynchronous(mode string) Option {
-	return func(o *sqliteOptions) { o.synchronous = mode }
-}
-
-// withTranscriptCache sets the transcript cache's bounds, in entries and in
-// bytes of stored JSON; 0 entries disables it. For tests and benchmarks.
-func withTranscriptCache(entries, bytes int) Option {
-	return func(o *sqliteOptions) { o.cacheEntries, o.cacheBytes = entries, bytes }
-}
-
 // OpenSQLite opens (creating it and its parent directories when absent) the
 // SQLite database at path and migrates it to the newest schema. A database
 // migrated by a newer binary fails with ErrSchemaTooNew.
@@ -120,10 +93,7 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("opening sqlite store: %w: path %q is not a file", ErrInvalid, path)
 	}
-	o := sqliteOptions{synchronous: SynchronousFull, cacheEntries: defaultCacheEntries, cacheBytes: defaultCacheBytes}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := newOptions(SynchronousFull, opts)
 	if o.synchronous != SynchronousFull && o.synchronous != SynchronousNormal {
 		return nil, fmt.Errorf("opening sqlite store: %w: synchronous %q is not %q or %q",
 			ErrInvalid, o.synchronous, SynchronousFull, SynchronousNormal)
@@ -135,7 +105,7 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("opening sqlite store: creating directory: %w", err)
 	}
-	ms, err := loadMigrations(sqliteMigrations, "migrations/sqlite")
+	ms, err := loadMigrations(migrations, "migrations/sqlite")
 	if err != nil {
 		return nil, fmt.Errorf("opening sqlite store: %w", err)
 	}
@@ -177,9 +147,8 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 		closing: make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
-	if o.cacheEntries > 0 {
-		s.cache = newTranscriptCache(o.cacheEntries, o.cacheBytes)
-	}
+	s.read = s.readTranscript
+	s.cache = o.newCache()
 	go s.writeLoop()
 	return s, nil
 }
@@ -233,17 +202,8 @@ func (s *SQLite) SetLastBody(ctx context.Context, tenant, id string, body json.R
 	if err != nil {
 		return fmt.Errorf("setting last body: %w", err)
 	}
-	var (
-		t     int64
-		after func()
-	)
-	if c := s.cache; c != nil {
-		var cached json.RawMessage // NULL reads as nil
-		if v != nil {
-			cached = cloneRaw(body)
-		}
-		after = func() { c.setLastBody(cacheKey{tenant, id}, cached, fromNanos(t)) }
-	}
+	var t int64
+	after := s.afterSetLastBody(cacheKey{tenant, id}, body, &t)
 	err = s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		t = nanos(now())
 		res, err := tx.StmtContext(ctx, s.q.setLastBody).ExecContext(ctx, v, t, tenant, id)
@@ -262,43 +222,17 @@ func (s *SQLite) SetLastBody(ctx context.Context, tenant, id string, body json.R
 // last body, user message) shortens the queue on the single writer and
 // saves disk syncs at the start of a turn.
 func (s *SQLite) Admit(ctx context.Context, tenant, agent, sessionID string, lastBody json.RawMessage, user *engine.UIMessage) (*Session, error) {
-	if err := nonEmpty("tenant", tenant, "session id", sessionID, "agent", agent); err != nil {
-		return nil, fmt.Errorf("admitting turn: %w", err)
-	}
-	v, err := jsonArg("last body", lastBody)
+	v, body, err := admitArgs(tenant, agent, sessionID, lastBody, user)
 	if err != nil {
 		return nil, fmt.Errorf("admitting turn: %w", err)
 	}
-	var body string
-	if user != nil {
-		if body, err = encodeMessage(*user); err != nil {
-			return nil, fmt.Errorf("admitting turn: %w", err)
-		}
-	}
-	var (
-		sess *Session
-		// created and admitted are what f's last run did: it created the
-		// session; it stored the admission (not another agent's session).
-		created, admitted bool
-		after             func()
-	)
-	if c := s.cache; c != nil {
-		var cached *cachedMessage
-		if user != nil {
-			m, err := decodeMessage(user.ID, []byte(body))
-			if err != nil {
-				return nil, fmt.Errorf("admitting turn: %w", err)
-			}
-			cached = &m
-		}
-		after = func() {
-			if admitted {
-				c.admit(cacheKey{tenant, sessionID}, sess, created, cached)
-			}
-		}
+	var a admission // what f's last run did
+	after, err := s.afterAdmit(cacheKey{tenant, sessionID}, user, body, &a)
+	if err != nil {
+		return nil, fmt.Errorf("admitting turn: %w", err)
 	}
 	err = s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		created, admitted = false, false
+		a = admission{}
 		t := nanos(now())
 		// An existing session of agent, the common case: one statement
 		// sets its last body, touches it and returns it.
@@ -307,24 +241,20 @@ func (s *SQLite) Admit(ctx context.Context, tenant, agent, sessionID string, las
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			// Absent (create it) or another agent's (write nothing).
-			if pk, created, err = s.ensureSession(ctx, tx, tenant, agent, sessionID, fromNanos(t)); err != nil {
+			if pk, a.created, err = s.ensureSession(ctx, tx, tenant, agent, sessionID, fromNanos(t)); err != nil {
 				return err
 			}
-			if sess, err = getSession(ctx, tx.StmtContext(ctx, s.q.session), tenant, sessionID); err != nil || sess.Agent != agent {
+			if a.sess, err = getSession(ctx, tx.StmtContext(ctx, s.q.session), tenant, sessionID); err != nil || a.sess.Agent != agent {
 				return err
 			}
 			if _, err := tx.StmtContext(ctx, s.q.setLastBody).ExecContext(ctx, v, t, tenant, sessionID); err != nil {
 				return err
 			}
-			createdAt = nanos(sess.CreatedAt)
+			createdAt = nanos(a.sess.CreatedAt)
 		case err != nil:
 			return err
 		}
-		sess = newSession(tenant, sessionID, agent, nil, createdAt, t)
-		if v != nil {
-			sess.LastBody = append(json.RawMessage(nil), lastBody...)
-		}
-		admitted = true
+		a.sess, a.admitted = admitted(tenant, sessionID, agent, lastBody, createdAt, t), true
 		if user == nil {
 			return nil
 		}
@@ -333,59 +263,7 @@ func (s *SQLite) Admit(ctx context.Context, tenant, agent, sessionID string, las
 	if err != nil {
 		return nil, fmt.Errorf("admitting turn: %w", err)
 	}
-	return sess, nil
-}
-
-// Messages implements Store.
-func (s *SQLite) Messages(ctx context.Context, tenant, sessionID string) ([]engine.UIMessage, error) {
-	_, msgs, err := s.transcript(ctx, tenant, sessionID)
-	if err != nil {
-		return nil, fmt.Errorf("reading messages: %w", err)
-	}
-	return msgs, nil
-}
-
-// Transcript implements Store.
-func (s *SQLite) Transcript(ctx context.Context, tenant, sessionID string) (*Session, []engine.UIMessage, error) {
-	sess, msgs, err := s.transcript(ctx, tenant, sessionID)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading transcript: %w", err)
-	}
-	return sess, msgs, nil
-}
-
-// transcript returns the session and its messages from the transcript
-// cache, or reads them (see readTranscript) and fills the cache.
-func (s *SQLite) transcript(ctx context.Context, tenant, sessionID string) (*Session, []engine.UIMessage, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, err
-	}
-	c := s.cache
-	if c == nil {
-		sess, msgs, err := s.readTranscript(ctx, tenant, sessionID)
-		if err != nil {
-			return nil, nil, err
-		}
-		return sess, plainTranscript(msgs), nil
-	}
-	k := cacheKey{tenant, sessionID}
-	sess, out, token, hit := c.get(k)
-	if hit {
-		return sess, out, nil
-	}
-	sess, msgs, err := s.readTranscript(ctx, tenant, sessionID)
-	if err != nil {
-		return nil, nil, err
-	}
-	if s.testAfterRead != nil {
-		s.testAfterRead()
-	}
-	if !c.fill(k, token, sess, msgs) {
-		return sess, plainTranscript(msgs), nil
-	}
-	// The cache owns msgs now: the caller gets a copy.
-	sess, out = copyTranscript(*sess, msgs)
-	return sess, out, nil
+	return a.sess, nil
 }
 
 // readTranscript reads the session and its messages with one statement, so
@@ -413,21 +291,9 @@ func (s *SQLite) readTranscript(ctx context.Context, tenant, sessionID string) (
 		if err := rows.Scan(&agent, &lastBody, &created, &updated, &id, &body); err != nil {
 			return nil, nil, err
 		}
-		if sess == nil {
-			sess = newSession(tenant, sessionID, agent, lastBody, created, updated)
+		if err := transcriptRow(&sess, &msgs, tenant, sessionID, agent, lastBody, created, updated, id, body); err != nil {
+			return nil, nil, err
 		}
-		if body == nil {
-			continue
-		}
-		m, err := decodeMessage("", body)
-		if err != nil {
-			return nil, nil, fmt.Errorf("decoding message: %w", err)
-		}
-		// The stored id is the decoded one unless it is not UTF-8.
-		if m.id = m.m.ID; string(id) != m.id {
-			m.id = string(id)
-		}
-		msgs = append(msgs, m)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, err
@@ -457,20 +323,16 @@ func (s *SQLite) UpsertMessage(ctx context.Context, tenant, sessionID string, m 
 // FinishTurn implements Store. One commit instead of two halves the waits
 // for the single writer and the disk syncs at the end of a turn.
 func (s *SQLite) FinishTurn(ctx context.Context, tenant, sessionID string, m engine.UIMessage, rec *TurnRecord) error {
-	if rec.Tenant != tenant || rec.SessionID != sessionID {
-		return fmt.Errorf("finishing turn: %w: record of %s/%s for session %s/%s",
-			ErrInvalid, rec.Tenant, rec.SessionID, tenant, sessionID)
+	args, err := finishTurnArgs(tenant, sessionID, rec)
+	if err != nil {
+		return fmt.Errorf("finishing turn: %w", err)
 	}
 	body, err := encodeMessage(m)
 	if err != nil {
 		return fmt.Errorf("finishing turn: %w", err)
 	}
-	args, err := turnArgs(rec)
-	if err != nil {
-		return fmt.Errorf("finishing turn: %w", err)
-	}
 	var t int64
-	after, err := s.afterPut(tenant, sessionID, m.ID, body, &t, true)
+	after, err := s.afterPut(cacheKey{tenant, sessionID}, m.ID, body, &t, true)
 	if err != nil {
 		return fmt.Errorf("finishing turn: %w", err)
 	}
@@ -508,7 +370,7 @@ func (s *SQLite) putMessage(ctx context.Context, tenant, sessionID string, m eng
 		return err
 	}
 	var t int64
-	after, err := s.afterPut(tenant, sessionID, m.ID, body, &t, replace)
+	after, err := s.afterPut(cacheKey{tenant, sessionID}, m.ID, body, &t, replace)
 	if err != nil {
 		return err
 	}
@@ -516,35 +378,6 @@ func (s *SQLite) putMessage(ctx context.Context, tenant, sessionID string, m eng
 		t = nanos(now())
 		return s.putMessageTx(ctx, tx, tenant, sessionID, m, body, t, replace)
 	}, after)
-}
-
-// afterPut returns the after of a write that puts the message id, stored as
-// body, into the session at *t (set by the write's f): it applies the put to
-// the transcript cache. It is nil without a cache.
-func (s *SQLite) afterPut(tenant, sessionID, id, body string, t *int64, replace bool) (func(), error) {
-	c := s.cache
-	if c == nil {
-		return nil, nil
-	}
-	m, err := decodeMessage(id, []byte(body))
-	if err != nil {
-		return nil, fmt.Errorf("decoding message: %w", err)
-	}
-	return func() { c.put(cacheKey{tenant, sessionID}, fromNanos(*t), m, replace) }, nil
-}
-
-// invalidateIf returns the after of a write that drops the session's cached
-// transcript when *cond (set by the write's f); nil without a cache.
-func (s *SQLite) invalidateIf(cond *bool, k cacheKey) func() {
-	c := s.cache
-	if c == nil {
-		return nil
-	}
-	return func() {
-		if *cond {
-			c.invalidate(k)
-		}
-	}
 }
 
 // putMessageTx is putMessage inside tx at time t, with m already encoded
@@ -606,26 +439,16 @@ const submissionColumns = `id, tenant, session_id, agent, COALESCE(idempotency_k
 
 // CreateSubmission implements Store.
 func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission) (*Submission, bool, error) {
-	if err := nonEmpty("tenant", in.Tenant, "session id", in.SessionID, "agent", in.Agent); err != nil {
+	id, key, err := submissionArgs(in)
+	if err != nil {
 		return nil, false, fmt.Errorf("creating submission: %w", err)
-	}
-	if len(in.Request) == 0 || !json.Valid(in.Request) {
-		return nil, false, fmt.Errorf("creating submission: %w: request is not JSON", ErrInvalid)
-	}
-	id := in.ID
-	if id == "" {
-		id = uuid.NewString()
-	}
-	var key any // NULL when absent: NULLs never collide in the unique index.
-	if in.IdempotencyKey != "" {
-		key = in.IdempotencyKey
 	}
 	var (
 		out      *Submission
 		existing bool
 		created  bool // f created the session
 	)
-	err := s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		existing = false // f may run again (see write): forget an earlier run.
 		t := now()
 		var (
@@ -685,10 +508,7 @@ func (s *SQLite) ClaimSubmission(ctx context.Context) (*Submission, error) {
 
 // FinishSubmission implements Store.
 func (s *SQLite) FinishSubmission(ctx context.Context, id, status string, result json.RawMessage) error {
-	if !finalStatus(status) {
-		return fmt.Errorf("finishing submission: %w: %q is not a final status", ErrInvalid, status)
-	}
-	v, err := jsonArg("result", result)
+	v, err := finishArgs(status, result)
 	if err != nil {
 		return fmt.Errorf("finishing submission: %w", err)
 	}
@@ -765,19 +585,10 @@ func (s *SQLite) Turns(ctx context.Context, tenant, sessionID string) ([]TurnRec
 	defer rows.Close()
 	turns := []TurnRecord{}
 	for rows.Next() {
-		var (
-			t                 TurnRecord
-			usage             []byte
-			started, finished int64
-		)
-		if err := rows.Scan(&t.RequestID, &t.Tenant, &t.SessionID, &t.Agent, &t.Status, &t.FinishReason, &t.Error,
-			&usage, &t.RuleRevision, &started, &finished); err != nil {
+		t, err := scanTurn(rows)
+		if err != nil {
 			return nil, fmt.Errorf("reading turns: %w", err)
 		}
-		if err := json.Unmarshal(usage, &t.Usage); err != nil {
-			return nil, fmt.Errorf("reading turns: decoding usage: %w", err)
-		}
-		t.StartedAt, t.FinishedAt = fromNanos(started), fromNanos(finished)
 		turns = append(turns, t)
 	}
 	if err := rows.Err(); err != nil {
@@ -786,14 +597,48 @@ func (s *SQLite) Turns(ctx context.Context, tenant, sessionID string) ([]TurnRec
 	return turns, nil
 }
 
+// turnColumns are the columns scanTurn reads, in order.
+const turnColumns = `request_id, tenant, session_id, agent, status, finish_reason, error,
+	usage, rule_revision, started_at, finished_at`
+
+// scanTurn reads one row of turnColumns.
+func scanTurn(row rowScanner) (TurnRecord, error) {
+	var (
+		t                 TurnRecord
+		usage             []byte
+		started, finished int64
+	)
+	if err := row.Scan(&t.RequestID, &t.Tenant, &t.SessionID, &t.Agent, &t.Status, &t.FinishReason, &t.Error,
+		&usage, &t.RuleRevision, &started, &finished); err != nil {
+		return TurnRecord{}, err
+	}
+	if err := json.Unmarshal(usage, &t.Usage); err != nil {
+		return TurnRecord{}, fmt.Errorf("decoding usage: %w", err)
+	}
+	t.StartedAt, t.FinishedAt = fromNanos(started), fromNanos(finished)
+	return t, nil
+}
+
 // getSession reads the tenant's session id with q, a session statement.
 func getSession(ctx context.Context, q *sql.Stmt, tenant, id string) (*Session, error) {
+	return scanSession(q.QueryRowContext(ctx, tenant, id), tenant, id)
+}
+
+// rowScanner is a row of a query of either driver: *sql.Row, *sql.Rows,
+// pgx.Row or pgx.Rows. Both drivers' "no rows" errors are sql.ErrNoRows.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+// scanSession reads the row of selectSession for the tenant's session id;
+// ErrNotFound when there is none.
+func scanSession(row rowScanner, tenant, id string) (*Session, error) {
 	var (
 		agent            string
 		body             []byte
 		created, updated int64
 	)
-	err := q.QueryRowContext(ctx, tenant, id).Scan(&agent, &body, &created, &updated)
+	err := row.Scan(&agent, &body, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -850,7 +695,7 @@ func (s *SQLite) touchSession(ctx context.Context, tx *sql.Tx, tenant, id string
 
 // scanSubmission reads one row of submissionColumns; ErrNotFound when there
 // is none.
-func scanSubmission(row *sql.Row) (*Submission, error) {
+func scanSubmission(row rowScanner) (*Submission, error) {
 	var (
 		sub              Submission
 		request, result  []byte

@@ -57,8 +57,7 @@ func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
 			WHERE s.tenant = ? AND s.id = ? ORDER BY m.position`},
 		{r, &q.readSubmission, `SELECT ` + submissionColumns + ` FROM submissions
 			WHERE id = ? AND tenant = ? AND session_id = ?`},
-		{r, &q.turns, `SELECT request_id, tenant, session_id, agent, status, finish_reason, error,
-			usage, rule_revision, started_at, finished_at FROM turns WHERE tenant = ? AND session_id = ? ORDER BY seq`},
+		{r, &q.turns, `SELECT ` + turnColumns + ` FROM turns WHERE tenant = ? AND session_id = ? ORDER BY seq`},
 
 		{w, &q.session, selectSession},
 		{w, &q.sessionPK, `SELECT pk FROM sessions WHERE tenant = ? AND id = ?`},

@@ -6,8 +6,11 @@
 // named by (tenant, id), so a session of another tenant behaves exactly like a
 // missing one: ErrNotFound, and creating it creates the caller's own session.
 //
-// Store is the interface the gateway uses; SQLite implements it and a
-// PostgreSQL implementation can satisfy it later.
+// Store is the interface the gateway uses. SQLite (a file, the embedded
+// default) and Postgres (a PostgreSQL database) implement it with the same
+// semantics, and the store's tests run against both. Each keeps an
+// in-process transcript cache that its own writes keep right, so each
+// database serves one gateway process.
 package store
 
 import (

@@ -1,0 +1,674 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turngate/turngate/engine"
+)
+
+// sessionLocks is the number of locks that order the writes of a session
+// with the transcript cache (see Postgres). Sessions share a lock when their
+// hashes collide: 1024 keeps that rare for the hundreds of sessions a
+// gateway runs at once, for 8 KiB.
+const sessionLocks = 1024
+
+// Postgres is the Store on a PostgreSQL database, through pgx and its
+// connection pool. Each write is one transaction on a pooled connection, so
+// writes run concurrently: PostgreSQL's row locks order the writes of one
+// session (every write that changes a transcript first updates, and so
+// locks, the session's row), and FOR UPDATE SKIP LOCKED keeps two claimers
+// from taking the same submission. The pool's size is the DSN's
+// pool_max_conns (pgxpool's default: 4, or the number of CPUs when more).
+//
+// Transcript and Messages read through the same in-process cache of
+// decoded transcripts as SQLite's. A write that changes a session holds the
+// session's lock in this process from its BEGIN until its changes are
+// applied to the cache, so they reach the cache in commit order; a commit
+// that fails drops the session from the cache. So the cache is right only
+// while this process is the database's one gateway: several replicas on one
+// database would each serve transcripts stale by the others' writes, and
+// are not supported yet.
+type Postgres struct {
+	pool *pgxpool.Pool
+
+	// transcripts serves Messages and Transcript through the cache (nil
+	// when disabled). Its testAfterCommit runs right after a commit.
+	transcripts
+
+	locks     [sessionLocks]sync.Mutex // see sessionLocks
+	seed      maphash.Seed             // of the locks' hash
+	closeOnce sync.Once
+}
+
+var _ Store = (*Postgres)(nil)
+
+// OpenPostgres connects to the PostgreSQL database named by dsn (a URL,
+// postgres://user@host:5432/db?…, or key=value pairs, as libpq reads them;
+// pool_max_conns sets the pool's size) and migrates it to the newest schema,
+// in the first schema of the connection's search_path. Replicas that start
+// together take turns: the migration runs in one transaction under an
+// advisory lock. A database migrated by a newer binary fails with
+// ErrSchemaTooNew. ctx bounds the connection and the migration.
+func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Postgres, error) {
+	o := newOptions("", opts)
+	if o.synchronous != "" {
+		return nil, fmt.Errorf("opening postgres store: %w: synchronous is a SQLite setting", ErrInvalid)
+	}
+	if dsn == "" {
+		return nil, fmt.Errorf("opening postgres store: %w: empty DSN", ErrInvalid)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn) // its errors hide the DSN's password
+	if err != nil {
+		return nil, fmt.Errorf("opening postgres store: %w: %v", ErrInvalid, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening postgres store: %w", err)
+	}
+	ms, err := loadMigrations(migrations, "migrations/postgres")
+	if err == nil {
+		err = migratePostgres(ctx, pool, ms)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("opening postgres store: %w", err)
+	}
+	s := &Postgres{pool: pool, seed: maphash.MakeSeed()}
+	s.read = s.readTranscript
+	s.cache = o.newCache()
+	return s, nil
+}
+
+// migrateLock names the advisory lock of migratePostgres, with the schema
+// migrated: pg_advisory_xact_lock(int, int) takes two 32-bit keys.
+const migrateLock = `SELECT pg_advisory_xact_lock(hashtext('turngate.migrate'), hashtext(current_schema()))`
+
+// migratePostgres applies the migrations newer than the database's version,
+// all in one transaction under an advisory lock, and records each in
+// schema_migrations. A replica that starts while another migrates waits for
+// the lock and then finds nothing left to do.
+func migratePostgres(ctx context.Context, pool *pgxpool.Pool, ms []migration) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit.
+
+	if _, err := tx.Exec(ctx, migrateLock); err != nil {
+		return fmt.Errorf("migrating: taking the migration lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at BIGINT  NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("migrating: creating schema_migrations: %w", err)
+	}
+	var current int
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("migrating: reading version: %w", err)
+	}
+	todo, err := pending(ms, current)
+	if err != nil {
+		return err
+	}
+	for _, m := range todo {
+		// Without arguments, Exec sends the file as one simple query: all
+		// of its statements.
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return fmt.Errorf("migrating: applying %04d_%s: %w", m.version, m.name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+			m.version, m.name, nanos(now())); err != nil {
+			return fmt.Errorf("migrating: recording %04d_%s: %w", m.version, m.name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("migrating: committing: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool, waiting for the connections in use to come back.
+func (s *Postgres) Close() error {
+	s.closeOnce.Do(s.pool.Close)
+	return nil
+}
+
+// The PostgreSQL store's statements. pgx prepares each on a connection the
+// first time it runs there and reuses it after.
+const (
+	pgSelectSession = `SELECT agent, last_body, created_at, updated_at FROM sessions WHERE tenant = $1 AND id = $2`
+	// One statement, so the session and its transcript are one snapshot:
+	// no session gives no rows, an empty transcript one row with a NULL
+	// body.
+	pgTranscript = `SELECT s.agent, s.last_body, s.created_at, s.updated_at, m.message_id, m.body
+		FROM sessions s LEFT JOIN messages m ON m.session_pk = s.pk
+		WHERE s.tenant = $1 AND s.id = $2 ORDER BY m.position`
+	pgInsertSession = `INSERT INTO sessions (tenant, id, agent, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (tenant, id) DO NOTHING RETURNING pk`
+	pgSessionPK    = `SELECT pk FROM sessions WHERE tenant = $1 AND id = $2`
+	pgTouchSession = `UPDATE sessions SET updated_at = $1 WHERE tenant = $2 AND id = $3 RETURNING pk`
+	pgSetLastBody  = `UPDATE sessions SET last_body = $1, updated_at = $2 WHERE tenant = $3 AND id = $4`
+	pgAdmitSession = `UPDATE sessions SET last_body = $1, updated_at = $2
+		WHERE tenant = $3 AND id = $4 AND agent = $5 RETURNING pk, created_at`
+	// pgAppendMessage inserts a message after the session's last one.
+	pgAppendMessage = `INSERT INTO messages (session_pk, position, message_id, role, body, created_at, updated_at)
+		SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3, $4, $5, $5 FROM messages WHERE session_pk = $1`
+	// A replaced message keeps its position and created_at.
+	pgUpsertMessage = pgAppendMessage + ` ON CONFLICT (session_pk, message_id)
+		DO UPDATE SET role = excluded.role, body = excluded.body, updated_at = excluded.updated_at`
+	pgMessagePosition = `SELECT position FROM messages WHERE session_pk = $1 AND message_id = $2`
+	pgTruncate        = `DELETE FROM messages WHERE session_pk = $1 AND position >= $2`
+	pgReadSubmission  = `SELECT ` + submissionColumns + ` FROM submissions
+		WHERE id = $1 AND tenant = $2 AND session_id = $3`
+	pgSubmissionByKey = `SELECT ` + submissionColumns + ` FROM submissions
+		WHERE session_pk = $1 AND idempotency_key = $2`
+	// A repeated key inserts nothing (the caller then reads the earlier
+	// submission); a taken id is a unique violation.
+	pgInsertSubmission = `INSERT INTO submissions
+		(id, session_pk, tenant, session_id, agent, idempotency_key, request, status, attempts, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8)
+		ON CONFLICT (session_pk, idempotency_key) DO NOTHING RETURNING ` + submissionColumns
+	// The oldest queued submission whose session has no earlier one queued
+	// or running. SKIP LOCKED passes over a row another claimer has locked;
+	// the submissions after it in its session wait, since it is still
+	// queued in this statement's snapshot.
+	pgClaimSubmission = `WITH next AS (
+			SELECT q.seq FROM submissions q
+			WHERE q.status = 'queued' AND NOT EXISTS (
+				SELECT 1 FROM submissions e
+				WHERE e.session_pk = q.session_pk AND e.seq < q.seq AND e.status IN ('queued', 'running'))
+			ORDER BY q.seq LIMIT 1
+			FOR UPDATE SKIP LOCKED)
+		UPDATE submissions s SET status = 'running', attempts = s.attempts + 1, updated_at = $1
+		FROM next WHERE s.seq = next.seq
+		RETURNING ` + submissionColumns
+	pgFinishSubmission = `UPDATE submissions SET status = $1, result = $2, updated_at = $3
+		WHERE id = $4 AND status IN ('queued', 'running')`
+	pgSubmissionStatus = `SELECT status FROM submissions WHERE id = $1`
+	pgRequeue          = `UPDATE submissions SET status = 'queued', updated_at = $1 WHERE status = 'running'`
+	pgRecordTurn       = `INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
+		error, usage, rule_revision, started_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+	pgTurns = `SELECT ` + turnColumns + ` FROM turns WHERE tenant = $1 AND session_id = $2 ORDER BY seq`
+)
+
+// write runs f in a transaction and commits it. When after is not nil, f
+// changes the session k: write then holds k's lock from BEGIN until after
+// has applied the committed changes to the cache, so the writes of a
+// session reach the cache in their commit order; a failed commit drops k
+// from the cache instead, since whether it stored anything is unknown.
+//
+// Cancelling ctx before the transaction has begun returns ctx's error and
+// f never runs. Once begun, the transaction runs to its end without ctx's
+// cancellation, as SQLite's writes do: a write is never reported failed and
+// stored (a cancelled COMMIT leaves its outcome unknown).
+func (s *Postgres) write(ctx context.Context, k cacheKey, f func(ctx context.Context, tx pgx.Tx) error, after func()) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c := s.cache // not nil when after is not
+	if after != nil {
+		mu := &s.locks[maphash.Comparable(s.seed, k)%sessionLocks]
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return pgError(err)
+	}
+	ctx = context.WithoutCancel(ctx)
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit.
+	if err := f(ctx, tx); err != nil {
+		return pgError(err)
+	}
+	if after == nil {
+		return pgError(tx.Commit(ctx))
+	}
+	c.beginCommit()
+	defer c.endCommit()
+	err = tx.Commit(ctx)
+	if s.testAfterCommit != nil {
+		s.testAfterCommit()
+	}
+	if err != nil {
+		c.invalidate(k)
+		return pgError(err)
+	}
+	runAfter(c, after)
+	return nil
+}
+
+// pgError turns PostgreSQL's refusal of text that is not UTF-8 or holds a
+// NUL byte, which a TEXT column cannot store, into ErrInvalid.
+func pgError(err error) error {
+	var e *pgconn.PgError
+	if errors.As(err, &e) && (e.Code == "22021" || e.Code == "22P05") {
+		return fmt.Errorf("%w: %s", ErrInvalid, e.Message)
+	}
+	return err
+}
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
+func isUniqueViolation(err error) bool {
+	var e *pgconn.PgError
+	return errors.As(err, &e) && e.Code == "23505"
+}
+
+// GetOrCreateSession implements Store.
+func (s *Postgres) GetOrCreateSession(ctx context.Context, tenant, agent, id string) (*Session, bool, error) {
+	if err := nonEmpty("tenant", tenant, "session id", id, "agent", agent); err != nil {
+		return nil, false, fmt.Errorf("creating session: %w", err)
+	}
+	// Most calls find the session; only a miss writes.
+	sess, err := s.GetSession(ctx, tenant, id)
+	if !errors.Is(err, ErrNotFound) {
+		return sess, false, err
+	}
+	var created bool
+	k := cacheKey{tenant, id}
+	err = s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		if _, created, err = pgEnsureSession(ctx, tx, tenant, agent, id, nanos(now())); err != nil {
+			return err
+		}
+		sess, err = scanSession(tx.QueryRow(ctx, pgSelectSession, tenant, id), tenant, id)
+		return err
+	}, s.invalidateIf(&created, k))
+	if err != nil {
+		return nil, false, fmt.Errorf("creating session: %w", err)
+	}
+	return sess, created, nil
+}
+
+// GetSession implements Store.
+func (s *Postgres) GetSession(ctx context.Context, tenant, id string) (*Session, error) {
+	sess, err := scanSession(s.pool.QueryRow(ctx, pgSelectSession, tenant, id), tenant, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading session: %w", pgError(err))
+	}
+	return sess, nil
+}
+
+// SetLastBody implements Store.
+func (s *Postgres) SetLastBody(ctx context.Context, tenant, id string, body json.RawMessage) error {
+	v, err := jsonArg("last body", body)
+	if err != nil {
+		return fmt.Errorf("setting last body: %w", err)
+	}
+	var t int64
+	k := cacheKey{tenant, id}
+	err = s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		t = nanos(now())
+		tag, err := tx.Exec(ctx, pgSetLastBody, v, t, tenant, id)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = ErrNotFound
+		}
+		return err
+	}, s.afterSetLastBody(k, body, &t))
+	if err != nil {
+		return fmt.Errorf("setting last body: %w", err)
+	}
+	return nil
+}
+
+// Admit implements Store: one transaction instead of up to three.
+func (s *Postgres) Admit(ctx context.Context, tenant, agent, sessionID string, lastBody json.RawMessage, user *engine.UIMessage) (*Session, error) {
+	v, body, err := admitArgs(tenant, agent, sessionID, lastBody, user)
+	if err != nil {
+		return nil, fmt.Errorf("admitting turn: %w", err)
+	}
+	k := cacheKey{tenant, sessionID}
+	var a admission
+	after, err := s.afterAdmit(k, user, body, &a)
+	if err != nil {
+		return nil, fmt.Errorf("admitting turn: %w", err)
+	}
+	err = s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		t := nanos(now())
+		// An existing session of agent, the common case: one statement
+		// sets its last body, touches (and locks) it and returns it.
+		var pk, createdAt int64
+		err := tx.QueryRow(ctx, pgAdmitSession, v, t, tenant, sessionID, agent).Scan(&pk, &createdAt)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			// Absent (create it) or another agent's (write nothing).
+			if pk, a.created, err = pgEnsureSession(ctx, tx, tenant, agent, sessionID, t); err != nil {
+				return err
+			}
+			if a.sess, err = scanSession(tx.QueryRow(ctx, pgSelectSession, tenant, sessionID), tenant, sessionID); err != nil || a.sess.Agent != agent {
+				return err
+			}
+			if _, err := tx.Exec(ctx, pgSetLastBody, v, t, tenant, sessionID); err != nil {
+				return err
+			}
+			createdAt = nanos(a.sess.CreatedAt)
+		case err != nil:
+			return err
+		}
+		a.sess, a.admitted = admitted(tenant, sessionID, agent, lastBody, createdAt, t), true
+		if user == nil {
+			return nil
+		}
+		return pgPutMessageAt(ctx, tx, pk, *user, body, t, false)
+	}, after)
+	if err != nil {
+		return nil, fmt.Errorf("admitting turn: %w", err)
+	}
+	return a.sess, nil
+}
+
+// readTranscript reads the session and its messages with one statement, so
+// they are one snapshot.
+func (s *Postgres) readTranscript(ctx context.Context, tenant, sessionID string) (*Session, []cachedMessage, error) {
+	rows, err := s.pool.Query(ctx, pgTranscript, tenant, sessionID)
+	if err != nil {
+		return nil, nil, pgError(err)
+	}
+	defer rows.Close()
+	var sess *Session
+	msgs := []cachedMessage{}
+	for rows.Next() {
+		var (
+			agent              string
+			lastBody, id, body []byte
+			created, updated   int64
+		)
+		if err := rows.Scan(&agent, &lastBody, &created, &updated, &id, &body); err != nil {
+			return nil, nil, err
+		}
+		if err := transcriptRow(&sess, &msgs, tenant, sessionID, agent, lastBody, created, updated, id, body); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, pgError(err)
+	}
+	if sess == nil {
+		return nil, nil, ErrNotFound
+	}
+	return sess, msgs, nil
+}
+
+// AppendMessage implements Store.
+func (s *Postgres) AppendMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage) error {
+	if err := s.putMessage(ctx, tenant, sessionID, m, false, nil); err != nil {
+		return fmt.Errorf("appending message: %w", err)
+	}
+	return nil
+}
+
+// UpsertMessage implements Store.
+func (s *Postgres) UpsertMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage) error {
+	if err := s.putMessage(ctx, tenant, sessionID, m, true, nil); err != nil {
+		return fmt.Errorf("upserting message: %w", err)
+	}
+	return nil
+}
+
+// FinishTurn implements Store: the message and the record in one
+// transaction.
+func (s *Postgres) FinishTurn(ctx context.Context, tenant, sessionID string, m engine.UIMessage, rec *TurnRecord) error {
+	args, err := finishTurnArgs(tenant, sessionID, rec)
+	if err != nil {
+		return fmt.Errorf("finishing turn: %w", err)
+	}
+	if err := s.putMessage(ctx, tenant, sessionID, m, true, args); err != nil {
+		return fmt.Errorf("finishing turn: %w", err)
+	}
+	return nil
+}
+
+// putMessage appends m to the session, or with replace first tries to
+// replace the message with m.ID in place; with turn (the arguments of
+// pgRecordTurn) it also records the turn, in the same transaction.
+func (s *Postgres) putMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage, replace bool, turn []any) error {
+	body, err := encodeMessage(m)
+	if err != nil {
+		return err
+	}
+	k := cacheKey{tenant, sessionID}
+	var t int64
+	after, err := s.afterPut(k, m.ID, body, &t, replace)
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		t = nanos(now())
+		pk, err := pgTouch(ctx, tx, tenant, sessionID, t)
+		if err != nil {
+			return err
+		}
+		if err := pgPutMessageAt(ctx, tx, pk, m, body, t, replace); err != nil {
+			return err
+		}
+		if turn == nil {
+			return nil
+		}
+		_, err = tx.Exec(ctx, pgRecordTurn, turn...)
+		return err
+	}, after)
+}
+
+// pgPutMessageAt appends m, encoded as body, to the session with key pk at
+// time t; with replace, a message with m.ID already there is replaced in
+// place instead.
+func pgPutMessageAt(ctx context.Context, tx pgx.Tx, pk int64, m engine.UIMessage, body string, t int64, replace bool) error {
+	q := pgAppendMessage
+	if replace {
+		q = pgUpsertMessage
+	}
+	_, err := tx.Exec(ctx, q, pk, []byte(m.ID), m.Role, body, t)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("%w: message %q is already in the session", ErrConflict, m.ID)
+	}
+	return err
+}
+
+// TruncateAfter implements Store.
+func (s *Postgres) TruncateAfter(ctx context.Context, tenant, sessionID, messageID string, inclusive bool) error {
+	truncated := true
+	k := cacheKey{tenant, sessionID}
+	err := s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		pk, err := pgTouch(ctx, tx, tenant, sessionID, nanos(now()))
+		if err != nil {
+			return err
+		}
+		var pos int64
+		err = tx.QueryRow(ctx, pgMessagePosition, pk, []byte(messageID)).Scan(&pos)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("message %q: %w", messageID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if !inclusive {
+			pos++
+		}
+		_, err = tx.Exec(ctx, pgTruncate, pk, pos)
+		return err
+	}, s.invalidateIf(&truncated, k))
+	if err != nil {
+		return fmt.Errorf("truncating messages: %w", err)
+	}
+	return nil
+}
+
+// CreateSubmission implements Store.
+func (s *Postgres) CreateSubmission(ctx context.Context, in *Submission) (*Submission, bool, error) {
+	id, key, err := submissionArgs(in)
+	if err != nil {
+		return nil, false, fmt.Errorf("creating submission: %w", err)
+	}
+	var (
+		out      *Submission
+		existing bool
+		created  bool // the write created the session
+	)
+	k := cacheKey{in.Tenant, in.SessionID}
+	err = s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		t := nanos(now())
+		pk, c, err := pgEnsureSession(ctx, tx, in.Tenant, in.Agent, in.SessionID, t)
+		if err != nil {
+			return err
+		}
+		created = c
+		out, err = scanSubmission(tx.QueryRow(ctx, pgInsertSubmission,
+			id, pk, in.Tenant, in.SessionID, in.Agent, key, string(in.Request), t))
+		switch {
+		case isUniqueViolation(err):
+			return fmt.Errorf("%w: submission id %q is taken", ErrConflict, id)
+		case errors.Is(err, ErrNotFound):
+			// The key is taken: its submission, committed before this
+			// statement ended, is what a new statement sees.
+			out, err = scanSubmission(tx.QueryRow(ctx, pgSubmissionByKey, pk, key))
+			existing = err == nil
+		}
+		return err
+	}, s.invalidateIf(&created, k))
+	if err != nil {
+		return nil, false, fmt.Errorf("creating submission: %w", err)
+	}
+	return out, existing, nil
+}
+
+// GetSubmission implements Store.
+func (s *Postgres) GetSubmission(ctx context.Context, tenant, sessionID, id string) (*Submission, error) {
+	sub, err := scanSubmission(s.pool.QueryRow(ctx, pgReadSubmission, id, tenant, sessionID))
+	if err != nil {
+		return nil, fmt.Errorf("reading submission: %w", pgError(err))
+	}
+	return sub, nil
+}
+
+// ClaimSubmission implements Store. FOR UPDATE SKIP LOCKED makes concurrent
+// claimers, in this process or another, take different submissions.
+func (s *Postgres) ClaimSubmission(ctx context.Context) (*Submission, error) {
+	var sub *Submission
+	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		sub, err = scanSubmission(tx.QueryRow(ctx, pgClaimSubmission, nanos(now())))
+		return err
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("claiming submission: %w", err)
+	}
+	return sub, nil
+}
+
+// FinishSubmission implements Store.
+func (s *Postgres) FinishSubmission(ctx context.Context, id, status string, result json.RawMessage) error {
+	v, err := finishArgs(status, result)
+	if err != nil {
+		return fmt.Errorf("finishing submission: %w", err)
+	}
+	err = s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, pgFinishSubmission, status, v, nanos(now()), id)
+		if err != nil || tag.RowsAffected() == 1 {
+			return err
+		}
+		// Finished already, or missing.
+		var cur string
+		err = tx.QueryRow(ctx, pgSubmissionStatus, id).Scan(&cur)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: submission %q is already %s", ErrConflict, id, cur)
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("finishing submission: %w", err)
+	}
+	return nil
+}
+
+// RequeueRunning implements Store.
+func (s *Postgres) RequeueRunning(ctx context.Context) (int, error) {
+	var n int64
+	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, pgRequeue, nanos(now()))
+		n = tag.RowsAffected()
+		return err
+	}, nil)
+	if err != nil {
+		return 0, fmt.Errorf("requeueing submissions: %w", err)
+	}
+	return int(n), nil
+}
+
+// RecordTurn implements Store.
+func (s *Postgres) RecordTurn(ctx context.Context, t *TurnRecord) error {
+	args, err := turnArgs(t)
+	if err != nil {
+		return fmt.Errorf("recording turn: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("recording turn: %w", err)
+	}
+	// One statement is its own transaction; once sent it runs to its end,
+	// as write's transactions do.
+	if _, err := s.pool.Exec(context.WithoutCancel(ctx), pgRecordTurn, args...); err != nil {
+		return fmt.Errorf("recording turn: %w", pgError(err))
+	}
+	return nil
+}
+
+// Turns implements Store.
+func (s *Postgres) Turns(ctx context.Context, tenant, sessionID string) ([]TurnRecord, error) {
+	rows, err := s.pool.Query(ctx, pgTurns, tenant, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("reading turns: %w", pgError(err))
+	}
+	defer rows.Close()
+	turns := []TurnRecord{}
+	for rows.Next() {
+		t, err := scanTurn(rows)
+		if err != nil {
+			return nil, fmt.Errorf("reading turns: %w", err)
+		}
+		turns = append(turns, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading turns: %w", pgError(err))
+	}
+	return turns, nil
+}
+
+// pgEnsureSession creates the tenant's session id for agent at t unless it
+// exists, and returns its key and whether it was created. A concurrent
+// creation of the same session makes the insert wait for it, then do
+// nothing; the select, a new statement, then sees it.
+func pgEnsureSession(ctx context.Context, tx pgx.Tx, tenant, agent, id string, t int64) (int64, bool, error) {
+	var pk int64
+	err := tx.QueryRow(ctx, pgInsertSession, tenant, id, agent, t).Scan(&pk)
+	if err == nil {
+		return pk, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, err
+	}
+	err = tx.QueryRow(ctx, pgSessionPK, tenant, id).Scan(&pk)
+	return pk, false, err
+}
+
+// pgTouch sets the updated_at of the tenant's session id to t, which locks
+// its row until the transaction ends, and returns its key, or ErrNotFound.
+func pgTouch(ctx context.Context, tx pgx.Tx, tenant, id string, t int64) (int64, error) {
+	var pk int64
+	err := tx.QueryRow(ctx, pgTouchSession, t, tenant, id).Scan(&pk)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	return pk, err
+}
