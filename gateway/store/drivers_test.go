@@ -192,11 +192,14 @@ func freshPostgres(tb testing.TB) testDB {
 }
 
 // withSearchPath returns dsn, a URL or key=value pairs, with search_path
-// set to schema.
+// set to schema. Its commits also do not wait for the server's WAL flush
+// (synchronous_commit=off): the tests close their stores before reading
+// what a restart reads, and a commit's disk sync is a few milliseconds on a
+// busy machine, times thousands of commits.
 func withSearchPath(tb testing.TB, dsn, schema string) string {
 	tb.Helper()
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-		return dsn + " search_path=" + schema
+		return dsn + " search_path=" + schema + " synchronous_commit=off"
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -204,6 +207,7 @@ func withSearchPath(tb testing.TB, dsn, schema string) string {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	q.Set("synchronous_commit", "off")
 	u.RawQuery = q.Encode()
 	return u.String()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -21,13 +22,19 @@ import (
 // gateway runs at once, for 8 KiB.
 const sessionLocks = 1024
 
+// defaultPoolConns is the pool's size unless the DSN sets pool_max_conns.
+// pgxpool's own default, 4 (or the number of CPUs), makes the turns of 64
+// sessions queue for connections while each holds one for a transaction's
+// round trips; 16 is well below PostgreSQL's default max_connections, 100.
+const defaultPoolConns = 16
+
 // Postgres is the Store on a PostgreSQL database, through pgx and its
 // connection pool. Each write is one transaction on a pooled connection, so
 // writes run concurrently: PostgreSQL's row locks order the writes of one
 // session (every write that changes a transcript first updates, and so
 // locks, the session's row), and FOR UPDATE SKIP LOCKED keeps two claimers
 // from taking the same submission. The pool's size is the DSN's
-// pool_max_conns (pgxpool's default: 4, or the number of CPUs when more).
+// pool_max_conns (default defaultPoolConns).
 //
 // Transcript and Messages read through the same in-process cache of
 // decoded transcripts as SQLite's. A write that changes a session holds the
@@ -69,6 +76,9 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Postgres, e
 	cfg, err := pgxpool.ParseConfig(dsn) // its errors hide the DSN's password
 	if err != nil {
 		return nil, fmt.Errorf("opening postgres store: %w: %v", ErrInvalid, err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = defaultPoolConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
