@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -24,7 +25,7 @@ func (t Trace) InputJSON() json.RawMessage {
 	if t.input == nil {
 		return nil
 	}
-	b, err := appendJSON(nil, t.input)
+	b, err := renderInput(t.input)
 	if err != nil {
 		return nil
 	}
@@ -38,7 +39,7 @@ func ToolCallInputJSON(tc *engine.ToolCallContext) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return appendJSON(nil, v)
+	return renderInput(v)
 }
 
 // ToolResultInputJSON is ToolResultInput as JSON with its keys sorted.
@@ -47,7 +48,27 @@ func ToolResultInputJSON(rc *engine.ToolCallResultContext) (json.RawMessage, err
 	if err != nil {
 		return nil, err
 	}
-	return appendJSON(nil, v)
+	return renderInput(v)
+}
+
+// maxPooledJSON is the largest scratch buffer renderInput keeps for
+// reuse; an input with a large tool output would pin more.
+const maxPooledJSON = 64 << 10
+
+var jsonScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// renderInput renders v with appendJSON into a pooled scratch buffer and
+// returns an exact-size copy: one allocation per input document instead
+// of one per growth of the buffer.
+func renderInput(v ast.Value) (json.RawMessage, error) {
+	scratch := jsonScratch.Get().(*[]byte)
+	b, err := appendJSON((*scratch)[:0], v)
+	out := json.RawMessage(bytes.Clone(b))
+	if cap(b) <= maxPooledJSON {
+		*scratch = b
+		jsonScratch.Put(scratch)
+	}
+	return out, err
 }
 
 // appendJSON appends the JSON of v, a value made of JSON types only, to

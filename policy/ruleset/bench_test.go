@@ -201,11 +201,34 @@ func loadRules() map[string]string {
 // BenchmarkTurn measures the policy hooks of one load-program turn as the
 // gateway calls them: beforeTurn, two beforeSteps, one beforeToolCall and
 // one toolResult, each sending its decision record to a recorder that
-// keeps it. It reports the median turn (p50-ns) besides the mean ns/op.
+// keeps it, without and with the evaluated input in the record
+// (audit.recordInput). It reports the median turn (p50-ns) besides the
+// mean ns/op.
 func BenchmarkTurn(b *testing.B) {
 	rev := mustLoad(b, rulesDir(b, loadRules()), Options{})
-	var kept atomic.Pointer[policy.Record]
-	h := rev.Hooks(policy.RecorderFunc(func(r *policy.Record) { kept.Store(r) }), FailClosed)
+	for _, record := range []bool{false, true} {
+		b.Run(fmt.Sprintf("recordInput=%t", record), func(b *testing.B) {
+			var kept keeper
+			kept.input = record
+			benchTurn(b, rev.Hooks(&kept, FailClosed), &kept.last)
+		})
+	}
+}
+
+// keeper keeps the last record; input says whether records carry their
+// input (policy.InputRecorder).
+type keeper struct {
+	last  atomic.Pointer[policy.Record]
+	input bool
+}
+
+func (k *keeper) Record(r *policy.Record) { k.last.Store(r) }
+
+func (k *keeper) RecordsInput() bool { return k.input }
+
+// benchTurn measures the hooks of one load-program turn through h; kept
+// holds the last record.
+func benchTurn(b *testing.B, h engine.Hooks, kept *atomic.Pointer[policy.Record]) {
 	// A cancellable context, like the request context a gateway turn runs on.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
