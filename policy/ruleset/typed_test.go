@@ -15,8 +15,8 @@ import (
 
 // TestReloadRejectsTypos edits the shipped rules the way issue 11 found
 // them slipping through: a misspelt input field or data document is a type
-// error; the reload is rejected with its position and the last good
-// revision keeps blocking delete in read-only mode.
+// error; a startup on them fails, a reload is rejected with its position
+// and the last good revision keeps blocking delete in read-only mode.
 func TestReloadRejectsTypos(t *testing.T) {
 	shipped, err := os.ReadFile(filepath.Join("..", "..", "rules", "tools.rego"))
 	if err != nil {
@@ -47,6 +47,9 @@ func TestReloadRejectsTypos(t *testing.T) {
 				t.Fatalf("rules/tools.rego no longer holds %q", tt.old)
 			}
 			writeFiles(t, dir, map[string]string{"tools.rego": strings.Replace(string(shipped), tt.old, tt.new, 1)})
+			if _, err := NewManager(dir, Options{}, quiet); err == nil {
+				t.Error("a gateway started on the edited rules")
+			}
 			changed, err := m.Reload()
 			errs, _ := errors.AsType[policy.Errors](err)
 			if changed || len(errs) != 1 {
