@@ -276,6 +276,13 @@ func TestAdminRules(t *testing.T) {
 	if res["outcome"] != "matched" {
 		t.Errorf("dry run of a delete: %v, want the block rule matched", res)
 	}
+	// What the dry run answered is itself an input: evaluated again, the
+	// same decision on the same input.
+	var again map[string]any
+	g.doJSON("POST", "/v1/admin/rules/eval", map[string]any{"hook": "beforeToolCall", "input": res}, http.StatusOK, &again)
+	if fmt.Sprint(again) != fmt.Sprint(res) {
+		t.Errorf("the answer evaluated again = %v, want %v", again, res)
+	}
 	g.doJSON("POST", "/v1/admin/rules/eval", map[string]any{"hook": "nope", "input": map[string]any{}}, http.StatusBadRequest, nil)
 }
 
