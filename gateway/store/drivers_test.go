@@ -192,22 +192,31 @@ func freshPostgres(tb testing.TB) testDB {
 }
 
 // withSearchPath returns dsn, a URL or key=value pairs, with search_path
-// set to schema. Its commits also do not wait for the server's WAL flush
-// (synchronous_commit=off): the tests close their stores before reading
-// what a restart reads, and a commit's disk sync is a few milliseconds on a
-// busy machine, times thousands of commits.
+// set to schema. A test's commits also do not wait for the server's WAL
+// flush (synchronous_commit=off): the tests close their stores before
+// reading what a restart reads, and a commit's disk sync is a few
+// milliseconds on a busy machine, times thousands of commits. Benchmarks
+// keep the server's default (on), the durability SQLite's full matches.
 func withSearchPath(tb testing.TB, dsn, schema string) string {
 	tb.Helper()
+	params := [][2]string{{"search_path", schema}}
+	if _, bench := tb.(*testing.B); !bench {
+		params = append(params, [2]string{"synchronous_commit", "off"})
+	}
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-		return dsn + " search_path=" + schema + " synchronous_commit=off"
+		for _, p := range params {
+			dsn += " " + p[0] + "=" + p[1]
+		}
+		return dsn
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
 		tb.Fatalf("TURNGATE_TEST_PG_DSN: %v", err)
 	}
 	q := u.Query()
-	q.Set("search_path", schema)
-	q.Set("synchronous_commit", "off")
+	for _, p := range params {
+		q.Set(p[0], p[1])
+	}
 	u.RawQuery = q.Encode()
 	return u.String()
 }

@@ -421,6 +421,7 @@ func BenchmarkAdmitParallel(b *testing.B) {
 			var next atomic.Int64
 			b.SetParallelism((sessions + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			b.ReportAllocs()
+			b.ResetTimer() // b.N grows over several calls, each opening a fresh database first
 			b.RunParallel(func(pb *testing.PB) {
 				session := fmt.Sprint(next.Add(1))
 				u := text("", "What is the weather in Paris today, and should I take an umbrella?")
