@@ -1,5 +1,5 @@
 // Command turngate is an HTTP gateway that runs an LLM agent's turn loop
-// under operator-editable rules. Subcommands: serve, check, test, eval, schema, replay.
+// under operator-editable rules. Subcommands: serve, check, test, eval, schema, replay, audit.
 package main
 
 import (
@@ -27,6 +27,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"eval":   runEval,
 	"schema": runSchema,
 	"replay": runReplay,
+	"audit":  runAudit,
 }
 
 const usage = `usage: turngate <command> [flags]
@@ -38,6 +39,7 @@ commands:
   eval    dry-run one hook decision against a rules directory
   schema  print the JSON Schema of a rule input (tool_call, tool_result, turn, step)
   replay  re-evaluate an audit log's recorded decisions against candidate rules
+  audit   verify FILE...: check the audit log's hash chain (tamper evidence)
 `
 
 // run dispatches args to a subcommand and returns the exit code.

@@ -312,6 +312,15 @@ auth:
 	if !strings.Contains(audit, `"kind":"turn"`) || !strings.Contains(audit, `"status":"error"`) {
 		t.Fatalf("the audit log lacks the turns:\n%s", audit)
 	}
+	// Logs go to stderr only: stdout is one unbroken audit chain.
+	sink := filepath.Join(t.TempDir(), "stdout.jsonl")
+	if err := os.WriteFile(sink, []byte(audit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut strings.Builder
+	if code := run(context.Background(), []string{"audit", "verify", sink}, &out, &errOut); code != 0 {
+		t.Errorf("turngate audit verify on stdout: exit %d: %s", code, errOut.String())
+	}
 	for _, secret := range []string{providerKey, adminKey, userKey} {
 		if strings.Contains(audit, secret) {
 			t.Errorf("the audit log contains the secret %q", secret)

@@ -6,6 +6,7 @@ package audit
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -64,8 +65,8 @@ type Identity struct {
 	Agent     string    `json:"agent"`
 }
 
-func identity(id *engine.Identity) Identity {
-	return Identity{Time: time.Now(), RequestID: id.RequestID, Tenant: id.Principal.Tenant, SessionID: id.SessionID, Agent: id.Agent}
+func identity(now time.Time, id *engine.Identity) Identity {
+	return Identity{Time: now, RequestID: id.RequestID, Tenant: id.Principal.Tenant, SessionID: id.SessionID, Agent: id.Agent}
 }
 
 // AfterToolCall is the audit record of one tool call's outcome (the
@@ -112,22 +113,37 @@ type OnChatResponse struct {
 // Log is the audit log. It implements policy.Recorder and is safe for
 // concurrent use. A write failure is logged once per Log and otherwise
 // ignored: auditing never fails a turn.
+//
+// Its records form a hash chain (chain.go): each has a seq and the
+// prevHash of the line before it, from a chain-start record New writes.
 type Log struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	chain
 	w       io.Writer
 	closer  io.Closer
 	redact  [][]string
 	logger  *slog.Logger
 	errOnce sync.Once
+	// now stamps the chain-start and hook records.
+	now func() time.Time
 }
 
 // New returns a Log writing to w, redacting the dotted field paths of
-// redact ("*" matches any key or array element).
+// redact ("*" matches any key or array element). It writes the
+// chain-start record its chain starts from.
 func New(w io.Writer, redact []string, logger *slog.Logger) *Log {
+	l := newLog(w, redact, logger)
+	if err := l.startChain(ChainOpened); err != nil {
+		l.fail(err)
+	}
+	return l
+}
+
+func newLog(w io.Writer, redact []string, logger *slog.Logger) *Log {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	l := &Log{w: w, logger: logger}
+	l := &Log{w: w, logger: logger, now: time.Now}
 	for _, p := range redact {
 		l.redact = append(l.redact, strings.Split(p, "."))
 	}
@@ -135,7 +151,9 @@ func New(w io.Writer, redact []string, logger *slog.Logger) *Log {
 }
 
 // Open returns the Log cfg configures: stdout, a rotated file, or a Log
-// that discards everything (sink "none").
+// that discards everything (sink "none"). A file sink appends to the file
+// at cfg.Path, its chain-start naming the hash of the file's last line,
+// and starts a new chain in every file it rotates to.
 func Open(cfg config.Audit, stdout io.Writer, logger *slog.Logger) (*Log, error) {
 	switch cfg.Sink {
 	case config.SinkStdout, "":
@@ -144,8 +162,17 @@ func Open(cfg config.Audit, stdout io.Writer, logger *slog.Logger) (*Log, error)
 		return New(io.Discard, nil, logger), nil
 	case config.SinkFile:
 		f := &lumberjack.Logger{Filename: cfg.Path, MaxSize: cfg.MaxSizeMB, MaxBackups: cfg.MaxBackups}
-		l := New(f, cfg.Redact, logger)
-		l.closer = f
+		l := newLog(f, cfg.Redact, logger)
+		l.closer, l.rotate = f, f.Rotate
+		l.maxSize = int64(cmp.Or(cfg.MaxSizeMB, config.DefaultAuditMaxSizeMB)) << 20
+		err := l.resume(cfg.Path)
+		if err == nil {
+			err = l.startChain(ChainOpened)
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("opening audit log %s: %w", cfg.Path, err)
+		}
 		return l, nil
 	}
 	return nil, fmt.Errorf("opening audit log: unknown sink %q", cfg.Sink)
@@ -167,19 +194,19 @@ type observer struct {
 }
 
 func (o observer) AfterToolCall(_ context.Context, rc *engine.ToolCallResultContext) {
-	o.l.write(KindAfterToolCall, &AfterToolCall{Identity: identity(&rc.Identity),
+	o.l.write(KindAfterToolCall, &AfterToolCall{Identity: identity(o.l.now(), &rc.Identity),
 		ToolName: rc.ToolName, ToolCallID: rc.ToolCallID, StepNumber: rc.StepNumber, Success: rc.Success,
 		DurationMs: rc.DurationMs, OutputBytes: len(rc.Output), Decision: rc.Decision, Executed: rc.Executed, Error: rc.Error})
 }
 
 func (o observer) OnStepFinish(_ context.Context, s *engine.StepResult) {
-	o.l.write(KindOnStepFinish, &OnStepFinish{Identity: identity(&s.Identity),
+	o.l.write(KindOnStepFinish, &OnStepFinish{Identity: identity(o.l.now(), &s.Identity),
 		StepNumber: s.StepNumber, Model: s.Model, FinishReason: s.FinishReason,
 		ToolCallCount: len(s.ToolCalls), ToolResultCount: len(s.ToolResults), Usage: s.Usage})
 }
 
 func (o observer) OnChatResponse(_ context.Context, r *engine.ChatResponseResult) {
-	o.l.write(KindOnChatResponse, &OnChatResponse{Identity: identity(&r.Identity),
+	o.l.write(KindOnChatResponse, &OnChatResponse{Identity: identity(o.l.now(), &r.Identity),
 		Status: r.Status, Error: r.Error, FinishReason: r.FinishReason, Continuation: r.Continuation, Steps: r.Steps})
 }
 
@@ -195,8 +222,9 @@ func (l *Log) write(kind string, v any) {
 	b := lineBufs.Get().(*lineBuf)
 	line, err := l.encode(b, kind, v)
 	if err == nil {
+		at := chainOffsets(line)
 		l.mu.Lock()
-		_, err = l.w.Write(line)
+		err = l.put(line, at)
 		l.mu.Unlock()
 	}
 	b.release(line)
@@ -293,7 +321,7 @@ var kindKey = []byte(`"kind"`)
 // built on encode's stack there too.
 var quotedKinds = func() map[string][]byte {
 	m := map[string][]byte{}
-	for _, k := range []string{KindDecision, KindTurn, KindAfterToolCall, KindOnStepFinish, KindOnChatResponse} {
+	for _, k := range []string{KindDecision, KindTurn, KindAfterToolCall, KindOnStepFinish, KindOnChatResponse, KindChainStart} {
 		m[k] = []byte(`"` + k + `"`)
 	}
 	return m

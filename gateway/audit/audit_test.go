@@ -22,9 +22,10 @@ func TestRecordLinesAndRedaction(t *testing.T) {
 	l.Turn(&Turn{RequestID: "r1", Tenant: "t", SessionID: "s", Agent: "demo", Status: "completed"})
 
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("%d lines: %s", len(lines), buf.String())
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], `{"kind":"chain-start","reason":"opened","seq":0,"time":`) {
+		t.Fatalf("%d lines, want a chain-start and 2 records: %s", len(lines), buf.String())
 	}
+	lines = lines[1:]
 	var rec map[string]any
 	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
 		t.Fatal(err)

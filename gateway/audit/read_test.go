@@ -15,7 +15,8 @@ import (
 )
 
 // What the Log writes, the Reader reads back: decision records with their
-// decision and input intact (redactions applied), turn records skipped.
+// decision and input intact (redactions applied), the chain-start and turn
+// records skipped.
 func TestReadBack(t *testing.T) {
 	var buf bytes.Buffer
 	l := New(&buf, []string{"input.tool.input.password"}, slog.New(slog.DiscardHandler))
@@ -29,7 +30,7 @@ func TestReadBack(t *testing.T) {
 
 	r := NewReader(&buf)
 	first, line, err := r.Next()
-	if err != nil || line != 1 {
+	if err != nil || line != 2 {
 		t.Fatalf("Next: line %d, %v", line, err)
 	}
 	if got := string(first.Decision.(json.RawMessage)); got != `{"action":"allow","input":{"limit":12345678901234567890}}` {
@@ -39,14 +40,14 @@ func TestReadBack(t *testing.T) {
 		t.Errorf("input = %s, want the password redacted", got)
 	}
 	second, line, err := r.Next()
-	if err != nil || line != 3 || second.Hook != policy.HookBeforeTurn || second.Decision != nil {
+	if err != nil || line != 4 || second.Hook != policy.HookBeforeTurn || second.Decision != nil {
 		t.Fatalf("second record: %+v at line %d, %v", second, line, err)
 	}
 	if _, _, err := r.Next(); !errors.Is(err, io.EOF) {
 		t.Errorf("after the last record: %v, want io.EOF", err)
 	}
-	if r.Skipped != 1 {
-		t.Errorf("skipped %d lines, want 1 (the turn record)", r.Skipped)
+	if r.Skipped != 2 {
+		t.Errorf("skipped %d lines, want 2 (the chain-start and the turn record)", r.Skipped)
 	}
 }
 

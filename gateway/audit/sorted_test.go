@@ -41,11 +41,11 @@ func TestEncodeWithoutRedaction(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fast, err := New(nil, nil, nil).encode(newLineBuf(), tc.kind, tc.v)
+			fast, err := newLog(nil, nil, nil).encode(newLineBuf(), tc.kind, tc.v)
 			if err != nil {
 				t.Fatal(err)
 			}
-			roundTrip, err := New(nil, []string{"no.such.field"}, nil).encode(newLineBuf(), tc.kind, tc.v)
+			roundTrip, err := newLog(nil, []string{"no.such.field"}, nil).encode(newLineBuf(), tc.kind, tc.v)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ func TestEncodeMatchesPerObjectSort(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := New(nil, nil, nil).encode(newLineBuf(), tc.kind, tc.v)
+			got, err := newLog(nil, nil, nil).encode(newLineBuf(), tc.kind, tc.v)
 			if err != nil {
 				t.Fatal(err)
 			}
