@@ -174,7 +174,10 @@ func TestMigrationFailureRollsBackWhole(t *testing.T) {
 		s := open(t, db)
 		// A database with no schema_migrations yet stands in for a fresh one.
 		execSQL(t, s, `DROP TABLE schema_migrations`)
-		var tables string
+		var (
+			tables string
+			err    error
+		)
 		switch s := s.(type) {
 		case *SQLite:
 			err = migrate(ctx, s.w, ms)
