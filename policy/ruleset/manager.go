@@ -3,6 +3,7 @@ package ruleset
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,7 +18,10 @@ import (
 // Reload and Watch build candidates beside the live revision and swap a good
 // one in atomically, keeping the last good revision when a candidate fails.
 type Manager struct {
-	dir    string
+	dir string
+	// fsys is what the manager reads: dir on disk, or an embedded rule
+	// set (NewManagerFS), which never changes and is not watched.
+	fsys   fs.FS
 	opts   Options
 	logger *slog.Logger
 
@@ -41,15 +45,24 @@ type Manager struct {
 // rather than serving without rules. A nil logger means
 // opts.Logger, then slog.Default().
 func NewManager(dir string, opts Options, logger *slog.Logger) (*Manager, error) {
+	return NewManagerFS(os.DirFS(dir), dir, opts, logger)
+}
+
+// NewManagerFS is NewManager over a file system whose top directory holds
+// the rules; name labels it in diagnostics, logs and Status. With an
+// embedded rule set (rules.FS) Reload finds nothing new and Watch must not
+// be called.
+func NewManagerFS(fsys fs.FS, name string, opts Options, logger *slog.Logger) (*Manager, error) {
+	dir := name
 	if logger != nil {
 		opts.Logger = logger
 	}
 	opts = opts.withDefaults()
-	snap, errs := readSnapshot(os.DirFS(dir), dir)
+	snap, errs := readSnapshot(fsys, dir)
 	if errs == nil {
 		var rev *Revision
 		if rev, errs = build(snap, opts); errs == nil {
-			m := &Manager{dir: filepath.Clean(dir), opts: opts, logger: opts.Logger}
+			m := &Manager{dir: filepath.Clean(dir), fsys: fsys, opts: opts, logger: opts.Logger}
 			m.cur.Store(rev)
 			m.logger.Info("rules loaded", "dir", dir, "revision", rev.id, "files", len(rev.infos))
 			return m, nil
@@ -73,7 +86,7 @@ func (m *Manager) Reload() (changed bool, err error) {
 	m.reloadMu.Lock()
 	defer m.reloadMu.Unlock()
 	live := m.cur.Load()
-	snap, errs := readSnapshot(os.DirFS(m.dir), m.dir)
+	snap, errs := readSnapshot(m.fsys, m.dir)
 	switch {
 	case errs != nil:
 		return false, m.rejected("", errs)

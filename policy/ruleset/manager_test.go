@@ -313,6 +313,39 @@ func TestWatchDirectoryReplaced(t *testing.T) {
 	rec.waitFor(t, "an edit after the replacement", func() bool { return servesTurnCap(t, m, 5) })
 }
 
+// TestWatchSymlinkSwap swaps a rules directory that is a symlink to a new
+// target, as a deploy does (ln -s gens/g2 rules.new && mv -T rules.new
+// rules), then edits the new target. The watch has no poll, so both are
+// seen through fsnotify alone.
+func TestWatchSymlinkSwap(t *testing.T) {
+	base := t.TempDir()
+	gen := func(name, steps string) string {
+		target := filepath.Join(base, "gens", name)
+		writeFiles(t, target, map[string]string{"turn.yaml": strings.Replace(celTurn, "'3'", "'"+steps+"'", 1)})
+		return target
+	}
+	dir := filepath.Join(base, "rules")
+	if err := os.Symlink(gen("g1", "3"), dir); err != nil {
+		t.Fatal(err)
+	}
+	rec := newReloads()
+	m := newTestManager(t, dir, watchOptions(rec))
+	watch(t, m, rec)
+
+	staged := filepath.Join(base, "rules.new")
+	if err := os.Symlink(gen("g2", "4"), staged); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := os.Rename(staged, dir); err != nil { // mv -T: rename(2) over the old link
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the swapped-in target's revision", func() bool { return servesTurnCap(t, m, 4) })
+	t.Logf("swap latency (rename → new revision serving): %v", time.Since(start))
+	writeFiles(t, filepath.Join(base, "gens", "g2"), map[string]string{"turn.yaml": strings.Replace(celTurn, "'3'", "'5'", 1)})
+	rec.waitFor(t, "an edit in the new target", func() bool { return servesTurnCap(t, m, 5) })
+}
+
 // TestWatchCoalescesBursts holds the first rebuild while a burst of writes
 // lands, then checks that the whole burst cost exactly one more rebuild.
 func TestWatchCoalescesBursts(t *testing.T) {

@@ -14,7 +14,11 @@ import (
 // done. It watches the directory itself, not its files, so editors'
 // rename-on-save (write a temp file, rename it over the original) and
 // Kubernetes ConfigMap updates (an atomic rename of the "..data" symlink)
-// are seen like plain writes. Events are coalesced: the first one opens a
+// are seen like plain writes. It watches the parent directory too, for the
+// directory's own entry: a rules directory that is a symlink swapped to a
+// new target (ln -s gens/g2 rules.new && mv -T rules.new rules), or a
+// directory renamed into place, is followed at once, and so are later
+// edits in the new target. Events are coalesced: the first one opens a
 // window of Options.Debounce, and one reload runs at its end. A slow poll
 // (Options.PollInterval) reloads as a backstop and re-adds the watch when
 // the directory was removed or replaced. Watch reloads once as soon as the
@@ -29,6 +33,12 @@ func (m *Manager) Watch(ctx context.Context) error {
 	}
 	defer w.Close()
 	watching := m.addWatch(w)
+	parent := filepath.Dir(m.dir)
+	if parent != m.dir {
+		if err := w.Add(parent); err != nil {
+			m.logger.Warn("cannot watch the rules directory's parent; a swapped directory is seen by the poll only", "dir", parent, "error", err)
+		}
+	}
 	// A change made before the watch was in place raised no event.
 	_, _ = m.Reload()
 
@@ -50,11 +60,20 @@ func (m *Manager) Watch(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if filepath.Clean(ev.Name) == m.dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-				// The directory itself went away; the poll re-adds it.
+			name := filepath.Clean(ev.Name)
+			switch {
+			case name == m.dir && ev.Has(fsnotify.Create):
+				// A directory or symlink was put in place of the
+				// directory: watch what the name now leads to.
+				watching = m.addWatch(w)
+			case name == m.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
+				// The directory itself went away; a Create or the poll
+				// re-adds it.
 				watching = false
+			case filepath.Dir(name) == parent && name != m.dir:
+				continue // a sibling of the rules directory
 			}
-			if !pending && relevantEvent(ev) {
+			if !pending && (name == m.dir || relevantEvent(ev)) {
 				pending = true
 				debounce.Reset(m.opts.Debounce)
 			}
