@@ -2,13 +2,13 @@ package celrules
 
 import (
 	"bytes"
-	"regexp"
 	"sort"
 	"strconv"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/turngate/turngate/internal/yamlpos"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -84,18 +84,14 @@ func (s *source) nodeError(code string, n *yaml.Node, msg string) *policy.Error 
 	return s.errorAt(code, n.Line, n.Column, msg)
 }
 
-// yamlLine finds the line number yaml.v3 puts in its error messages.
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// parseError turns a yaml.v3 syntax error into a diagnostic. yaml.v3 gives
-// a line but no column, so the snippet has no caret.
+// parseError turns a yaml.v3 syntax error into a diagnostic at the
+// problem's line and column (yamlpos; yaml.v3 alone names the line where
+// the enclosing block began, without a column).
 func (s *source) parseError(err error) *policy.Error {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return s.errorAt(policy.CodeParse, line, 0, "invalid YAML: "+m[2])
+	if e, ok := yamlpos.Locate(s.data, err); ok {
+		return s.errorAt(policy.CodeParse, e.Line, e.Column, "invalid YAML: "+e.Message)
 	}
-	return s.errorAt(policy.CodeParse, 0, 0, "invalid YAML: "+msg)
+	return s.errorAt(policy.CodeParse, 0, 0, "invalid YAML: "+err.Error())
 }
 
 // scalarPositions maps every rune of a scalar node's decoded value back to
