@@ -106,3 +106,11 @@ func validationText(err error) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+// CheckSchema reports whether raw is a JSON Schema the engine can compile:
+// what a tool's input schema must be. Configuration checks it at startup,
+// so a broken schema fails there rather than at the tool's first call.
+func CheckSchema(raw json.RawMessage) error {
+	_, err := compileSchema(raw)
+	return err
+}

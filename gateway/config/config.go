@@ -16,6 +16,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -328,6 +329,15 @@ type Limits struct {
 	// MaxToolOutputBytes bounds a tool output when the tool sets no bound
 	// of its own (engine.Options.MaxOutputBytes).
 	MaxToolOutputBytes int `yaml:"maxToolOutputBytes"`
+	// IdleTimeout closes a keep-alive connection that sends no next
+	// request for this long.
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
+	// ReadBodyTimeout bounds reading a request's body, from its headers'
+	// end; the response (a long chat stream) is not bounded by it.
+	ReadBodyTimeout time.Duration `yaml:"readBodyTimeout"`
+	// MaxConnections caps the connections served at once; more wait in
+	// the kernel's accept queue.
+	MaxConnections int `yaml:"maxConnections"`
 }
 
 // Defaults for unset limits.
@@ -343,6 +353,9 @@ const (
 	DefaultMaxConcurrentTools       = 8
 	DefaultToolTimeout              = 60 * time.Second
 	DefaultMaxToolOutputBytes       = 64 << 10
+	DefaultIdleTimeout              = 60 * time.Second // as nginx's keepalive_timeout (75s), a little shorter
+	DefaultReadBodyTimeout          = 30 * time.Second // limits.maxBodyBytes (4 MiB) at 140 KB/s
+	DefaultMaxConnections           = 16384            // about 20 KiB each when idle: 320 MiB at most
 	DefaultPollInterval             = 5 * time.Second
 	DefaultAuditMaxSizeMB           = 100
 	DefaultAuditMaxBackups          = 5
@@ -356,29 +369,48 @@ func DefaultYAML() []byte { return bytes.Clone(defaultYAML) }
 
 // Default returns the embedded default configuration: a demo agent on the
 // scripted model with the weather, search and delete demo tools, SQLite under
-// ./data, the rules in ./rules, listening on loopback.
+// ./data, the rules in ./rules, listening on loopback. Its relative paths
+// are the working directory's (cmd/turngate serves the embedded rules when
+// ./rules is missing).
 func Default() (*Config, error) {
 	return Parse("default.yaml", defaultYAML, os.LookupEnv)
 }
 
 // Load reads and parses the file at path, expanding ${VAR} from the
-// process environment.
+// process environment. Relative file paths in it (rules.dir, store.path,
+// audit.path, providers' script) resolve against the file's directory.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
-	return Parse(path, data, os.LookupEnv)
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	c, err := Parse(path, data, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	c.resolvePaths(dir)
+	return c, nil
 }
 
 // Parse decodes data strictly, expands ${VAR} in string values with
 // lookup, applies defaults and validates. name labels errors.
 func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	var c Config
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, syntaxError(data, err))
+	}
+	if err := unknownKeys(&root); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, friendlyTypeErrors(&root, err))
 	}
 	if err := expandEnv(reflect.ValueOf(&c).Elem(), "", lookup); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, withLines(data, err))
@@ -429,6 +461,9 @@ func (c *Config) applyDefaults() {
 	l.ToolTimeout = cmp.Or(l.ToolTimeout, DefaultToolTimeout)
 	l.MaxToolOutputBytes = cmp.Or(l.MaxToolOutputBytes, DefaultMaxToolOutputBytes)
 	l.SubmissionWorkers = cmp.Or(l.SubmissionWorkers, DefaultSubmissionWorkers)
+	l.IdleTimeout = cmp.Or(l.IdleTimeout, DefaultIdleTimeout)
+	l.ReadBodyTimeout = cmp.Or(l.ReadBodyTimeout, DefaultReadBodyTimeout)
+	l.MaxConnections = cmp.Or(l.MaxConnections, DefaultMaxConnections)
 }
 
 // Agent returns the agent named name.
@@ -536,6 +571,7 @@ func (c *Config) Validate() error {
 	if l.MaxToolOutputBytes < 0 {
 		add("limits.maxToolOutputBytes: must be positive, not %d", l.MaxToolOutputBytes)
 	}
+	c.check(add)
 	return errors.Join(errs...)
 }
 

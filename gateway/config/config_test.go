@@ -86,6 +86,23 @@ func TestParseErrors(t *testing.T) {
 		{"tool timeout without a unit", "limits: {toolTimeout: fast}\n", []string{"line 1"}},
 		{"unknown timeout key", agentYAML("timeout: {totalMs: 5}"), []string{"line 5", "totalMs"}},
 		{"duplicate agent", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents: [{name: a, model: m}, {name: a, model: m}]\n", []string{"line 3: agents[1]: duplicate agent"}},
+		// Keys and values in YAML terms: line, column, field path, the
+		// closest known key; never a Go type.
+		{"misspelt agent key", "agents:\n  - name: a\n    maxStep: 3\n",
+			[]string{`line 3 col 5: agents[0]: unknown key "maxStep" (did you mean "maxSteps"?)`}},
+		{"misspelt top-level key", "limit: {maxMessages: 3}\n",
+			[]string{`line 1 col 1: top level: unknown key "limit" (did you mean "limits"?)`}},
+		{"wrong case", "store: {Path: x.db}\n", []string{`store: unknown key "Path" (did you mean "path"?)`}},
+		{"inline tool fields", "tools:\n  - name: t\n    inputSchem: {}\n", []string{`tools[0]: unknown key "inputSchem" (did you mean "inputSchema"?)`}},
+		{"nested runner block", "tools:\n  - name: t\n    http: {url: http://x, verb: GET}\n", []string{`line 3 col 27: tools[0].http: unknown key "verb"`}},
+		{"mcp server key", "mcpServers:\n  - {name: fs, transport: stdio, comand: x}\n", []string{`mcpServers[0]: unknown key "comand" (did you mean "command"?)`}},
+		{"nothing close", "agents:\n  - name: a\n    flavour: mint\n", []string{`agents[0]: unknown key "flavour"`}},
+		{"every unknown key at once", "listen2: x\nagents:\n  - {name: a, modle: m}\n", []string{`line 1 col 1: top level: unknown key "listen2"`, `line 3 col 15: agents[0]: unknown key "modle" (did you mean "model"?)`}},
+		{"duration", "limits:\n  toolTimeout: fast\n", []string{`line 2 col 16: limits.toolTimeout must be a duration such as 30s or 1m30s, not "fast"`}},
+		{"integer", "limits:\n  maxMessages: many\n", []string{`line 2 col 16: limits.maxMessages must be a whole number, not "many"`}},
+		{"bool", "rules: {watch: sometimes}\n", []string{`rules.watch must be true or false, not "sometimes"`}},
+		{"bad indent deep in a list", "agents:\n  - name: a\n    model: m\n  - name: b\n    model: m\n   tools: [t]\n",
+			[]string{`line 6 col 4: invalid YAML: did not find expected '-' indicator`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,6 +117,11 @@ func TestParseErrors(t *testing.T) {
 			}
 			if !strings.HasPrefix(err.Error(), "test.yaml: ") {
 				t.Errorf("error %q does not name the file", err)
+			}
+			for _, goWord := range []string{"config.", "not found in type", "unmarshal", "!!str", "time.Duration", ": yaml: "} {
+				if strings.Contains(err.Error(), goWord) {
+					t.Errorf("error %q speaks Go (%q)", err, goWord)
+				}
 			}
 		})
 	}

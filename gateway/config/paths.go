@@ -1,0 +1,21 @@
+package config
+
+import "path/filepath"
+
+// resolvePaths makes c's relative file paths (rules.dir, store.path,
+// audit.path, providers' script) absolute against dir, the directory of the
+// config file, as Prometheus and most config-driven servers do: a config
+// means the same files whatever the working directory it is started from.
+func (c *Config) resolvePaths(dir string) {
+	resolve := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	resolve(&c.Rules.Dir)
+	resolve(&c.Store.Path)
+	resolve(&c.Audit.Path)
+	for i := range c.Providers {
+		resolve(&c.Providers[i].Script)
+	}
+}
