@@ -86,7 +86,7 @@ func (p *Provider) Stream(ctx context.Context, req *engine.ModelRequest) (engine
 	if p.cfg.APIKey != "" {
 		h.Set("X-Api-Key", p.cfg.APIKey)
 	}
-	return wire.Open(ctx, wire.Request{Client: p.cfg.HTTPClient, URL: p.cfg.BaseURL + "/v1/messages", Header: h,
+	return wire.Open(ctx, wire.Request{Client: p.cfg.HTTPClient, URL: wire.Endpoint(p.cfg.BaseURL, "/v1/messages"), Header: h,
 		Overrides: []map[string]string{p.cfg.Headers, req.Headers}, Body: body, HeaderTimeout: p.cfg.Timeout},
 		&handler{name: p.cfg.Name, warnings: warnings})
 }

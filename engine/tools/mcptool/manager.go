@@ -113,14 +113,14 @@ func NewManager(configs []ServerConfig, opts ...Option) (*Manager, error) {
 // returns the servers' connection errors, joined; the Manager stays usable
 // either way and keeps retrying failed servers in the background (with
 // backoff), so a gateway may log the error and serve the other servers'
-// tools. ctx bounds the initial attempts only.
+// tools. ctx bounds the initial attempts only. Each error names its server.
 func (m *Manager) Start(ctx context.Context) error {
 	errs := make([]error, len(m.servers))
 	var wg sync.WaitGroup
 	for i, s := range m.servers {
 		wg.Go(func() {
 			if _, err := s.reconnect(ctx, nil, false); err != nil {
-				errs[i] = err
+				errs[i] = fmt.Errorf("mcp server %q: %w", s.cfg.Name, err)
 				s.startRetry()
 			}
 		})

@@ -92,7 +92,7 @@ func Post(ctx context.Context, req Request) (*Response, error) {
 		case timedOut:
 			return nil, &engine.UpstreamError{Retryable: true, Message: "no response headers within " + req.HeaderTimeout.String()}
 		}
-		return nil, &engine.UpstreamError{Retryable: true, Message: "sending request: " + err.Error()}
+		return nil, &engine.UpstreamError{Retryable: true, Message: "sending request: " + redactURLError(err).Error()}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer cancel()

@@ -159,3 +159,29 @@ func (errorHandler) Event(ev Event, _ func(engine.StreamPart)) (bool, error) {
 }
 
 func (errorHandler) End(func(engine.StreamPart)) error { return nil }
+
+func TestEndpointAndRedactURL(t *testing.T) {
+	tests := []struct{ base, path, url, redacted string }{
+		{"https://api.openai.com/v1", "/chat/completions", "https://api.openai.com/v1/chat/completions", "https://api.openai.com/v1/chat/completions"},
+		{"https://g.example/v1beta/openai/?key=s3cret", "/chat/completions", "https://g.example/v1beta/openai/chat/completions?key=s3cret", "https://g.example/v1beta/openai/chat/completions?key=xxxxx"},
+		{"https://u:pw@proxy.example", "/v1/messages", "https://u:pw@proxy.example/v1/messages", "https://u:xxxxx@proxy.example/v1/messages"},
+	}
+	for _, tt := range tests {
+		got := Endpoint(tt.base, tt.path)
+		if got != tt.url {
+			t.Errorf("Endpoint(%q, %q) = %q, want %q", tt.base, tt.path, got, tt.url)
+		}
+		if r := RedactURL(got); r != tt.redacted {
+			t.Errorf("RedactURL(%q) = %q, want %q", got, r, tt.redacted)
+		}
+	}
+}
+
+// TestTransportErrorRedactsQuery: a failed request's error, which reaches
+// the logs, does not carry the key of a baseURL's query.
+func TestTransportErrorRedactsQuery(t *testing.T) {
+	_, err := Post(context.Background(), Request{URL: Endpoint("http://127.0.0.1:1/v1?key=s3cret-key", "/chat/completions")})
+	if err == nil || strings.Contains(err.Error(), "s3cret-key") || !strings.Contains(err.Error(), "key=xxxxx") {
+		t.Errorf("error = %v, want the query value redacted", err)
+	}
+}
