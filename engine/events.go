@@ -24,6 +24,9 @@ const (
 	EventFinish              = "finish"
 	EventError               = "error"
 	EventAbort               = "abort"
+	// EventMessageMetadata updates the message's metadata mid-stream; the
+	// engine sends it before abort, to mark the message interrupted.
+	EventMessageMetadata = "message-metadata"
 )
 
 // Event is one UI message stream chunk. Only the fields of its Type are set;
@@ -45,6 +48,6 @@ type Event struct {
 	// engine sets it on client tool calls that beforeToolCall blocked or
 	// substituted, so the AI SDK client skips onToolCall for them.
 	ProviderExecuted bool `json:"providerExecuted,omitempty"`
-	// MessageMetadata rides on start and finish chunks.
+	// MessageMetadata rides on start, finish and message-metadata chunks.
 	MessageMetadata json.RawMessage `json:"messageMetadata,omitempty"`
 }

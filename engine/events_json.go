@@ -69,6 +69,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	case EventError:
 		field(&b, "errorText", e.ErrorText)
 	case EventAbort:
+	case EventMessageMetadata:
+		err = rawField(&b, "messageMetadata", e.MessageMetadata, true)
 	default:
 		return marshalGeneric(e)
 	}

@@ -95,6 +95,7 @@ func TestEventMarshalJSON(t *testing.T) {
 		{"finish", engine.Event{Type: "finish", FinishReason: "stop"}, `{"type":"finish","finishReason":"stop"}`},
 		{"finish with metadata", engine.Event{Type: "finish", FinishReason: "error", MessageMetadata: json.RawMessage(`{"a": 1}`)}, `{"type":"finish","finishReason":"error","messageMetadata":{"a":1}}`},
 		{"abort", engine.Event{Type: "abort"}, `{"type":"abort"}`},
+		{"message-metadata", engine.Event{Type: "message-metadata", MessageMetadata: json.RawMessage(`{"interrupted": "aborted"}`)}, `{"type":"message-metadata","messageMetadata":{"interrupted":"aborted"}}`},
 		{"unknown type", engine.Event{Type: "data-x", ID: "1"}, `{"type":"data-x","id":"1"}`},
 	}
 	for _, tt := range tests {

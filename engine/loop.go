@@ -33,11 +33,22 @@ var (
 	errTotalTimeout = errors.New("total timeout")
 )
 
+// ErrModelTimeout is wrapped by the error of a turn whose model stream
+// exceeded timeout.totalMs or stalled past timeout.chunkMs, so callers can
+// tell a timeout from other failures (the OpenAI endpoint answers 504).
+var ErrModelTimeout = errors.New("model timeout")
+
 // publicError is an engine error whose text is safe to show clients
-// (timeouts, structured-output failures); other errors are masked.
-type publicError struct{ msg string }
+// (timeouts, structured-output failures); other errors are masked. cause,
+// when set, is what it wraps.
+type publicError struct {
+	msg   string
+	cause error
+}
 
 func (e *publicError) Error() string { return e.msg }
+
+func (e *publicError) Unwrap() error { return e.cause }
 
 func publicErrorf(format string, args ...any) error {
 	return &publicError{msg: fmt.Sprintf(format, args...)}
@@ -669,8 +680,10 @@ func (t *turn) endBlock(id string, reasoning bool, st *stepState) {
 }
 
 // closeBlocks closes every open block. With events false (a failed or
-// aborted stream) no end events are sent, as the AI SDK server does; the
-// parts are still marked done because nothing more will arrive.
+// aborted stream) no end events are sent, as the AI SDK server does, and
+// the parts keep their "streaming" state, as the AI SDK client keeps them:
+// the stored message and the client's agree that the text was cut off
+// (the message's metadata says why, see markInterrupted).
 func (t *turn) closeBlocks(events bool) {
 	for _, b := range t.blocks {
 		t.finishBlock(b, events, nil)
@@ -687,10 +700,11 @@ func (t *turn) finishBlock(b *textBlock, events bool, st *stepState) {
 		return
 	}
 	p := &t.msg.Parts[b.part]
-	p.Text, p.State = string(b.buf), StateDone
+	p.Text = string(b.buf)
 	if !events {
 		return
 	}
+	p.State = StateDone
 	if b.reasoning {
 		t.emit(Event{Type: EventReasoningEnd, ID: b.id})
 	} else {
@@ -746,9 +760,9 @@ func (t *turn) interrupted(parent, ctx, stepCtx context.Context) bool {
 	case parent.Err() != nil:
 		t.abort()
 	case context.Cause(ctx) == errTotalTimeout:
-		t.fail(ctx, StageStream, publicErrorf("turn timed out after %dms (timeout.totalMs)", t.timeout.TotalMs))
+		t.fail(ctx, StageStream, &publicError{msg: fmt.Sprintf("turn timed out after %dms (timeout.totalMs)", t.timeout.TotalMs), cause: ErrModelTimeout})
 	case stepCtx != nil && context.Cause(stepCtx) == errChunkTimeout:
-		t.fail(ctx, StageStream, publicErrorf("model stream stalled: no chunk for %dms (timeout.chunkMs)", t.timeout.ChunkMs))
+		t.fail(ctx, StageStream, &publicError{msg: fmt.Sprintf("model stream stalled: no chunk for %dms (timeout.chunkMs)", t.timeout.ChunkMs), cause: ErrModelTimeout})
 	default:
 		return false
 	}
@@ -763,7 +777,52 @@ func (t *turn) abort() {
 	}
 	t.closeBlocks(false)
 	t.status, t.finishReason = StatusAborted, FinishInterrupted
+	t.emit(Event{Type: EventMessageMetadata, MessageMetadata: t.markInterrupted(StatusAborted)})
 	t.emit(Event{Type: EventAbort})
+}
+
+// interruptedKey is the message metadata key that marks an assistant
+// message whose turn was aborted or failed: its value is the turn's status,
+// and the message may be partial (its cut-off text parts are "streaming").
+const interruptedKey = "interrupted"
+
+// markInterrupted records status under interruptedKey in the message's
+// metadata (kept when it is an object) and returns the metadata update the
+// client merges.
+func (t *turn) markInterrupted(status string) json.RawMessage {
+	meta := map[string]any{}
+	_ = json.Unmarshal(t.msg.Metadata, &meta) // not an object: replaced
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[interruptedKey] = status
+	t.msg.Metadata, _ = json.Marshal(meta)
+	update, _ := json.Marshal(map[string]string{interruptedKey: status})
+	return update
+}
+
+// clearInterrupted settles a completed continuation of an interrupted
+// message: the mark is removed and the parts cut off earlier are done. It
+// returns the metadata update for the client, nil when there was no mark.
+func (t *turn) clearInterrupted() json.RawMessage {
+	meta := map[string]any{}
+	if json.Unmarshal(t.msg.Metadata, &meta) != nil {
+		return nil
+	}
+	if _, ok := meta[interruptedKey]; !ok {
+		return nil
+	}
+	delete(meta, interruptedKey)
+	t.msg.Metadata = nil
+	if len(meta) > 0 {
+		t.msg.Metadata, _ = json.Marshal(meta)
+	}
+	for i := range t.msg.Parts {
+		if p := &t.msg.Parts[i]; p.State == StateStreaming && (p.Type == PartText || p.Type == PartReasoning) {
+			p.State = StateDone
+		}
+	}
+	return json.RawMessage(`{"` + interruptedKey + `":null}`)
 }
 
 // fail is the one error path for every stage: onChatError may replace the
@@ -817,8 +876,15 @@ func (t *turn) end(ctx context.Context) *TurnResult {
 	if t.status == "" {
 		t.status = StatusCompleted
 	}
+	var meta json.RawMessage
+	switch t.status {
+	case StatusCompleted:
+		meta = t.clearInterrupted()
+	case StatusError:
+		meta = t.markInterrupted(StatusError)
+	}
 	if t.status != StatusAborted {
-		t.emit(Event{Type: EventFinish, FinishReason: t.finishReason})
+		t.emit(Event{Type: EventFinish, FinishReason: t.finishReason, MessageMetadata: meta})
 	}
 	t.flush()
 	res := &TurnResult{

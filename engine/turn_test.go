@@ -84,12 +84,15 @@ func TestAbort(t *testing.T) {
 		if res.Status != engine.StatusAborted || res.FinishReason != engine.FinishInterrupted {
 			t.Fatalf("status %s finish %s", res.Status, res.FinishReason)
 		}
-		if got := res.Message.Parts; len(got) != 2 || got[1].Text != "partial" {
-			t.Errorf("partial message %+v", got)
+		if got := res.Message.Parts; len(got) != 2 || got[1].Text != "partial" || got[1].State != engine.StateStreaming {
+			t.Errorf("partial message %+v, want its text part still streaming", got)
+		}
+		if string(res.Message.Metadata) != `{"interrupted":"aborted"}` {
+			t.Errorf("metadata %s, want interrupted: aborted", res.Message.Metadata)
 		}
 		types := h.ev.types()
-		if types[len(types)-1] != engine.EventAbort || slices.Contains(types, engine.EventFinish) {
-			t.Errorf("events %q", types)
+		if !slices.Equal(types[len(types)-2:], []string{engine.EventMessageMetadata, engine.EventAbort}) || slices.Contains(types, engine.EventFinish) {
+			t.Errorf("events %q, want message-metadata then abort", types)
 		}
 		if len(h.rec.resp) != 1 || h.rec.resp[0].Status != engine.StatusAborted || len(h.rec.errs) != 0 {
 			t.Errorf("onChatResponse %+v onChatError %+v", h.rec.resp, h.rec.errs)
@@ -285,13 +288,18 @@ func TestErrorPath(t *testing.T) {
 			`{"type":"text-delta","id":"t1","delta":"partial"}`,
 			`{"type":"error","errorText":"An error occurred."}`,
 			`{"type":"finish-step"}`,
-			`{"type":"finish","finishReason":"error"}`,
+			`{"type":"finish","finishReason":"error","messageMetadata":{"interrupted":"error"}}`,
 		}, "\n")
 		if got := h.ev.text(); got != want {
 			t.Errorf("stream\n got %s\nwant %s", got, want)
 		}
-		if res.Status != engine.StatusError || res.Message.Parts[1].Text != "partial" {
+		// The cut-off text stays "streaming" (no text-end was sent, so the
+		// AI SDK client holds it so too) and the message says why.
+		if p := res.Message.Parts[1]; res.Status != engine.StatusError || p.Text != "partial" || p.State != engine.StateStreaming {
 			t.Errorf("status %s parts %+v", res.Status, res.Message.Parts)
+		}
+		if string(res.Message.Metadata) != `{"interrupted":"error"}` {
+			t.Errorf("metadata %s, want interrupted: error", res.Message.Metadata)
 		}
 		if len(h.rec.errs) != 1 || !errors.Is(h.rec.errs[0].Err, providerErr) || !h.rec.errs[0].PartialMessage {
 			t.Errorf("onChatError %+v", h.rec.errs)

@@ -71,6 +71,8 @@ func AppendFrame(dst []byte, ev engine.Event) ([]byte, error) {
 		}
 		dst, ok = appendRaw(dst, `,"messageMetadata":`, ev.MessageMetadata, false)
 	case engine.EventStartStep, engine.EventFinishStep, engine.EventAbort:
+	case engine.EventMessageMetadata:
+		dst, ok = appendRaw(dst, `,"messageMetadata":`, ev.MessageMetadata, true)
 	case engine.EventTextStart, engine.EventTextEnd, engine.EventReasoningStart, engine.EventReasoningEnd:
 		dst = appendField(dst, `,"id":`, ev.ID)
 	case engine.EventTextDelta, engine.EventReasoningDelta:

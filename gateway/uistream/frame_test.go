@@ -34,7 +34,7 @@ var eventTypes = []string{
 	engine.EventReasoningStart, engine.EventReasoningDelta, engine.EventReasoningEnd,
 	engine.EventToolInputStart, engine.EventToolInputDelta, engine.EventToolInputAvailable,
 	engine.EventToolInputError, engine.EventToolOutputAvailable, engine.EventToolOutputError,
-	engine.EventFinish, engine.EventError, engine.EventAbort,
+	engine.EventFinish, engine.EventError, engine.EventAbort, engine.EventMessageMetadata,
 	"data-weather", "", "<text-delta>",
 }
 
