@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -22,6 +24,7 @@ const (
 	CodeAgentNotFound    = "agent_not_found"
 	CodeConflict         = "conflict"
 	CodeTooLarge         = "request_too_large"
+	CodeRequestTimeout   = "request_timeout"
 	CodeTooManyQueued    = "too_many_queued_turns"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal_error"
@@ -42,6 +45,12 @@ type apiError struct {
 	// Pointer, when set, is the JSON pointer of the offending value in the
 	// request's custom body (the body's "pointer" key).
 	Pointer string
+	// RetryAfter, when positive, is sent as Retry-After (whole seconds,
+	// rounded up) and retry-after-ms.
+	RetryAfter time.Duration
+	// Retryable marks an error a retry may fix (the OpenAI endpoint's
+	// x-should-retry).
+	Retryable bool
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
@@ -91,8 +100,10 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, store.ErrConflict):
 		return errorf(http.StatusConflict, CodeConflict, "the request conflicts with the stored session")
 	case errors.Is(err, errQueueFull):
-		return errorf(http.StatusTooManyRequests, CodeTooManyQueued,
+		ae := errorf(http.StatusTooManyRequests, CodeTooManyQueued,
 			"too many turns are queued for this session; retry when the current turn has finished")
+		ae.RetryAfter = time.Second
+		return ae
 	case errors.Is(err, errShuttingDown):
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the gateway is shutting down")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -125,10 +136,18 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	if ae.Code == CodeInvalidBody {
 		body["pointer"] = ae.Pointer
 	}
-	if ae.Status == http.StatusTooManyRequests {
-		c.Header("Retry-After", "1")
-	}
+	setRetryAfter(c, ae.RetryAfter)
 	c.AbortWithStatusJSON(ae.Status, body)
+}
+
+// setRetryAfter sets Retry-After (whole seconds, rounded up) and OpenAI's
+// and Anthropic's retry-after-ms when d is positive.
+func setRetryAfter(c *gin.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	c.Header("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+	c.Header("retry-after-ms", strconv.FormatInt(d.Milliseconds(), 10))
 }
 
 // recovery replaces gin's recovery: a panic is logged with its value and

@@ -3,9 +3,11 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -214,11 +216,25 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 			return err
 		}
 		if t.result.Status == engine.StatusError {
-			c.Header("x-should-retry", "false")
-			return &apiError{Status: http.StatusBadGateway, Code: "server_error", Message: t.result.Error}
+			return oaiTurnError(t.err, t.result.Error)
 		}
 		c.JSON(http.StatusOK, enc.completion(t.result))
 		return nil
+	}
+	// The response's status waits for the first content: a turn that fails
+	// before any (an upstream 429, 5xx or timeout) is answered with its own
+	// status, which the SDKs retry, rather than with a 200 stream that
+	// holds only an error.
+	select {
+	case <-enc.content:
+	case <-t.done:
+		if t.result.Status == engine.StatusError && !enc.hasContent() {
+			return oaiTurnError(t.err, t.result.Error)
+		}
+	case <-c.Request.Context().Done():
+		t.cancel()
+		<-t.done
+		return c.Request.Context().Err()
 	}
 	go func() {
 		select {
@@ -253,10 +269,24 @@ type oaiEncoder struct {
 	// texts counts text blocks seen, to separate blocks of later steps.
 	texts   int
 	started bool
+	// content is closed with the first content delta.
+	content     chan struct{}
+	contentOnce sync.Once
 }
 
 func newOAIEncoder(model string, usage bool) *oaiEncoder {
-	return &oaiEncoder{id: newID("chatcmpl-"), created: time.Now().Unix(), model: model, usage: usage, buf: uistream.NewBuffer()}
+	return &oaiEncoder{id: newID("chatcmpl-"), created: time.Now().Unix(), model: model, usage: usage,
+		buf: uistream.NewBuffer(), content: make(chan struct{})}
+}
+
+// hasContent reports whether a content delta was encoded.
+func (e *oaiEncoder) hasContent() bool {
+	select {
+	case <-e.content:
+		return true
+	default:
+		return false
+	}
 }
 
 // chunk appends one chunk with the given choice delta and finish reason.
@@ -296,6 +326,7 @@ func (e *oaiEncoder) event(ev engine.Event) {
 	case engine.EventTextDelta:
 		if ev.Delta != "" {
 			e.chunk(map[string]any{"content": ev.Delta}, nil)
+			e.contentOnce.Do(func() { close(e.content) })
 		}
 	}
 }
@@ -366,8 +397,50 @@ func oaiFinishReason(res *engine.TurnResult) string {
 	return "stop"
 }
 
+// maskedErrorText is the engine's client-visible text of a failed turn
+// when no onChatError hook replaced it.
+const maskedErrorText = "An error occurred."
+
+// oaiTurnError maps a failed turn to the OpenAI endpoint's answer, so that
+// the SDKs retry what a retry may fix (API.md has the table):
+//
+//   - upstream 429: 429 rate_limit_error, with the upstream's Retry-After;
+//   - the model's timeout.totalMs or timeout.chunkMs: 504;
+//   - another transient upstream failure (5xx, 408, 409, a transport
+//     error, a retryable error inside the stream): 502, retryable, with
+//     the upstream's Retry-After if any;
+//   - anything else (an upstream 4xx such as a bad key, a policy or tool
+//     failure): 502 with x-should-retry: false.
+//
+// text is the turn's client-visible error; the masked default is replaced
+// by a description of the class, which carries no provider text.
+func oaiTurnError(err error, text string) *apiError {
+	var ue *engine.UpstreamError
+	upstream := errors.As(err, &ue)
+	ae := &apiError{Status: http.StatusBadGateway, Code: "server_error", Message: text}
+	describe := func(what string) {
+		if text == maskedErrorText || text == "" {
+			ae.Message = what
+		}
+	}
+	switch {
+	case upstream && ue.Status == http.StatusTooManyRequests:
+		ae.Status, ae.Code, ae.Retryable, ae.RetryAfter = http.StatusTooManyRequests, "upstream_rate_limited", true, ue.RetryAfter
+		describe("The upstream model is rate limited; retry later.")
+	case errors.Is(err, engine.ErrModelTimeout):
+		ae.Status, ae.Code, ae.Retryable = http.StatusGatewayTimeout, "upstream_timeout", true
+		describe("The upstream model did not answer in time.")
+	case upstream && ue.Retryable:
+		ae.Code, ae.Retryable, ae.RetryAfter = "upstream_unavailable", true, ue.RetryAfter
+		describe("The upstream model is unavailable; retry later.")
+	}
+	return ae
+}
+
 // writeOpenAIError writes ae as OpenAI's error body. Errors that a retry
-// cannot fix carry x-should-retry: false, so the SDKs do not retry them.
+// cannot fix carry x-should-retry: false, so the SDKs do not retry them;
+// retryable ones carry x-should-retry: true, and Retry-After (seconds)
+// with retry-after-ms when the delay is known.
 func writeOpenAIError(c *gin.Context, ae *apiError) {
 	typ := "invalid_request_error"
 	switch {
@@ -380,9 +453,12 @@ func writeOpenAIError(c *gin.Context, ae *apiError) {
 	case ae.Status >= 500:
 		typ = "server_error"
 	}
-	if ae.Status != http.StatusTooManyRequests && ae.Status != http.StatusServiceUnavailable {
+	if ae.Retryable || ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable {
+		c.Header("x-should-retry", "true")
+	} else {
 		c.Header("x-should-retry", "false")
 	}
+	setRetryAfter(c, ae.RetryAfter)
 	var param any
 	if ae.Code == "model_not_found" {
 		param = "model"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -32,6 +33,11 @@ func readBody(c *gin.Context) ([]byte, error) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, err
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			c.Header("Connection", "close")
+			return nil, errorf(http.StatusRequestTimeout, CodeRequestTimeout, "the request body did not arrive within limits.readBodyTimeout")
 		}
 		return nil, errBadRequest("reading request body: %v", err)
 	}

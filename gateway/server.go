@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -319,12 +320,41 @@ func (s *Server) requestIDMiddleware(c *gin.Context) {
 
 func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
 
-// limitBody caps every request body at Limits.MaxBodyBytes.
+// limitBody caps every request body at Limits.MaxBodyBytes and bounds
+// the time to receive it at Limits.ReadBodyTimeout, per request rather than
+// with the server's ReadTimeout: the deadline is lifted as soon as the body
+// has been read, so a chat stream or a resume may last as long as its turn.
+// A body that stops short of its Content-Length, or trickles in, fails
+// with 408 once the deadline passes and the connection is closed; so does
+// a body nobody reads (a request refused before its body is read), which
+// the server drains after the handler.
 func (s *Server) limitBody(c *gin.Context) {
-	if c.Request.Body != nil {
-		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.Limits.MaxBodyBytes)
+	if body := c.Request.Body; body != nil && body != http.NoBody {
+		rc := http.NewResponseController(c.Writer)
+		if rc.SetReadDeadline(time.Now().Add(s.cfg.Limits.ReadBodyTimeout)) == nil {
+			body = &deadlineBody{ReadCloser: body, rc: rc}
+		}
+		c.Request.Body = http.MaxBytesReader(c.Writer, body, s.cfg.Limits.MaxBodyBytes)
 	}
 	c.Next()
+}
+
+// deadlineBody lifts the connection's read deadline when the body has been
+// read to its end: from then on the server reads only to notice that the
+// client went away, which must not time out during a long response.
+type deadlineBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // agentOf returns the route's agent or a 404.

@@ -82,9 +82,12 @@ type turn struct {
 	buf       *uistream.Buffer
 	done      chan struct{}
 	cancel    context.CancelFunc
-	// result and status are set before done is closed.
+	// result and status are set before done is closed; so is err, the
+	// raw error of a failed turn, which the OpenAI endpoint maps to a
+	// status.
 	result *engine.TurnResult
 	status string
+	err    error
 }
 
 // wait waits for the turn to end or ctx to be done.
@@ -272,7 +275,8 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		t.buf.Append(held...)
 		held = held[:0]
 	}
-	hooks := engine.Compose(rev.Hooks(s.recorder, s.failurePolicy), withoutResponse{s.observers}, catcher)
+	// The catcher comes first so that it sees the raw chat error.
+	hooks := engine.Compose(catcher, rev.Hooks(s.recorder, s.failurePolicy), withoutResponse{s.observers})
 	req := &engine.TurnRequest{
 		Identity: engine.Identity{
 			RequestID: in.requestID,
@@ -313,7 +317,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	defer cancel()
 	s.recordTurn(pctx, in, rev.ID(), res, start, time.Now())
 
-	t.result, t.status = res, res.Status
+	t.result, t.status, t.err = res, res.Status, catcher.err
 	s.mu.Lock()
 	if s.active[t.key] == t {
 		delete(s.active, t.key)
@@ -336,7 +340,7 @@ func (s *Server) runEngine(ctx context.Context, req *engine.TurnRequest) (res *e
 			s.log.Error("engine panicked", "requestId", req.RequestID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			res = &engine.TurnResult{
 				Message: engine.UIMessage{ID: req.MessageID, Role: engine.RoleAssistant},
-				Status:  engine.StatusError, Error: "An error occurred.", FinishReason: engine.FinishError,
+				Status:  engine.StatusError, Error: maskedErrorText, FinishReason: engine.FinishError,
 			}
 			req.Emit(engine.Event{Type: engine.EventError, ErrorText: res.Error})
 			req.Emit(engine.Event{Type: engine.EventFinish, FinishReason: engine.FinishError})
@@ -379,10 +383,18 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string,
 }
 
 // responseCatcher keeps the engine's onChatResponse call so the gateway can
-// fire it after persisting and releasing the lock.
+// fire it after persisting and releasing the lock, and the raw error of
+// the last onChatError call: the one that ended the turn, when it failed
+// (tool errors before it do not end a turn).
 type responseCatcher struct {
 	engine.NopHooks
 	result *engine.ChatResponseResult
+	err    error
+}
+
+func (c *responseCatcher) OnChatError(_ context.Context, e *engine.ChatErrorContext) error {
+	c.err = e.Err
+	return nil
 }
 
 func (c *responseCatcher) OnChatResponse(_ context.Context, r *engine.ChatResponseResult) {

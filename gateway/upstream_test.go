@@ -111,7 +111,7 @@ func (o *stepWarnings) OnStepFinish(_ context.Context, s *engine.StepResult) {
 func TestAgentDefaultsReachTheProvider(t *testing.T) {
 	up := newFakeOpenAI(t)
 	tuned, err := config.Parse("agent.yaml", []byte(`
-providers: [{name: up, type: openai}]
+providers: [{name: up, type: openai, apiKey: test-key}]
 models: {up: {provider: up, model: gpt-test}}
 tools: [{name: weather, builtin: weather}, {name: search, builtin: search}]
 agents:

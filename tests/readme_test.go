@@ -46,26 +46,7 @@ func TestREADMEQuickStart(t *testing.T) {
 		l.Close()
 	}
 
-	output := &lockedBuffer{}
-	cmd := exec.Command("sh", "-c", command)
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = output, output
-	// Its own process group, so that the binary go run starts stops too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		stopGroup(t, cmd.Process.Pid, exited)
-		if t.Failed() || testing.Verbose() {
-			t.Logf("%s (in %s):\n%s", command, dir, output)
-		}
-	})
+	exited := startGroup(t, exec.Command("sh", "-c", command), dir)
 
 	base := "http://" + quickStartAddr
 	deadline := time.Now().Add(quickStartTimeout)
@@ -180,6 +161,33 @@ func tourLineMatches(out, want string) bool {
 	return false
 }
 
+// startGroup starts cmd in dir, in a process group of its own (so that a
+// binary that go run starts stops too), and stops the group when the test
+// ends, logging its output if the test failed or runs with -v. The channel
+// is closed when the command exits.
+func startGroup(t *testing.T, cmd *exec.Cmd, dir string) <-chan struct{} {
+	t.Helper()
+	output := &lockedBuffer{}
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = output, output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		stopGroup(t, cmd.Process.Pid, exited)
+		if t.Failed() || testing.Verbose() {
+			t.Logf("%s (in %s):\n%s", strings.Join(cmd.Args, " "), dir, output)
+		}
+	})
+	return exited
+}
+
 // stopGroup sends SIGTERM to the process group pgid, then SIGKILL if the
 // leader has not exited within stopTimeout.
 func stopGroup(t *testing.T, pgid int, exited <-chan struct{}) {
@@ -243,5 +251,43 @@ func TestQuickStartCommand(t *testing.T) {
 				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestQuickStartInAnEmptyDirectory runs `turngate serve` with no flags in
+// an empty directory, as after `go install`: the rules compiled into the
+// binary serve, the store goes to ./data, and the README's tour runs, twice
+// (it must be re-runnable against the same gateway).
+func TestQuickStartInAnEmptyDirectory(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := net.Listen("tcp", quickStartAddr); err != nil {
+		t.Fatalf("the default listen address %s is busy: %v", quickStartAddr, err)
+	} else {
+		l.Close()
+	}
+	dir := t.TempDir()
+	exited := startGroup(t, exec.Command(binary, "serve"), dir)
+	g := &gateway{t: t, URL: "http://" + quickStartAddr}
+	poll(t, "/healthz of turngate serve in an empty directory", func() error {
+		select {
+		case <-exited:
+			t.Fatalf("turngate serve exited (its output is below)")
+		default:
+		}
+		code, err := g.getJSON("/healthz", nil)
+		if err == nil && code != http.StatusOK {
+			err = errors.New(http.StatusText(code))
+		}
+		return err
+	})
+	for run := 1; run <= 2; run++ {
+		t.Logf("tour, run %d", run)
+		checkTour(t, string(readme), dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "turngate.db")); err != nil {
+		t.Errorf("the store is not under ./data: %v", err)
 	}
 }

@@ -1,5 +1,6 @@
 // Command turngate is an HTTP gateway that runs an LLM agent's turn loop
-// under operator-editable rules. Subcommands: serve, check, test, eval, schema, replay, audit.
+// under operator-editable rules. Subcommands: serve, check-config, check,
+// test, eval, schema, replay, audit, version.
 package main
 
 import (
@@ -21,25 +22,29 @@ func main() {
 // commands maps each subcommand to the function that runs it. Each returns
 // the process exit code.
 var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) int{
-	"serve":  runServe,
-	"check":  runCheck,
-	"test":   runTest,
-	"eval":   runEval,
-	"schema": runSchema,
-	"replay": runReplay,
-	"audit":  runAudit,
+	"serve":        runServe,
+	"check-config": runCheckConfig,
+	"version":      runVersion,
+	"check":        runCheck,
+	"test":         runTest,
+	"eval":         runEval,
+	"schema":       runSchema,
+	"replay":       runReplay,
+	"audit":        runAudit,
 }
 
 const usage = `usage: turngate <command> [flags]
 
 commands:
-  serve   run the gateway (embedded defaults when no --config is given)
-  check   compile and type-check a rules directory
-  test    run the rule tests (*_test.rego, *_test.yaml) of a rules directory
-  eval    dry-run one hook decision against a rules directory
-  schema  print the JSON Schema of a rule input (tool_call, tool_result, turn, step)
-  replay  re-evaluate an audit log's recorded decisions against candidate rules
-  audit   verify FILE...: check the audit log's hash chain (tamper evidence)
+  serve          run the gateway (embedded defaults when no --config is given)
+  check-config   check a config file as serve would at startup, without serving
+  check          compile and type-check a rules directory
+  test           run the rule tests (*_test.rego, *_test.yaml) of a rules directory
+  eval           dry-run one hook decision against a rules directory
+  schema         print the JSON Schema of a rule input (tool_call, tool_result, turn, step)
+  replay         re-evaluate an audit log's recorded decisions against candidate rules
+  audit          verify FILE...: check the audit log's hash chain (tamper evidence)
+  version        print the version, commit and Go version
 `
 
 // run dispatches args to a subcommand and returns the exit code.

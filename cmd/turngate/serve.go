@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/tools/mcptool"
@@ -23,6 +26,7 @@ import (
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/policy/opa"
 	"github.com/turngate/turngate/policy/ruleset"
+	defaultrules "github.com/turngate/turngate/rules"
 )
 
 // serveParams are turngate serve's inputs.
@@ -46,6 +50,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&p.ConfigPath, "config", "", "YAML config `file` (default: the embedded demo config)")
 	fs.StringVar(&p.Listen, "listen", "", "listen `address` (host:port), overriding the config")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -69,18 +76,42 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // are persisted).
 func serve(ctx context.Context, p serveParams) error {
 	log := slog.New(slog.NewTextHandler(p.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg, err := loadConfig(p.ConfigPath)
+	cfg, rulesFS, err := loadConfig(p.ConfigPath, log)
 	if err != nil {
 		return err
 	}
 	if p.Listen != "" {
 		cfg.Listen = p.Listen
 	}
+	if err := checkListen(cfg.Listen, len(cfg.Auth.APIKeys) > 0); err != nil {
+		return err
+	}
 	if len(cfg.Auth.APIKeys) == 0 {
-		if !loopback(cfg.Listen) {
-			return fmt.Errorf("refusing to listen on %s without API keys: configure auth.apiKeys or listen on loopback (127.0.0.1)", cfg.Listen)
-		}
 		log.Warn("NO API KEYS CONFIGURED: every request is the anonymous admin of tenant \"default\"; serving on loopback only", "listen", cfg.Listen)
+	}
+
+	// Everything that can fail on the configuration's content is checked
+	// before the store creates its file.
+	m := metrics.New()
+	rulesOpts := rulesOptions(cfg)
+	rulesOpts.OnReload = func(result string, err error) {
+		m.RuleReloads.WithLabelValues(result).Inc()
+		if result == ruleset.ReloadFailure {
+			m.RuleReloadRejections.WithLabelValues(ruleset.RejectReason(err)).Inc()
+		}
+	}
+	var rules *ruleset.Manager
+	if rulesFS != nil {
+		rules, err = ruleset.NewManagerFS(rulesFS, embeddedRules, rulesOpts, log)
+	} else {
+		rules, err = ruleset.NewManager(cfg.Rules.Dir, rulesOpts, log)
+	}
+	if err != nil {
+		return err
+	}
+	models, err := gateway.NewResolver(cfg)
+	if err != nil {
+		return err
 	}
 
 	st, err := openStore(ctx, cfg.Store)
@@ -90,34 +121,11 @@ func serve(ctx context.Context, p serveParams) error {
 	defer st.Close()
 	log.Info("store opened", "driver", cfg.Store.Driver)
 
-	m := metrics.New()
-	rules, err := ruleset.NewManager(cfg.Rules.Dir, ruleset.Options{
-		OPA:          opa.Options{BodySchema: cfg.BodySchema()},
-		PollInterval: cfg.Rules.PollInterval,
-		Tests:        testGate(cfg.Rules.RequireTests),
-		OnReload: func(result string, err error) {
-			m.RuleReloads.WithLabelValues(result).Inc()
-			if result == ruleset.ReloadFailure {
-				m.RuleReloadRejections.WithLabelValues(ruleset.RejectReason(err)).Inc()
-			}
-		},
-	}, log)
-	if err != nil {
-		return err
-	}
-
-	models, err := gateway.NewResolver(cfg)
-	if err != nil {
-		return err
-	}
 	eng := engine.New(engineOptions(cfg, m.Resolver(models), log))
 
 	var mcp *mcptool.Manager
 	if len(cfg.MCPServers) > 0 {
-		if mcp, err = mcptool.NewManager(cfg.MCPServers, mcptool.WithLogger(log)); err != nil {
-			return err
-		}
-		if err := mcp.Start(ctx); err != nil {
+		if mcp, err = startMCP(ctx, cfg, log); err != nil {
 			return err
 		}
 		defer mcp.Close()
@@ -139,8 +147,11 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return fmt.Errorf("listening: %w", err)
 	}
+	// No ReadTimeout or WriteTimeout: they would cut chat streams and
+	// resumes. The body's read deadline is set per request (limits.readBodyTimeout).
+	ln = netutil.LimitListener(ln, cfg.Limits.MaxConnections)
 	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		IdleTimeout: cfg.Limits.IdleTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if err := gw.Start(ctx); err != nil {
 		ln.Close()
 		return err
@@ -148,7 +159,7 @@ func serve(ctx context.Context, p serveParams) error {
 
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
-	if *cfg.Rules.Watch {
+	if *cfg.Rules.Watch && rulesFS == nil {
 		go func() {
 			if err := rules.Watch(bg); err != nil {
 				log.Error("rules watch stopped", "err", err)
@@ -237,11 +248,86 @@ func engineOptions(cfg *config.Config, models engine.ModelResolver, log *slog.Lo
 	}
 }
 
-func loadConfig(path string) (*config.Config, error) {
-	if path == "" {
-		return config.Default()
+// rulesOptions are the options cfg loads its rules with (serve and
+// check-config).
+func rulesOptions(cfg *config.Config) ruleset.Options {
+	return ruleset.Options{
+		OPA:          opa.Options{BodySchema: cfg.BodySchema()},
+		PollInterval: cfg.Rules.PollInterval,
+		Tests:        testGate(cfg.Rules.RequireTests),
 	}
-	return config.Load(path)
+}
+
+// embeddedRules names the rule set compiled into the binary in logs and in
+// the admin API's status.
+const embeddedRules = "(embedded default rules)"
+
+// loadConfig loads the file at path, or the embedded default
+// configuration when path is empty. The default's relative paths (./rules,
+// ./data) are the working directory's; when it has no rules directory,
+// rulesFS is the default rule set compiled into the binary (served from
+// memory, not watched), so `turngate serve` runs in any directory.
+func loadConfig(path string, log *slog.Logger) (cfg *config.Config, rulesFS fs.FS, err error) {
+	if path != "" {
+		cfg, err = config.Load(path)
+		return cfg, nil, err
+	}
+	if cfg, err = config.Default(); err != nil {
+		return nil, nil, err
+	}
+	if _, err := os.Stat(cfg.Rules.Dir); errors.Is(err, fs.ErrNotExist) {
+		log.Info("no ./rules directory: serving the embedded default rules (create ./rules, or use --config, to edit them)")
+		return cfg, defaultrules.FS, nil
+	}
+	return cfg, nil, nil
+}
+
+// startMCP starts the MCP servers' manager. A server that cannot be reached
+// is a warning naming it, not a failure: the manager keeps retrying it and
+// the other servers' tools are served. Agent tools that no server lists
+// once the reachable ones have started are warned about too.
+func startMCP(ctx context.Context, cfg *config.Config, log *slog.Logger) (*mcptool.Manager, error) {
+	mcp, err := mcptool.NewManager(cfg.MCPServers, mcptool.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	if err := mcp.Start(ctx); err != nil {
+		log.Warn("MCP servers unreachable at startup; retrying in the background", "err", err)
+	}
+	for _, w := range missingAgentTools(cfg, mcp.Tools()) {
+		log.Warn(w)
+	}
+	return mcp, nil
+}
+
+// missingAgentTools lists agents' tools that are neither configured tools
+// nor listed by an MCP server.
+func missingAgentTools(cfg *config.Config, listed []engine.Tool) []string {
+	known := map[string]bool{}
+	for _, t := range cfg.Tools {
+		known[t.Name] = true
+	}
+	for _, t := range listed {
+		known[t.Name] = true
+	}
+	var out []string
+	for _, a := range cfg.Agents {
+		for _, t := range a.Tools {
+			if !known[t] {
+				out = append(out, fmt.Sprintf("agent %q: tool %q is neither configured nor listed by a reachable MCP server", a.Name, t))
+			}
+		}
+	}
+	return out
+}
+
+// checkListen refuses a non-loopback listen address without API keys:
+// every request would be the anonymous admin.
+func checkListen(listen string, keys bool) error {
+	if !keys && !loopback(listen) {
+		return fmt.Errorf("refusing to listen on %s without API keys: configure auth.apiKeys or listen on loopback (127.0.0.1)", listen)
+	}
+	return nil
 }
 
 // loopback reports whether addr's host is a loopback address or localhost.

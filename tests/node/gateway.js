@@ -30,9 +30,10 @@ export function userMessage(text) {
   return { id: uniqueId('user'), role: 'user', parts: [{ type: 'text', text }] };
 }
 
-// history returns the messages the gateway stored for a session.
-export async function history(sessionId) {
-  const res = await fetch(`${baseURL}/v1/agents/${agent}/sessions/${sessionId}/messages`);
+// history returns the messages the gateway stored for a session (of the
+// demo agent unless another is named).
+export async function history(sessionId, agentName = agent) {
+  const res = await fetch(`${baseURL}/v1/agents/${agentName}/sessions/${sessionId}/messages`);
   assert.equal(res.status, 200, `GET history: ${await res.clone().text()}`);
   return (await res.json()).messages;
 }

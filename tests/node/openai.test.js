@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import OpenAI from 'openai';
-import { agent, baseURL } from './gateway.js';
+import { agent, baseURL, uniqueId } from './gateway.js';
 
 const client = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'not-needed-on-loopback', maxRetries: 0 });
 
@@ -96,5 +96,62 @@ test('an unknown model is a NotFoundError', async () => {
   await assert.rejects(
     client.chat.completions.create({ model: 'no-such-agent', messages: [{ role: 'user', content: 'hi' }] }),
     err => err instanceof OpenAI.NotFoundError && err.status === 404,
+  );
+});
+
+// retrying is the client as an application configures it: the SDK's
+// default retries, with short delays.
+const retrying = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'not-needed-on-loopback', maxRetries: 2 });
+
+test('an upstream 429 is a 429 with retry-after: the SDK retries and succeeds', async () => {
+  const completion = await retrying.chat.completions.create({
+    model: 'upstream',
+    messages: [{ role: 'user', content: `rate limited once ${uniqueId('oai')}` }],
+  });
+  assert.equal(completion.choices[0].message.content, 'Recovered on attempt 2.');
+});
+
+test('the 429 itself: status, type and retry headers', async () => {
+  const quiet = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'not-needed-on-loopback', maxRetries: 0 });
+  await assert.rejects(
+    quiet.chat.completions.create({
+      model: 'upstream',
+      messages: [{ role: 'user', content: `rate limited once ${uniqueId('oai')}` }],
+    }),
+    err => {
+      assert.ok(err instanceof OpenAI.RateLimitError, `${err.constructor.name}: ${err.message}`);
+      assert.equal(err.status, 429);
+      assert.equal(err.headers.get('retry-after-ms'), '50');
+      assert.equal(err.headers.get('retry-after'), '1');
+      assert.equal(err.headers.get('x-should-retry'), 'true');
+      return true;
+    },
+  );
+});
+
+test('an upstream 5xx before the stream starts: the SDK retries the stream and succeeds', async () => {
+  const stream = await retrying.chat.completions.create({
+    model: 'upstream',
+    messages: [{ role: 'user', content: `overloaded once ${uniqueId('oai')}` }],
+    stream: true,
+  });
+  let text = '';
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta?.content ?? '';
+  }
+  assert.equal(text, 'Recovered on attempt 2.');
+});
+
+test('an upstream 4xx is not retried', async () => {
+  await assert.rejects(
+    retrying.chat.completions.create({
+      model: 'upstream',
+      messages: [{ role: 'user', content: `bad request ${uniqueId('oai')}` }],
+    }),
+    err => {
+      assert.equal(err.status, 502, `${err.constructor.name}: ${err.message}`);
+      assert.equal(err.headers.get('x-should-retry'), 'false');
+      return true;
+    },
   );
 });
