@@ -145,7 +145,14 @@ func newLog(w io.Writer, redact []string, logger *slog.Logger) *Log {
 	}
 	l := &Log{w: w, logger: logger, now: time.Now}
 	for _, p := range redact {
-		l.redact = append(l.redact, strings.Split(p, "."))
+		path := strings.Split(p, ".")
+		l.redact = append(l.redact, path)
+		if path[0] == "decision" {
+			// A shadow decision has the enforced decision's shape and can
+			// carry the same values (a shadow substitute or patch), so a
+			// path under decision covers it too.
+			l.redact = append(l.redact, append([]string{"shadow"}, path...))
+		}
 	}
 	return l
 }

@@ -18,7 +18,9 @@ func TestRecordLinesAndRedaction(t *testing.T) {
 	l.Record(&policy.Record{Hook: policy.HookBeforeToolCall, Revision: "sha256:1", RequestID: "r1", Tenant: "t",
 		Outcome: policy.OutcomeMatched, RulesFired: []string{"data.turngate.tool_call.patch"},
 		Decision: map[string]any{"action": "allow", "input": map[string]any{"user": "u", "password": "hunter2"},
-			"headers": map[string]any{"Authorization": "Bearer x"}}})
+			"headers": map[string]any{"Authorization": "Bearer x"}},
+		Shadow: &policy.Shadow{Changed: true, Decision: map[string]any{"action": "allow",
+			"input": map[string]any{"user": "u", "password": "shadow-hunter2"}}}})
 	l.Turn(&Turn{RequestID: "r1", Tenant: "t", SessionID: "s", Agent: "demo", Status: "completed"})
 
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -36,6 +38,10 @@ func TestRecordLinesAndRedaction(t *testing.T) {
 	}
 	if dec["headers"].(map[string]any)["Authorization"] != Redacted {
 		t.Errorf("wildcard redaction missed: %s", lines[0])
+	}
+	shadow := rec["shadow"].(map[string]any)["decision"].(map[string]any)["input"].(map[string]any)
+	if shadow["password"] != Redacted || shadow["user"] != "u" {
+		t.Errorf("a decision path did not redact the shadow decision: %s", lines[0])
 	}
 	if strings.Contains(buf.String(), "hunter2") || strings.Contains(buf.String(), "Bearer x") {
 		t.Error("a redacted value reached the log")
