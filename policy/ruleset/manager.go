@@ -65,6 +65,7 @@ func NewManagerFS(fsys fs.FS, name string, opts Options, logger *slog.Logger) (*
 			m := &Manager{dir: filepath.Clean(dir), fsys: fsys, opts: opts, logger: opts.Logger}
 			m.cur.Store(rev)
 			m.logger.Info("rules loaded", "dir", dir, "revision", rev.id, "files", len(rev.infos))
+			m.logWarnings(rev)
 			return m, nil
 		}
 	}
@@ -106,8 +107,18 @@ func (m *Manager) Reload() (changed bool, err error) {
 	}
 	m.cur.Store(rev)
 	m.logger.Info("rules reloaded", "dir", m.dir, "revision", rev.id, "previous", live.id, "files", len(rev.infos))
+	m.logWarnings(rev)
 	m.finish(ReloadSuccess, nil, "")
 	return true, nil
+}
+
+// logWarnings logs each warning of a revision that is now live (two rules
+// setting a field to different constants, …), as `turngate check` prints
+// them: they do not stop a load, but an operator should see them.
+func (m *Manager) logWarnings(rev *Revision) {
+	for _, w := range rev.Warnings() {
+		m.logger.Warn("rules warning", "revision", rev.id, "code", w.Code, "at", w.Location.String(), "rule", w.Rule, "field", w.Field, "message", w.Message)
+	}
 }
 
 // build compiles a snapshot into a revision and runs its tests as

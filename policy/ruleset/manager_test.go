@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -379,5 +380,28 @@ func TestWatchCoalescesBursts(t *testing.T) {
 	})
 	if n := rec.count(ReloadSuccess); n != 2 {
 		t.Errorf("%d rebuilds for one write and a burst of %d, want 2", n, burst)
+	}
+}
+
+// TestWarningsAreLogged: a statically visible conflict does not stop a load
+// or a reload, but the gateway's log names it where `turngate check` would.
+func TestWarningsAreLogged(t *testing.T) {
+	conflicting := "beforeTurn:\n  - name: fast\n    set:\n      model: '\"fast\"'\n  - name: big\n    set:\n      model: '\"big\"'\n"
+	dir := rulesDir(t, map[string]string{"a.yaml": "beforeTurn:\n  - name: cap\n    set:\n      maxSteps: '5'\n"})
+	var logs bytes.Buffer
+	m, err := NewManager(dir, Options{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "rules warning") {
+		t.Fatalf("a set without conflicts logged a warning:\n%s", logs.String())
+	}
+	writeFiles(t, dir, map[string]string{"b.yaml": conflicting})
+	if changed, err := m.Reload(); err != nil || !changed {
+		t.Fatalf("Reload = %v, %v; a warning must not reject a revision", changed, err)
+	}
+	want := "at=" + filepath.Join(dir, "b.yaml") + ":7:15"
+	if !strings.Contains(logs.String(), "rules warning") || !strings.Contains(logs.String(), "code=conflict_warning") || !strings.Contains(logs.String(), want) {
+		t.Errorf("reload log lacks the conflict warning at %s:\n%s", want, logs.String())
 	}
 }
