@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"unicode/utf8"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/jsonstr"
 )
 
 // frameScratch is the stack space EventFrame encodes an event into before
@@ -62,7 +62,7 @@ func EventFrame(ev engine.Event) ([]byte, error) {
 func AppendFrame(dst []byte, ev engine.Event) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, `data: {"type":`...)
-	dst = appendString(dst, ev.Type)
+	dst = jsonstr.AppendHTMLEscaped(dst, ev.Type)
 	ok := true
 	switch ev.Type {
 	case engine.EventStart:
@@ -135,7 +135,7 @@ func appendMarshalled(dst []byte, v any) ([]byte, error) {
 
 // appendField appends key (`,"name":`) and the string value.
 func appendField(dst []byte, key, value string) []byte {
-	return appendString(append(dst, key...), value)
+	return jsonstr.AppendHTMLEscaped(append(dst, key...), value)
 }
 
 func appendBool(dst []byte, key string, v bool) []byte {
@@ -210,70 +210,3 @@ func appendCompact(dst, v []byte) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
-
-// plain reports the ASCII bytes a string encodes as themselves: not control
-// characters, '"' or '\\' (JSON.stringify escapes those), nor <, > and &
-// (json.Marshal escapes those).
-var plain = func() (t [utf8.RuneSelf]bool) {
-	for c := ' '; c < utf8.RuneSelf; c++ {
-		t[c] = true
-	}
-	for _, c := range `"\<>&` {
-		t[c] = false
-	}
-	return t
-}()
-
-// appendString appends s as a JSON string: escaped as JavaScript's
-// JSON.stringify does, invalid UTF-8 replaced with U+FFFD (both as
-// engine.Event.MarshalJSON writes it), then <, >, &, U+2028 and U+2029
-// escaped (as json.Marshal rewrites it).
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if plain[c] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}

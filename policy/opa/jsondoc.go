@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/turngate/turngate/internal/jsonstr"
 )
 
 // A document is the decoded JSON a patch or a redaction changes: *object,
@@ -185,7 +186,7 @@ func appendAST(buf []byte, v ast.Value) ([]byte, bool) {
 	var ok bool
 	switch v := v.(type) {
 	case ast.String:
-		return appendString(buf, string(v)), true
+		return jsonstr.Append(buf, string(v)), true
 	case ast.Number:
 		return append(buf, v...), true
 	case ast.Boolean:
@@ -224,7 +225,7 @@ func appendAST(buf []byte, v ast.Value) ([]byte, bool) {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendString(buf, string(key))
+			buf = jsonstr.Append(buf, string(key))
 			buf = append(buf, ':')
 			if buf, ok = appendAST(buf, v.Get(k).Value); !ok {
 				return buf, false
@@ -245,7 +246,7 @@ func encodeDoc(buf []byte, v any) []byte {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendString(buf, k)
+			buf = jsonstr.Append(buf, k)
 			buf = append(buf, ':')
 			buf = encodeDoc(buf, v.vals[i])
 		}
@@ -260,7 +261,7 @@ func encodeDoc(buf []byte, v any) []byte {
 		}
 		return append(buf, ']')
 	case string:
-		return appendString(buf, v)
+		return jsonstr.Append(buf, v)
 	case json.Number:
 		return append(buf, v...)
 	case bool:
@@ -270,59 +271,4 @@ func encodeDoc(buf []byte, v any) []byte {
 		return append(buf, "false"...)
 	}
 	return append(buf, "null"...)
-}
-
-// appendString appends s as a JSON string literal, escaped as encoding/json
-// escapes it without HTML escaping: quotes, backslashes, control
-// characters, U+2028 and U+2029; invalid UTF-8 becomes U+FFFD.
-func appendString(buf []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			buf = append(buf, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				buf = append(buf, '\\', c)
-			case '\b':
-				buf = append(buf, '\\', 'b')
-			case '\f':
-				buf = append(buf, '\\', 'f')
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
 }
