@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/opa"
 	"github.com/turngate/turngate/policy/ruleset"
 )
 
@@ -330,9 +329,9 @@ func classify(hook string, old, cur side) []string {
 	switch {
 	case oc == classBlock && o.Reason != n.Reason:
 		return []string{kindReasonChanged}
-	case oc == classSubstitute && !sameJSON(old.Decision, cur.Decision):
+	case oc == classSubstitute && !opa.SameJSON(old.Decision, cur.Decision):
 		return []string{kindSubstituteChanged}
-	case oc == classPatch && !sameJSON(old.Decision, cur.Decision):
+	case oc == classPatch && !opa.SameJSON(old.Decision, cur.Decision):
 		return []string{kindPatchChanged}
 	}
 	return nil
@@ -375,7 +374,7 @@ func overrideChanges(old, cur json.RawMessage) []string {
 	_ = json.Unmarshal(cur, &n)
 	var changes []string
 	for f, v := range o {
-		if w, ok := n[f]; !ok || !sameJSON(v, w) {
+		if w, ok := n[f]; !ok || !opa.SameJSON(v, w) {
 			changes = append(changes, kindOverrideChanged+":"+f)
 		}
 	}
@@ -386,61 +385,6 @@ func overrideChanges(old, cur json.RawMessage) []string {
 	}
 	slices.Sort(changes)
 	return changes
-}
-
-// sameJSON reports whether two JSON texts hold the same value (object
-// members in any order, numbers by value).
-func sameJSON(a, b json.RawMessage) bool {
-	va, errA := decodeNumbers(a)
-	vb, errB := decodeNumbers(b)
-	return errA == nil && errB == nil && equalJSON(va, vb)
-}
-
-func decodeNumbers(raw json.RawMessage) (any, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	err := dec.Decode(&v)
-	return v, err
-}
-
-func equalJSON(a, b any) bool {
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			if w, ok := y[k]; !ok || !equalJSON(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !equalJSON(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case json.Number:
-		y, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		ra, okA := new(big.Rat).SetString(string(x))
-		rb, okB := new(big.Rat).SetString(string(y))
-		return okA && okB && ra.Cmp(rb) == 0
-	}
-	return a == b
 }
 
 // writeReplayReport prints rep for people.

@@ -422,6 +422,15 @@ func copyJSON(v any) any {
 	return v
 }
 
+// SameJSON reports whether two JSON texts hold the same value by RFC 6902's
+// test equality (object members in any order, numbers by value). Empty text
+// is null; invalid text is never the same as anything.
+func SameJSON(a, b []byte) bool {
+	x, errA := decodeDoc(a, "null")
+	y, errB := decodeDoc(b, "null")
+	return errA == nil && errB == nil && equalJSON(x, y)
+}
+
 // equalJSON is RFC 6902's test equality: same type; numbers equal by
 // value; strings by content; arrays element by element; objects with the
 // same members, equal.

@@ -394,3 +394,22 @@ func departs(op *patchOp) bool {
 	}
 	return false
 }
+
+func TestSameJSON(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{`{"a":1,"b":[true,null]}`, `{"b":[true,null],"a":1}`, true},
+		{`{"n":1}`, `{"n":1.0}`, true},
+		{`12345678901234567890`, `12345678901234567891`, false},
+		{``, `null`, true},
+		{`"1"`, `1`, false},
+		{`{"a":1}`, `{"a":1,"b":2}`, false},
+		{`{"a":`, `{"a":`, false},
+	} {
+		if got := SameJSON([]byte(c.a), []byte(c.b)); got != c.same {
+			t.Errorf("SameJSON(%s, %s) = %v, want %v", c.a, c.b, got, c.same)
+		}
+	}
+}
