@@ -92,7 +92,7 @@ func use[T any](dst, src *T) {
 }
 
 func (c composed) BeforeToolCall(ctx context.Context, tc *ToolCallContext) (*ToolCallDecision, error) {
-	var rewrite *ToolCallDecision
+	var rewrite, approval *ToolCallDecision
 	view := *tc
 	for _, h := range c {
 		d, err := callBeforeToolCall(ctx, h, &view)
@@ -105,14 +105,25 @@ func (c composed) BeforeToolCall(ctx context.Context, tc *ToolCallContext) (*Too
 		switch d.Action {
 		case ActionBlock, ActionSubstitute:
 			return d, nil
-		case ActionAllow:
+		case ActionAllow, ActionApproval:
 			if len(d.Input) > 0 {
 				rewrite = d
 				view.Input = d.Input
 			}
+			if d.Action == ActionApproval {
+				// A later hook's block or substitute still wins; its
+				// patches change the input that would run.
+				approval = mergeApproval(approval, d)
+			}
 		default:
 			return d, nil // the engine rejects unknown actions
 		}
+	}
+	if approval != nil {
+		if rewrite != nil {
+			approval.Input = view.Input
+		}
+		return approval, nil
 	}
 	return rewrite, nil
 }

@@ -179,6 +179,8 @@ const (
 	ActionAllow      = "allow"
 	ActionBlock      = "block"
 	ActionSubstitute = "substitute"
+	// ActionApproval holds the call until a person approves it (approval.go).
+	ActionApproval = "approval"
 )
 
 // ToolCallDecision is what beforeToolCall returns. A nil decision means
@@ -192,6 +194,9 @@ type ToolCallDecision struct {
 	Reason string `json:"reason,omitempty"`
 	// Output is what the model sees for substitute.
 	Output json.RawMessage `json:"output,omitempty"`
+	// Approvals are the reasons an approval decision asks for a person's
+	// approval; Input is then the input that would run (after patches).
+	Approvals []ApprovalReason `json:"approvals,omitempty"`
 }
 
 // Decisions a tool call resolved to, as recorded in afterToolCall and audit.

@@ -85,6 +85,12 @@ func appendAssistantBlock(out []ModelMessage, block []UIPart) []ModelMessage {
 				result = ContentPart{Type: ContentToolResult, Output: orNull(p.Output)}
 			case ToolStateOutputError:
 				result = ContentPart{Type: ContentToolResult, Output: jsonString(p.ErrorText), IsError: true}
+			case ToolStateOutputDenied:
+				var reason string
+				if p.Approval != nil {
+					reason = p.Approval.Reason
+				}
+				result = ContentPart{Type: ContentToolResult, Output: jsonString(deniedText(reason)), IsError: true}
 			default:
 				continue
 			}

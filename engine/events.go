@@ -21,9 +21,13 @@ const (
 	EventToolInputError      = "tool-input-error"
 	EventToolOutputAvailable = "tool-output-available"
 	EventToolOutputError     = "tool-output-error"
-	EventFinish              = "finish"
-	EventError               = "error"
-	EventAbort               = "abort"
+	// EventToolApprovalRequest asks the client to approve a tool call.
+	EventToolApprovalRequest = "tool-approval-request"
+	// EventToolOutputDenied reports a tool call whose approval was denied.
+	EventToolOutputDenied = "tool-output-denied"
+	EventFinish           = "finish"
+	EventError            = "error"
+	EventAbort            = "abort"
 	// EventMessageMetadata updates the message's metadata mid-stream; the
 	// engine sends it before abort, to mark the message interrupted.
 	EventMessageMetadata = "message-metadata"
@@ -42,8 +46,11 @@ type Event struct {
 	Input          json.RawMessage `json:"input,omitempty"`
 	Output         json.RawMessage `json:"output,omitempty"`
 	ErrorText      string          `json:"errorText,omitempty"`
-	FinishReason   string          `json:"finishReason,omitempty"`
-	Dynamic        bool            `json:"dynamic,omitempty"`
+	// ApprovalID and Reason ride on tool-approval-request.
+	ApprovalID   string `json:"approvalId,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	FinishReason string `json:"finishReason,omitempty"`
+	Dynamic      bool   `json:"dynamic,omitempty"`
 	// ProviderExecuted marks a tool call the client must not execute: the
 	// engine sets it on client tool calls that beforeToolCall blocked or
 	// substituted, so the AI SDK client skips onToolCall for them.

@@ -63,6 +63,14 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		field(&b, "errorText", e.ErrorText)
 		providerExecuted(&b, e.ProviderExecuted)
 		boolField(&b, "dynamic", e.Dynamic)
+	case EventToolApprovalRequest:
+		field(&b, "approvalId", e.ApprovalID)
+		field(&b, "toolCallId", e.ToolCallID)
+		if e.Reason != "" {
+			field(&b, "reason", e.Reason)
+		}
+	case EventToolOutputDenied:
+		field(&b, "toolCallId", e.ToolCallID)
 	case EventFinish:
 		field(&b, "finishReason", e.FinishReason)
 		err = rawField(&b, "messageMetadata", e.MessageMetadata, false)

@@ -82,14 +82,16 @@ type turn struct {
 	stream        guardedStream // the open model stream (startStream)
 
 	// Progress.
-	msg      UIMessage
-	steps    []StepResult
-	records  []ToolCallRecord
-	pending  []ToolCall
-	stepOpen bool
-	blocks   []*textBlock
-	free     []*textBlock
-	chunk    ChunkContext
+	msg     UIMessage
+	steps   []StepResult
+	records []ToolCallRecord
+	pending []ToolCall
+	// approvals are the calls held for approval (approval.go).
+	approvals []PendingApproval
+	stepOpen  bool
+	blocks    []*textBlock
+	free      []*textBlock
+	chunk     ChunkContext
 
 	// Outcome.
 	status       string
@@ -153,8 +155,9 @@ func (t *turn) setup(ctx context.Context) error {
 		maxSteps = *req.Defaults.MaxSteps
 	}
 	history := req.Messages
-	if len(req.ClientToolResults) > 0 && req.Continuation && len(history) > 0 && history[len(history)-1].ID == t.msg.ID {
+	if len(req.ClientToolResults)+len(req.ApprovalResponses) > 0 && req.Continuation && len(history) > 0 && history[len(history)-1].ID == t.msg.ID {
 		t.settleClientResults(ctx)
+		t.settleApprovals(ctx, history[:len(history)-1])
 		history = append(slices.Clip(history[:len(history)-1]), t.msg)
 	}
 	tc := &TurnContext{
@@ -286,7 +289,7 @@ func (t *turn) loop(parent, ctx context.Context) {
 		t.callOnStepFinish(ctx, step)
 		t.steps = append(t.steps, *step)
 		t.finishReason = step.FinishReason
-		if len(t.pending) > 0 {
+		if len(t.pending)+len(t.approvals) > 0 {
 			t.finishReason = FinishToolCalls
 			return
 		}
@@ -895,6 +898,7 @@ func (t *turn) end(ctx context.Context) *TurnResult {
 		Steps:            t.steps,
 		Output:           t.output,
 		PendingToolCalls: t.pending,
+		PendingApprovals: t.approvals,
 		Continuation:     t.req.Continuation,
 	}
 	for i := range t.steps {
@@ -917,7 +921,7 @@ func (t *turn) end(ctx context.Context) *TurnResult {
 // structuredOutput validates the final step's text against the output
 // schema and keeps its parsed value.
 func (t *turn) structuredOutput(ctx context.Context) {
-	if len(t.pending) > 0 {
+	if len(t.pending)+len(t.approvals) > 0 {
 		return // the answer comes in a later turn
 	}
 	var text string

@@ -55,6 +55,9 @@ type UIPart struct {
 	Input      json.RawMessage `json:"input,omitempty"`
 	Output     json.RawMessage `json:"output,omitempty"`
 	ErrorText  string          `json:"errorText,omitempty"`
+	// Approval is the tool call's approval (approval-requested,
+	// approval-responded, output-denied, and output-* after an approval).
+	Approval *ToolApproval `json:"approval,omitempty"`
 
 	// Data parts ("data-<name>").
 	Data json.RawMessage `json:"data,omitempty"`

@@ -28,6 +28,7 @@ type callState struct {
 	run       bool
 	executed  bool
 	pending   bool
+	approval  *PendingApproval // held for approval (approval.go)
 	duration  time.Duration
 	record    int // index in turn.records
 }
@@ -53,6 +54,10 @@ func (t *turn) resolveTools(parent, ctx context.Context, step *StepResult, msgs 
 	}
 	for i := range states {
 		cs := &states[i]
+		if cs.approval != nil {
+			t.approvals = append(t.approvals, *cs.approval)
+			continue
+		}
 		if cs.pending {
 			t.pending = append(t.pending, ToolCall{ToolCallID: cs.call.ToolCallID, ToolName: cs.call.ToolName, Input: cs.effective, Dynamic: cs.call.Dynamic})
 			continue
@@ -133,6 +138,9 @@ func (t *turn) decide(ctx context.Context, cs *callState, validJSON bool, step i
 		}
 		cs.decision, cs.success, cs.output, cs.effective = DecisionSubstitute, true, out, d.Input
 		return
+	case d.Action == ActionApproval:
+		t.hold(cs, d, step)
+		return
 	default:
 		cs.policyError(fmt.Errorf("beforeToolCall returned unknown action %q", d.Action))
 		return
@@ -175,6 +183,9 @@ func (t *turn) announce(cs *callState) {
 	ev.ProviderExecuted = cs.tool.Executor == nil && !cs.pending
 	part.Input, part.State = ev.Input, ToolStateInputAvailable
 	t.emit(ev)
+	if cs.approval != nil {
+		t.requestApproval(cs, part)
+	}
 }
 
 // execute runs the calls marked run concurrently, at most
@@ -359,14 +370,9 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 // message and re-emitted; a hook error turns the output into a tool error
 // (fail closed).
 func (t *turn) settleClientResults(ctx context.Context) {
-	step := -1
-	for i := range t.msg.Parts {
+	for i, step := range t.toolParts() {
 		part := &t.msg.Parts[i]
-		if part.Type == PartStepStart {
-			step++
-			continue
-		}
-		if !part.IsTool() || !slices.Contains(t.req.ClientToolResults, part.ToolCallID) {
+		if !slices.Contains(t.req.ClientToolResults, part.ToolCallID) {
 			continue
 		}
 		name := part.ToolPartName()
@@ -377,7 +383,7 @@ func (t *turn) settleClientResults(ctx context.Context) {
 			ToolName:   name,
 			Input:      part.Input,
 			Dynamic:    part.Type == PartDynamicTool,
-			StepNumber: max(step, 0),
+			StepNumber: step,
 			Decision:   DecisionClient,
 			Executed:   true,
 		}

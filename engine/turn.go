@@ -31,6 +31,11 @@ type TurnRequest struct {
 	// model sees and what is persisted) and reports it to afterToolCall
 	// with Decision DecisionClient.
 	ClientToolResults []string
+	// ApprovalResponses are the decisions on the continued message's
+	// tool calls awaiting approval (approval.go), as the gateway verified
+	// them: before beforeTurn the engine evaluates beforeToolCall again on
+	// each approved call and runs it, or reports the denial.
+	ApprovalResponses []ApprovalResponse
 	// MessageID is the assistant message id: the continued message's id on
 	// continuations, a fresh id otherwise (the engine makes one if empty).
 	MessageID string
@@ -71,6 +76,8 @@ type TurnResult struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	// PendingToolCalls are client tool calls awaiting the client's result.
 	PendingToolCalls []ToolCall `json:"pendingToolCalls,omitempty"`
+	// PendingApprovals are tool calls awaiting a person's approval.
+	PendingApprovals []PendingApproval `json:"pendingApprovals,omitempty"`
 	// Continuation echoes the request.
 	Continuation bool `json:"continuation"`
 }

@@ -32,13 +32,14 @@ type replayParams struct {
 }
 
 // Kinds of change between a recorded decision and the candidate's. A
-// tool call resolves to one of the classes allow, patch, block, substitute
-// or error (a tool result to allow, patch or error; a CEL hook to ok or
+// tool call resolves to one of the classes allow, patch, block, substitute,
+// approval or error (a tool result to allow, patch or error; a CEL hook to ok or
 // error); a change of class is "<old>-to-<new>". Within a class:
 const (
 	kindPatchChanged      = "patch-changed"      // another patched input or output
 	kindSubstituteChanged = "substitute-changed" // another substituted output
 	kindReasonChanged     = "reason-changed"     // other block reasons
+	kindApprovalChanged   = "approval-changed"   // other approval reasons, approvers or input
 	// kindOverrideChanged is a CEL override field set to another value (or
 	// set by one side only), per field: "override-changed:maxSteps".
 	kindOverrideChanged = "override-changed"
@@ -52,6 +53,7 @@ const (
 	classPatch      = "patch"
 	classBlock      = "block"
 	classSubstitute = "substitute"
+	classApproval   = "approval"
 	classError      = "error"
 	classOK         = "ok" // a CEL hook that evaluated (with or without overrides)
 )
@@ -60,8 +62,8 @@ const (
 // "override-changed:FIELD").
 var failOnKinds = func() map[string]bool {
 	m := map[string]bool{kindAny: true, kindPatchChanged: true, kindSubstituteChanged: true,
-		kindReasonChanged: true, kindOverrideChanged: true}
-	rego := []string{classAllow, classPatch, classBlock, classSubstitute, classError}
+		kindReasonChanged: true, kindApprovalChanged: true, kindOverrideChanged: true}
+	rego := []string{classAllow, classPatch, classBlock, classSubstitute, classApproval, classError}
 	for _, a := range rego {
 		for _, b := range rego {
 			if a != b {
@@ -88,7 +90,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&p.Rules, "rules", "", "the candidate rules `directory`")
 	fs.IntVar(&p.Examples, "examples", 5, "how many examples to show per kind of change")
 	failOn := fs.String("fail-on", "", "exit 1 when a change of one of these comma-separated `kinds` occurs: allow-to-block, block-to-allow, "+
-		"patch-changed, substitute-changed, reason-changed, override-changed[:FIELD], ok-to-error, X-to-Y for X, Y in allow, patch, block, substitute, error; or any")
+		"patch-changed, substitute-changed, reason-changed, approval-changed, override-changed[:FIELD], ok-to-error, X-to-Y for X, Y in allow, patch, block, substitute, approval, error; or any")
 	fs.StringVar(&p.Format, "format", formatPretty, "output `format`: pretty or json")
 	if err := parseAll(fs, args, func(arg string) { p.Audit = append(p.Audit, arg) }); err != nil {
 		return usageExit(err)
@@ -331,6 +333,8 @@ func classify(hook string, old, cur side) []string {
 		return []string{kindReasonChanged}
 	case oc == classSubstitute && !opa.SameJSON(old.Decision, cur.Decision):
 		return []string{kindSubstituteChanged}
+	case oc == classApproval && !opa.SameJSON(old.Decision, cur.Decision):
+		return []string{kindApprovalChanged}
 	case oc == classPatch && !opa.SameJSON(old.Decision, cur.Decision):
 		return []string{kindPatchChanged}
 	}
@@ -360,6 +364,8 @@ func class(hook string, s side) string {
 		return classBlock
 	case engine.ActionSubstitute:
 		return classSubstitute
+	case engine.ActionApproval:
+		return classApproval
 	}
 	if len(d.Input) > 0 {
 		return classPatch

@@ -36,7 +36,7 @@ func Frame(v any) ([]byte, error) {
 func EventFrame(ev engine.Event) ([]byte, error) {
 	n := frameOverhead + len(ev.Type) + len(ev.MessageID) + len(ev.ID) + len(ev.Delta) +
 		len(ev.ToolCallID) + len(ev.ToolName) + len(ev.InputTextDelta) + len(ev.Input) +
-		len(ev.Output) + len(ev.ErrorText) + len(ev.FinishReason) + len(ev.MessageMetadata)
+		len(ev.Output) + len(ev.ErrorText) + len(ev.ApprovalID) + len(ev.Reason) + len(ev.FinishReason) + len(ev.MessageMetadata)
 	if n > frameScratch {
 		f, err := AppendFrame(make([]byte, 0, n), ev)
 		if err != nil {
@@ -107,6 +107,14 @@ func AppendFrame(dst []byte, ev engine.Event) ([]byte, error) {
 		dst = appendField(dst, `,"errorText":`, ev.ErrorText)
 		dst = appendProviderExecuted(dst, ev.ProviderExecuted)
 		dst = appendBool(dst, `,"dynamic":`, ev.Dynamic)
+	case engine.EventToolApprovalRequest:
+		dst = appendField(dst, `,"approvalId":`, ev.ApprovalID)
+		dst = appendField(dst, `,"toolCallId":`, ev.ToolCallID)
+		if ev.Reason != "" {
+			dst = appendField(dst, `,"reason":`, ev.Reason)
+		}
+	case engine.EventToolOutputDenied:
+		dst = appendField(dst, `,"toolCallId":`, ev.ToolCallID)
 	case engine.EventFinish:
 		dst = appendField(dst, `,"finishReason":`, ev.FinishReason)
 		dst, ok = appendRaw(dst, `,"messageMetadata":`, ev.MessageMetadata, false)

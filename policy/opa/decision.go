@@ -20,6 +20,7 @@ const (
 	ruleSubstitute = "substitute"
 	rulePatch      = "patch"
 	ruleRedact     = "redact"
+	ruleApproval   = "approval"
 )
 
 // The decision document's member names as terms, built once:
@@ -29,6 +30,7 @@ var (
 	substituteTerm = ast.StringTerm(ruleSubstitute)
 	patchTerm      = ast.StringTerm(rulePatch)
 	redactTerm     = ast.StringTerm(ruleRedact)
+	approvalTerm   = ast.StringTerm(ruleApproval)
 	opTerm         = ast.StringTerm("op")
 	pathTerm       = ast.StringTerm("path")
 	valueTerm      = ast.StringTerm("value")
@@ -46,6 +48,8 @@ func nameTerm(name string) *ast.Term {
 		return patchTerm
 	case ruleRedact:
 		return redactTerm
+	case ruleApproval:
+		return approvalTerm
 	case "op":
 		return opTerm
 	case "path":
@@ -95,6 +99,10 @@ func decideToolCall(doc ast.Value, modelInput json.RawMessage) (*engine.ToolCall
 	if err != nil {
 		return nil, nil, err
 	}
+	approvals, approvalRefs, err := approvalReasons(obj)
+	if err != nil {
+		return nil, nil, err
+	}
 	ops, err := patchOps(obj, ToolCallPackage)
 	if err != nil {
 		return nil, nil, err
@@ -104,6 +112,7 @@ func decideToolCall(doc ast.Value, modelInput json.RawMessage) (*engine.ToolCall
 	if sub != nil {
 		fired = append(fired, "data."+ToolCallPackage+"."+ruleSubstitute)
 	}
+	fired = appendRefs(fired, ToolCallPackage, ruleApproval, approvalRefs, nil)
 	fired = appendOpRefs(fired, ToolCallPackage, ops)
 
 	switch {
@@ -111,7 +120,9 @@ func decideToolCall(doc ast.Value, modelInput json.RawMessage) (*engine.ToolCall
 		return &engine.ToolCallDecision{Action: engine.ActionBlock, Reason: strings.Join(reasons, "; ")}, fired, nil
 	case sub != nil:
 		return sub, fired, nil
-	case len(ops) > 0:
+	}
+	var d *engine.ToolCallDecision
+	if len(ops) > 0 {
 		v, err := decodeDoc(modelInput, "{}")
 		if err != nil {
 			return nil, fired, validationError(ToolCallPackage, rulePatch, "model input: %v", err)
@@ -119,9 +130,16 @@ func decideToolCall(doc ast.Value, modelInput json.RawMessage) (*engine.ToolCall
 		if v, err = applyOps(v, ops, ToolCallPackage); err != nil {
 			return nil, fired, err
 		}
-		return &engine.ToolCallDecision{Action: engine.ActionAllow, Input: encodeDoc(make([]byte, 0, len(modelInput)+64), v)}, fired, nil
+		d = &engine.ToolCallDecision{Action: engine.ActionAllow, Input: encodeDoc(make([]byte, 0, len(modelInput)+64), v)}
 	}
-	return nil, fired, nil
+	if len(approvals) > 0 {
+		// The approval asks about the input that would run: the patched one.
+		if d == nil {
+			d = &engine.ToolCallDecision{}
+		}
+		d.Action, d.Approvals = engine.ActionApproval, approvals
+	}
+	return d, fired, nil
 }
 
 // decideToolResult maps a data.turngate.tool_result document to the output

@@ -10,10 +10,14 @@
 //
 //	block contains reason         any member → blocked; the model sees the reasons
 //	substitute := {"output": …}   not executed; the model sees output
+//	approval contains reason      held until a person approves (string: the
+//	                              chat user; {"reason", "approvers": ["role:NAME"]}:
+//	                              a principal holding one of the roles)
 //	patch contains op             executed with the RFC 6902-patched input
 //	(nothing)                     allowed unchanged
 //
-// Precedence is block > substitute > patch > allow. Every failure (an
+// Precedence is block > substitute > approval > patch > allow; an approval
+// asks about the patched input. Every failure (an
 // evaluation error, a conflict, the deadline, an undefined or malformed
 // decision) is returned as a *policy.Error so the caller can fail closed.
 //

@@ -25,12 +25,16 @@ import (
 //     sorted and joined with "; ".
 //   - substitute := {"output": o, "input"?: i}: → substitute with Output o
 //     (and the attributed Input i).
+//   - approval contains reason: a string (the chat user may approve) or an
+//     object {"reason": s, "approvers": ["role:NAME", …]} (only principals
+//     holding one of the roles may) → approval with the reasons sorted by
+//     canonical JSON, and Input the patched input when patches apply.
 //   - patch contains op: RFC 6902 ops, applied to the model's input one by
 //     one in the order of their canonical JSON (keys sorted) → allow with
 //     the patched Input.
 //   - none of these → nil (allow unchanged).
 //
-// Precedence is block > substitute > patch > allow. Every failure returns a
+// Precedence is block > substitute > approval > patch > allow. Every failure returns a
 // *policy.Error for the caller to fail closed on: CodeEval (a runtime or
 // builtin error), CodeConflict (a complete rule with two values, e.g. two
 // different substitutes), CodeTimeout (the Options.Timeout deadline),

@@ -51,7 +51,7 @@ func ToolCallInput(tc *engine.ToolCallContext) map[string]any {
 //	output            any      the tool's output (null when it failed or returned nothing)
 //	success           bool     whether the call succeeded
 //	error             string   the error text when it failed ("" otherwise)
-//	decision          string   "allow", "rewrite", "block", "substitute", "error" or "client"
+//	decision          string   "allow", "rewrite", "block", "substitute", "error", "client", "approval" or "denied"
 //	executed          bool     whether the tool's executor ran
 //	effectiveInput   any      the input the tool ran with (null if not rewritten)
 //	durationMs       number   execution time in milliseconds

@@ -43,7 +43,7 @@ const shadowMember = "__turngate_shadow_"
 // decisionRules lists each decision package's rules, the only rules that
 // may be shadow.
 var decisionRules = map[string][]string{
-	ToolCallPackage:   {ruleBlock, ruleSubstitute, rulePatch},
+	ToolCallPackage:   {ruleBlock, ruleSubstitute, ruleApproval, rulePatch},
 	ToolResultPackage: {rulePatch, ruleRedact},
 }
 
@@ -52,8 +52,8 @@ type shadowRule struct {
 	// id names the rule in records and metrics: "FILE#TITLE", or
 	// "FILE#RULE@LINE" when the annotation has no title.
 	id string
-	// effect is the decision rule it adds to (block, substitute, patch,
-	// redact).
+	// effect is the decision rule it adds to (block, substitute, approval,
+	// patch, redact).
 	effect string
 	// member is its helper rule's name in the full policy's document.
 	member *ast.Term

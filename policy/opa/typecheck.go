@@ -97,6 +97,7 @@ var decisionTypes = map[string]struct {
 	ruleRedact:     {"a set of JSON pointers (strings)", setOf(types.S, "a string")},
 	rulePatch:      {"a set of RFC 6902 operation objects", setOf(nil, "an object with op and path")},
 	ruleSubstitute: {`an object {"output": …} with an optional "input"`, substituteType},
+	ruleApproval:   {`a set of reasons: strings or objects {"reason": …, "approvers": ["role:NAME", …]}`, setWhere(approvalType, `a string or an object {"reason": …, "approvers": […]}`)},
 }
 
 // checkDecisionTypes reports every decision rule (block, substitute, patch,
@@ -117,7 +118,7 @@ func (b *build) checkDecisionTypes(c *ast.Compiler) {
 			name := r.Head.Ref()[0].String()
 			dt, ok := decisionTypes[name]
 			if !ok || len(r.Head.Args) > 0 || len(r.Head.Ref()) > 1 ||
-				name == ruleSubstitute && m.Package.Path.Equal(toolResultRef) { // a helper there
+				(name == ruleSubstitute || name == ruleApproval) && m.Package.Path.Equal(toolResultRef) { // a helper there
 				continue
 			}
 			path := m.Package.Path.Append(ast.StringTerm(name))
@@ -178,6 +179,16 @@ func known(env *ast.TypeEnv, t *ast.Term) types.Type {
 // setOf returns a check that t is a set (or array) whose elements may have
 // type elem (nil: an object with op and path, a patch op).
 func setOf(elem types.Type, what string) func(types.Type) string {
+	ok := func(x types.Type) bool { return types.Compare(x, elem) == 0 }
+	if elem == nil {
+		ok = patchOpType
+	}
+	return setWhere(ok, what)
+}
+
+// setWhere returns a check that t is a set (or array) whose elements may
+// satisfy ok.
+func setWhere(ok func(types.Type) bool, what string) func(types.Type) string {
 	return func(t types.Type) string {
 		var of types.Type
 		switch c := unwrapType(t).(type) {
@@ -193,10 +204,6 @@ func setOf(elem types.Type, what string) func(types.Type) string {
 				return ""
 			}
 			return "its value is " + types.Sprint(t)
-		}
-		ok := func(x types.Type) bool { return types.Compare(x, elem) == 0 }
-		if elem == nil {
-			ok = patchOpType
 		}
 		if of == nil || mayBe(of, ok) {
 			return ""
