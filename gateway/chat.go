@@ -134,6 +134,9 @@ func chatPlan(ctx context.Context, req *chatRequest, tx *transcript) (*plan, err
 	}
 	switch last.Role {
 	case engine.RoleAssistant:
+		if tx.answer != nil && (awaitsApproval(tx.last()) || answersApproval(last)) {
+			return tx.answer(ctx, last, tx)
+		}
 		return toolResultPlan(ctx, last, tx)
 	case engine.RoleUser:
 	default:

@@ -339,6 +339,12 @@ func (e *oaiEncoder) end(res *engine.TurnResult) {
 		e.buf.Append(mustFrame(map[string]any{"error": map[string]any{"message": res.Error, "type": "server_error", "param": nil, "code": nil}}))
 		return
 	}
+	if note := approvalNotice(res); note != "" {
+		if e.hasContent() {
+			note = "\n\n" + note
+		}
+		e.chunk(map[string]any{"content": note}, nil)
+	}
 	for i, tc := range res.PendingToolCalls {
 		e.chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": tc.ToolCallID, "type": "function",
 			"function": map[string]any{"name": tc.ToolName, "arguments": string(tc.Input)}}}}, nil)
@@ -362,6 +368,9 @@ func (e *oaiEncoder) completion(res *engine.TurnResult) map[string]any {
 		if p.Type == engine.PartText && p.Text != "" {
 			texts = append(texts, p.Text)
 		}
+	}
+	if note := approvalNotice(res); note != "" {
+		texts = append(texts, note)
 	}
 	msg := map[string]any{"role": "assistant", "content": strings.Join(texts, "\n\n"), "refusal": nil}
 	if len(res.PendingToolCalls) > 0 {

@@ -273,6 +273,8 @@ func (s *Server) routes() http.Handler {
 	ag.POST("/sessions/:id/continue", s.handle(s.continueLastTurn))
 	ag.POST("/sessions/:id/cancel", s.handle(s.cancel))
 	ag.GET("/sessions/:id/submissions/:sid", s.handle(s.submissionStatus))
+	v1.GET("/approvals", s.handle(s.listApprovals))
+	v1.POST("/approvals/:id", s.handle(s.decideApproval))
 
 	oai := r.Group("/v1", func(c *gin.Context) { c.Set(errorFormatKey, formatOpenAI) }, s.authenticate)
 	oai.POST("/chat/completions", s.handle(s.chatCompletions))

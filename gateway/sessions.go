@@ -32,12 +32,14 @@ type turnResponse struct {
 	Message      engine.UIMessage `json:"message"`
 	Output       json.RawMessage  `json:"output,omitempty"`
 	Usage        *engine.Usage    `json:"usage,omitempty"`
+	// PendingApprovals are the tool calls the turn holds for approval.
+	PendingApprovals []pendingApproval `json:"pendingApprovals,omitempty"`
 }
 
 func newTurnResponse(t *turn) *turnResponse {
 	r := t.result
 	resp := &turnResponse{RequestID: t.requestID, Status: t.status, FinishReason: r.FinishReason,
-		Error: r.Error, Message: r.Message, Output: r.Output}
+		Error: r.Error, Message: r.Message, Output: r.Output, PendingApprovals: pendingApprovals(r)}
 	if t.status != StatusSkipped {
 		resp.Usage = &r.Usage
 	}

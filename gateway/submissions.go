@@ -18,6 +18,10 @@ type submissionRequest struct {
 	Messages  []engine.UIMessage `json:"messages"`
 	Body      map[string]any     `json:"body,omitempty"`
 	Principal engine.Principal   `json:"principal"`
+	// ResumeMessage, when set, makes the submission resume the turn of
+	// that assistant message after its approvals were decided
+	// (approvals.go); Messages and Body are then empty.
+	ResumeMessage string `json:"resumeMessage,omitempty"`
 }
 
 // submissionPoll is the workers' backstop poll; new and finished
@@ -57,6 +61,8 @@ func (w *submissions) start(ctx context.Context) error {
 	if n > 0 {
 		w.s.log.Info("requeued interrupted submissions", "count", n)
 	}
+	w.wg.Add(1)
+	go w.s.sweepApprovals(w.ctx, &w.wg)
 	for range w.s.cfg.Limits.SubmissionWorkers {
 		w.wg.Add(1)
 		go w.loop()
@@ -121,11 +127,15 @@ func (w *submissions) run(sub *store.Submission) {
 		return
 	}
 	req.Principal.Tenant = sub.Tenant
-	t, err := s.begin(ctx, &turnInput{
+	in := &turnInput{
 		agent: ag, principal: req.Principal, sessionID: sub.SessionID, entry: engine.EntrySubmitMessages,
 		requestID: "sub_" + sub.ID, create: true, body: req.Body, setBody: true,
 		prepare: appendPlan(req.Messages, true),
-	})
+	}
+	if req.ResumeMessage != "" {
+		in.entry, in.create, in.body, in.setBody, in.prepare = engine.EntryToolResult, false, nil, false, s.resumePlan(req.ResumeMessage)
+	}
+	t, err := s.begin(ctx, in)
 	if err != nil {
 		if errors.Is(err, errShuttingDown) {
 			return // stays running; requeued at the next start

@@ -16,6 +16,10 @@ type transcript struct {
 	tenant   string
 	session  string
 	messages []engine.UIMessage
+	// principal is the caller the turn runs for.
+	principal engine.Principal
+	// answer applies a chat client's approval answers (Server.answerPlan).
+	answer func(ctx context.Context, sent engine.UIMessage, tx *transcript) (*plan, error)
 	// pending, when not nil, is the admission not stored yet: the first
 	// write stores it (see admit).
 	pending *admission

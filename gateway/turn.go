@@ -73,6 +73,9 @@ type plan struct {
 	// clientResults are the tool call ids whose client outputs the
 	// continuation brings (engine.TurnRequest.ClientToolResults).
 	clientResults []string
+	// approvals are the decided approvals the continuation applies
+	// (engine.TurnRequest.ApprovalResponses, approvals.go).
+	approvals []engine.ApprovalResponse
 }
 
 // turn is one admitted turn: running, or already done when skipped.
@@ -143,7 +146,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 			s.turns.Done()
 		}
 	}()
-	tx := &transcript{tenant: in.principal.Tenant, session: in.sessionID}
+	tx := &transcript{tenant: in.principal.Tenant, session: in.sessionID, principal: in.principal, answer: s.answerPlan}
 	body := in.body
 	if !in.ephemeral {
 		tx.st = s.store
@@ -292,6 +295,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		Defaults:          in.agent.defaults,
 		Continuation:      p.continuation,
 		ClientToolResults: p.clientResults,
+		ApprovalResponses: p.approvals,
 		MessageID:         p.messageID,
 		Body:              in.body,
 		Hooks:             hooks,
@@ -315,6 +319,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
+	s.recordApprovals(pctx, in, res)
 	s.recordTurn(pctx, in, rev.ID(), res, start, time.Now())
 
 	t.result, t.status, t.err = res, res.Status, catcher.err

@@ -338,6 +338,9 @@ type Limits struct {
 	// MaxConnections caps the connections served at once; more wait in
 	// the kernel's accept queue.
 	MaxConnections int `yaml:"maxConnections"`
+	// ApprovalExpiry is how long a tool call waits for approval before it
+	// is denied with reason "expired".
+	ApprovalExpiry time.Duration `yaml:"approvalExpiry"`
 }
 
 // Defaults for unset limits.
@@ -356,6 +359,7 @@ const (
 	DefaultIdleTimeout              = 60 * time.Second // as nginx's keepalive_timeout (75s), a little shorter
 	DefaultReadBodyTimeout          = 30 * time.Second // limits.maxBodyBytes (4 MiB) at 140 KB/s
 	DefaultMaxConnections           = 16384            // about 20 KiB each when idle: 320 MiB at most
+	DefaultApprovalExpiry           = 24 * time.Hour
 	DefaultPollInterval             = 5 * time.Second
 	DefaultAuditMaxSizeMB           = 100
 	DefaultAuditMaxBackups          = 5
@@ -464,6 +468,7 @@ func (c *Config) applyDefaults() {
 	l.IdleTimeout = cmp.Or(l.IdleTimeout, DefaultIdleTimeout)
 	l.ReadBodyTimeout = cmp.Or(l.ReadBodyTimeout, DefaultReadBodyTimeout)
 	l.MaxConnections = cmp.Or(l.MaxConnections, DefaultMaxConnections)
+	l.ApprovalExpiry = cmp.Or(l.ApprovalExpiry, DefaultApprovalExpiry)
 }
 
 // Agent returns the agent named name.
@@ -561,6 +566,9 @@ func (c *Config) Validate() error {
 	if l.MaxBodyBytes < 0 || l.MaxMessages < 0 || l.TurnTimeout < 0 || l.MaxQueuedTurnsPerSession < 0 ||
 		l.ReadHeaderTimeout < 0 || l.ShutdownTimeout < 0 || l.SubmissionWorkers < 0 {
 		add("limits: values must not be negative")
+	}
+	if l.ApprovalExpiry < 0 {
+		add("limits.approvalExpiry: must be positive, not %s", l.ApprovalExpiry)
 	}
 	if l.MaxConcurrentTools < 0 {
 		add("limits.maxConcurrentTools: must be positive, not %d", l.MaxConcurrentTools)

@@ -35,6 +35,9 @@ type Metrics struct {
 	UpstreamSeconds *prometheus.HistogramVec
 	UpstreamErrors  *prometheus.CounterVec
 	ActiveStreams   prometheus.Gauge
+	// Approvals counts tool-call approvals by tool and outcome
+	// (requested, approved, denied, expired, ignored).
+	Approvals *prometheus.CounterVec
 }
 
 // New returns Metrics registered on a fresh registry, with the Go runtime
@@ -63,9 +66,11 @@ func New() *Metrics {
 			Help: "Upstream model failures by model."}, []string{"model"}),
 		ActiveStreams: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "active_streams",
 			Help: "HTTP responses currently streaming."}),
+		Approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "approvals_total",
+			Help: "Tool-call approvals by tool and outcome: requested, approved, denied, expired, ignored (an answer that did not count)."}, []string{"tool", "outcome"}),
 	}
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
-		m.UpstreamErrors, m.ActiveStreams, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.UpstreamErrors, m.ActiveStreams, m.Approvals, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

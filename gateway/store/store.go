@@ -119,6 +119,23 @@ type Store interface {
 	// Turns returns the tenant's turn records for sessionID, oldest first.
 	Turns(ctx context.Context, tenant, sessionID string) ([]TurnRecord, error)
 
+	// CreateApprovals stores approvals as pending, all or none;
+	// ErrConflict when an id is taken.
+	CreateApprovals(ctx context.Context, as []Approval) error
+	// GetApproval returns the tenant's approval id, or ErrNotFound.
+	GetApproval(ctx context.Context, tenant, id string) (*Approval, error)
+	// ListApprovals returns the tenant's approvals that match f, oldest
+	// first.
+	ListApprovals(ctx context.Context, tenant string, f ApprovalFilter) ([]Approval, error)
+	// DecideApproval decides the tenant's pending approval id once: state
+	// is approved, denied or expired. It returns the decided approval;
+	// ErrNotFound when there is no such approval, ErrConflict when it is
+	// decided already or (for approved and denied) expired at at.
+	DecideApproval(ctx context.Context, tenant, id, state, decidedBy, reason string, at time.Time) (*Approval, error)
+	// ExpireApprovals decides every pending approval that expired at at as
+	// expired (reason "expired") and returns them.
+	ExpireApprovals(ctx context.Context, at time.Time) ([]Approval, error)
+
 	// Close releases the store.
 	Close() error
 }

@@ -1,0 +1,452 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/gateway/store"
+)
+
+// Human approval of tool calls (the Rego approval decision). A turn that
+// holds calls for approval ends with them pending; the gateway stores each
+// as a store.Approval (durable, tenant-scoped, expiring after
+// limits.approvalExpiry) before the turn's lock is released, so no answer
+// can race its request. An approval is decided once: by the chat client
+// answering in the next chat request (an approval-responded tool part),
+// by POST /v1/approvals/{id}, or by expiry. When every approval of the
+// message is decided the turn continues: at once in the chat request that
+// decided the last one, otherwise as a durable submission (the submissions
+// worker), so a decision through the API or an expiry resumes the turn on
+// its own. The stored transcript stays authoritative: the client's parts
+// only carry answers, which count for an approval the gateway issued, still
+// pending, for that tool call of this session, and (when its rule names
+// approver roles) from a principal holding one of them. Every other answer
+// is ignored, audited and counted.
+
+// Approval outcomes in the audit log and the metrics.
+const (
+	approvalRequested = "requested"
+	approvalIgnored   = "ignored"
+)
+
+// approvalResumeKey is the idempotency key of the submission that resumes
+// the turn whose request asked the approvals: one resume per round.
+func approvalResumeKey(requestID string) string { return "approvals:" + requestID }
+
+// recordApprovals stores the turn's pending approvals and audits them. It
+// runs before the turn's message is stored and its lock released.
+func (s *Server) recordApprovals(ctx context.Context, in *turnInput, res *engine.TurnResult) {
+	if len(res.PendingApprovals) == 0 {
+		return
+	}
+	now := time.Now().UTC()
+	prin, _ := json.Marshal(in.principal)
+	rows := make([]store.Approval, len(res.PendingApprovals))
+	for i, p := range res.PendingApprovals {
+		reasons, _ := json.Marshal(p.Reasons)
+		rows[i] = store.Approval{
+			ID: p.ApprovalID, Tenant: in.principal.Tenant, SessionID: in.sessionID, Agent: in.agent.name,
+			RequestID: in.requestID, MessageID: res.Message.ID, ToolCallID: p.ToolCallID, ToolName: p.ToolName,
+			Input: p.Input, Reasons: reasons, Approvers: p.Approvers(), Principal: prin,
+			RequestedAt: now, ExpiresAt: now.Add(s.cfg.Limits.ApprovalExpiry),
+		}
+	}
+	if in.ephemeral {
+		for i := range rows {
+			s.auditApproval(&rows[i], approvalIgnored, in.principal.Subject, "the OpenAI-compatible endpoint keeps no session to resume")
+		}
+		return
+	}
+	if err := s.store.CreateApprovals(ctx, rows); err != nil {
+		// The calls then stay unanswerable; a later answer finds no
+		// approval and the turn's continuation denies them.
+		s.log.Error("storing approvals", "requestId", in.requestID, "session", in.sessionID, "err", err)
+		return
+	}
+	for i := range rows {
+		s.auditApproval(&rows[i], approvalRequested, "", "")
+	}
+}
+
+// auditApproval writes an approval event to the audit log and the metrics.
+func (s *Server) auditApproval(a *store.Approval, outcome, by, why string) {
+	s.metrics.Approvals.WithLabelValues(a.ToolName, outcome).Inc()
+	rec := &audit.Approval{
+		Time: time.Now().UTC(), Outcome: outcome, ApprovalID: a.ID, Tenant: a.Tenant, SessionID: a.SessionID,
+		Agent: a.Agent, RequestID: a.RequestID, ToolCallID: a.ToolCallID, ToolName: a.ToolName,
+		Approvers: a.Approvers, By: by, Why: why,
+	}
+	switch outcome {
+	case approvalRequested:
+		rec.Input, rec.Reasons, rec.ExpiresAt = a.Input, a.Reasons, &a.ExpiresAt
+	case approvalIgnored:
+	default:
+		rec.Reason, rec.DecidedAt = a.Reason, &a.DecidedAt
+	}
+	s.audit.Approval(rec)
+}
+
+// awaitsApproval reports whether m has tool parts awaiting approval.
+func awaitsApproval(m *engine.UIMessage) bool {
+	return m != nil && slices.ContainsFunc(m.Parts, func(p engine.UIPart) bool {
+		return p.IsTool() && p.State == engine.ToolStateApprovalRequested && p.Approval != nil
+	})
+}
+
+// answersApproval reports whether m carries approval answers.
+func answersApproval(m engine.UIMessage) bool {
+	return slices.ContainsFunc(m.Parts, isAnswer)
+}
+
+// isAnswer reports whether p is a tool part in approval-responded.
+func isAnswer(p engine.UIPart) bool {
+	return p.IsTool() && p.State == engine.ToolStateApprovalResponded && p.Approval != nil && p.Approval.Approved != nil
+}
+
+// answerPlan applies the chat client's answers in sent (its copy of the
+// stored last message) and continues the message when every approval of
+// it is decided; otherwise, and for answers to a message that is not the
+// session's last, it answers with the guard (nothing runs).
+func (s *Server) answerPlan(ctx context.Context, sent engine.UIMessage, tx *transcript) (*plan, error) {
+	stored := tx.last()
+	if stored == nil || stored.Role != engine.RoleAssistant || stored.ID != sent.ID {
+		stored = &engine.UIMessage{ID: sent.ID}
+	}
+	rows, err := s.messageApprovals(ctx, tx, stored)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range sent.Parts {
+		if isAnswer(p) {
+			s.answer(ctx, tx, rows, p)
+		}
+	}
+	return s.decidedPlan(ctx, tx, stored)
+}
+
+// messageApprovals returns the stored approvals of message m by id.
+func (s *Server) messageApprovals(ctx context.Context, tx *transcript, m *engine.UIMessage) (map[string]*store.Approval, error) {
+	list, err := s.store.ListApprovals(ctx, tx.tenant, store.ApprovalFilter{SessionID: tx.session})
+	if err != nil {
+		return nil, err
+	}
+	rows := map[string]*store.Approval{}
+	for i := range list {
+		if list[i].MessageID == m.ID {
+			rows[list[i].ID] = &list[i]
+		}
+	}
+	return rows, nil
+}
+
+// answer applies one approval-responded part from the chat client.
+func (s *Server) answer(ctx context.Context, tx *transcript, rows map[string]*store.Approval, p engine.UIPart) {
+	by := tx.principal.Subject
+	a := rows[p.Approval.ID]
+	switch {
+	case a == nil || a.ToolCallID != p.ToolCallID:
+		s.auditApproval(&store.Approval{ID: p.Approval.ID, Tenant: tx.tenant, SessionID: tx.session, ToolCallID: p.ToolCallID, ToolName: p.ToolPartName()},
+			approvalIgnored, by, "no such approval is pending for this tool call of this session")
+		return
+	case a.State != store.ApprovalPending:
+		s.auditApproval(a, approvalIgnored, by, "the approval is already "+a.State)
+		return
+	case !mayApprove(tx.principal, a):
+		s.auditApproval(a, approvalIgnored, by, "the chat client's principal holds none of the approver roles "+strings.Join(a.Approvers, ", "))
+		return
+	}
+	d, err := s.decide(ctx, a, *p.Approval.Approved, by, p.Approval.Reason)
+	if err != nil {
+		s.auditApproval(a, approvalIgnored, by, err.Error())
+		return
+	}
+	*a = *d
+}
+
+// decide decides a as approved or denied by by, and audits it.
+func (s *Server) decide(ctx context.Context, a *store.Approval, approved bool, by, reason string) (*store.Approval, error) {
+	state := store.ApprovalDenied
+	if approved {
+		state = store.ApprovalApproved
+	}
+	d, err := s.store.DecideApproval(ctx, a.Tenant, a.ID, state, by, reason, time.Now().UTC())
+	if err != nil {
+		return nil, err
+	}
+	s.auditApproval(d, state, by, "")
+	return d, nil
+}
+
+// mayApprove reports whether p may decide a: anyone who may use the
+// session for a chat-user approval, a holder of one of its roles otherwise.
+func mayApprove(p engine.Principal, a *store.Approval) bool {
+	if len(a.Approvers) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(a.Approvers, func(role string) bool {
+		return slices.Contains(p.Roles, strings.TrimPrefix(role, "role:"))
+	})
+}
+
+// decidedPlan continues stored (the session's last message) when every
+// approval it waits for is decided, with the decisions as the engine's
+// approval responses; otherwise nothing runs (the guard response).
+func (s *Server) decidedPlan(ctx context.Context, tx *transcript, stored *engine.UIMessage) (*plan, error) {
+	rows, err := s.messageApprovals(ctx, tx, stored)
+	if err != nil {
+		return nil, err
+	}
+	var responses []engine.ApprovalResponse
+	for _, p := range stored.Parts {
+		if !p.IsTool() || p.State != engine.ToolStateApprovalRequested || p.Approval == nil {
+			continue
+		}
+		a := rows[p.Approval.ID]
+		switch {
+		case a == nil || a.ToolCallID != p.ToolCallID:
+			// Its approval was never stored: it can never be given.
+			responses = append(responses, engine.ApprovalResponse{ApprovalID: p.Approval.ID, ToolCallID: p.ToolCallID, Reason: "the approval was not recorded"})
+		case a.State == store.ApprovalPending:
+			return &plan{skip: true, skipMessageID: stored.ID}, nil
+		default:
+			responses = append(responses, engine.ApprovalResponse{ApprovalID: a.ID, ToolCallID: a.ToolCallID,
+				Approved: a.State == store.ApprovalApproved, Reason: a.Reason, Input: a.Input})
+		}
+	}
+	if len(responses) == 0 {
+		return &plan{skip: true, skipMessageID: stored.ID}, nil
+	}
+	return &plan{continuation: true, messageID: stored.ID, entry: engine.EntryToolResult, approvals: responses}, nil
+}
+
+// resumePlan is the prepare of a submission that resumes the turn of
+// message messageID after its approvals were decided: a no-op (skipped)
+// when the session moved on or the message was continued already.
+func (s *Server) resumePlan(messageID string) func(ctx context.Context, tx *transcript) (*plan, error) {
+	return func(ctx context.Context, tx *transcript) (*plan, error) {
+		stored := tx.last()
+		if stored == nil || stored.ID != messageID || !awaitsApproval(stored) {
+			return &plan{skip: true, skipMessageID: messageID}, nil
+		}
+		return s.decidedPlan(ctx, tx, stored)
+	}
+}
+
+// resumeAfter queues the resume of a's turn when a was the last of its
+// message's approvals to be decided. The submission's idempotency key makes
+// concurrent deciders queue it once.
+func (s *Server) resumeAfter(ctx context.Context, a *store.Approval) {
+	list, err := s.store.ListApprovals(ctx, a.Tenant, store.ApprovalFilter{SessionID: a.SessionID, State: store.ApprovalPending})
+	if err != nil {
+		s.log.Error("listing approvals", "session", a.SessionID, "err", err)
+		return
+	}
+	if slices.ContainsFunc(list, func(x store.Approval) bool { return x.MessageID == a.MessageID }) {
+		return
+	}
+	var prin engine.Principal
+	_ = json.Unmarshal(a.Principal, &prin)
+	raw, _ := json.Marshal(submissionRequest{Principal: prin, ResumeMessage: a.MessageID})
+	_, _, err = s.store.CreateSubmission(ctx, &store.Submission{
+		Tenant: a.Tenant, SessionID: a.SessionID, Agent: a.Agent, IdempotencyKey: approvalResumeKey(a.RequestID), Request: raw,
+	})
+	if err != nil {
+		s.log.Error("queueing the resume of an approved turn", "session", a.SessionID, "approval", a.ID, "err", err)
+		return
+	}
+	s.subs.notify()
+}
+
+// expireApprovals decides every expired approval and resumes their turns.
+func (s *Server) expireApprovals(ctx context.Context) {
+	expired, err := s.store.ExpireApprovals(ctx, time.Now().UTC())
+	if err != nil {
+		s.log.Error("expiring approvals", "err", err)
+		return
+	}
+	for i := range expired {
+		s.auditApproval(&expired[i], store.ApprovalExpired, "", "")
+	}
+	for i := range expired {
+		s.resumeAfter(ctx, &expired[i])
+	}
+}
+
+// sweepApprovals expires approvals until ctx ends: at once (those that
+// expired while no gateway ran), then every sweep interval.
+func (s *Server) sweepApprovals(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	every := min(max(s.cfg.Limits.ApprovalExpiry/4, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		s.expireApprovals(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// approvalResponse is an approval as /v1/approvals shows it.
+type approvalResponse struct {
+	ID          string          `json:"id"`
+	SessionID   string          `json:"sessionId"`
+	Agent       string          `json:"agent"`
+	MessageID   string          `json:"messageId"`
+	ToolCallID  string          `json:"toolCallId"`
+	ToolName    string          `json:"toolName"`
+	Input       json.RawMessage `json:"input"`
+	Reasons     json.RawMessage `json:"reasons"`
+	Approvers   []string        `json:"approvers"`
+	State       string          `json:"state"`
+	RequestedAt time.Time       `json:"requestedAt"`
+	ExpiresAt   time.Time       `json:"expiresAt"`
+	DecidedAt   *time.Time      `json:"decidedAt,omitempty"`
+	DecidedBy   string          `json:"decidedBy,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+}
+
+func newApprovalResponse(a *store.Approval) approvalResponse {
+	r := approvalResponse{ID: a.ID, SessionID: a.SessionID, Agent: a.Agent, MessageID: a.MessageID, ToolCallID: a.ToolCallID,
+		ToolName: a.ToolName, Input: a.Input, Reasons: a.Reasons, Approvers: a.Approvers, State: a.State,
+		RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, DecidedBy: a.DecidedBy, Reason: a.Reason}
+	if !a.DecidedAt.IsZero() {
+		r.DecidedAt = &a.DecidedAt
+	}
+	return r
+}
+
+// listApprovals serves GET /v1/approvals?state=pending&sessionId=…: the
+// tenant's approvals the caller may decide (it holds one of their approver
+// roles), oldest first. state defaults to pending; "all" lists every state.
+func (s *Server) listApprovals(c *gin.Context) error {
+	f := store.ApprovalFilter{State: c.DefaultQuery("state", store.ApprovalPending), SessionID: c.Query("sessionId")}
+	switch f.State {
+	case store.ApprovalPending, store.ApprovalApproved, store.ApprovalDenied, store.ApprovalExpired:
+	case "all":
+		f.State = ""
+	default:
+		return errField("state", "must be pending, approved, denied, expired or all, not %q", f.State)
+	}
+	if f.SessionID != "" && !validID(f.SessionID) {
+		return errField("sessionId", "is not a valid session id")
+	}
+	p := principal(c)
+	list, err := s.store.ListApprovals(c.Request.Context(), p.Tenant, f)
+	if err != nil {
+		return err
+	}
+	out := []approvalResponse{}
+	for i := range list {
+		if len(list[i].Approvers) > 0 && mayApprove(p, &list[i]) {
+			out = append(out, newApprovalResponse(&list[i]))
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"approvals": out})
+	return nil
+}
+
+// decisionRequest is the body of POST /v1/approvals/{id}.
+type decisionRequest struct {
+	Approved *bool  `json:"approved"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// errApprovalNotFound answers for a missing approval and for another
+// tenant's alike.
+var errApprovalNotFound = &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "approval not found"}
+
+// decideApproval serves POST /v1/approvals/{id} {approved, reason?}: the
+// decision of a principal holding one of the approval's roles (anyone of
+// the tenant for a chat-user approval). 409 when it is decided already or
+// expired; the turn resumes on its own once its approvals are decided.
+func (s *Server) decideApproval(c *gin.Context) error {
+	ctx := c.Request.Context()
+	id := c.Param("id")
+	if !validID(id) {
+		return errApprovalNotFound
+	}
+	data, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req decisionRequest
+	if err := decodeStrictJSON(data, &req); err != nil {
+		return err
+	}
+	if req.Approved == nil {
+		return errField("approved", "is required (true or false)")
+	}
+	if len(req.Reason) > 4096 {
+		return errField("reason", "is longer than 4096 bytes")
+	}
+	p := principal(c)
+	a, err := s.store.GetApproval(ctx, p.Tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return errApprovalNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if !mayApprove(p, a) {
+		s.auditApproval(a, approvalIgnored, p.Subject, "the principal holds none of the approver roles "+strings.Join(a.Approvers, ", "))
+		return errorf(http.StatusForbidden, CodeForbidden, "deciding this approval needs one of the roles %s", strings.Join(a.Approvers, ", "))
+	}
+	d, err := s.decide(ctx, a, *req.Approved, p.Subject, req.Reason)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		s.auditApproval(a, approvalIgnored, p.Subject, "decided already or expired")
+		return errorf(http.StatusConflict, CodeConflict, "approval %s is decided already or expired", id)
+	case errors.Is(err, store.ErrNotFound):
+		return errApprovalNotFound
+	case err != nil:
+		return err
+	}
+	s.resumeAfter(context.WithoutCancel(ctx), d)
+	c.JSON(http.StatusOK, newApprovalResponse(d))
+	return nil
+}
+
+// approvalNotice is the text the OpenAI-compatible endpoint appends for
+// calls held for approval ("" when none). That endpoint keeps no session,
+// so nothing can resume the turn: the calls did not run, and the answer
+// ends with finish_reason "stop" and this text, which an unmodified
+// OpenAI client shows as the assistant's content.
+func approvalNotice(res *engine.TurnResult) string {
+	var lines []string
+	for _, p := range res.PendingApprovals {
+		lines = append(lines, "Tool call "+p.ToolName+" ("+p.ToolCallID+") was not run: it needs approval ("+p.Reason()+
+			"), which this endpoint cannot ask for. Use the chat or sessions API of turngate to approve it.")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// pendingApproval is a turn result's approval awaiting a decision.
+type pendingApproval struct {
+	ApprovalID string                  `json:"approvalId"`
+	ToolCallID string                  `json:"toolCallId"`
+	ToolName   string                  `json:"toolName"`
+	Input      json.RawMessage         `json:"input"`
+	Reasons    []engine.ApprovalReason `json:"reasons"`
+}
+
+// pendingApprovals lists res's approvals for a turn response.
+func pendingApprovals(res *engine.TurnResult) []pendingApproval {
+	var out []pendingApproval
+	for _, p := range res.PendingApprovals {
+		out = append(out, pendingApproval{ApprovalID: p.ApprovalID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Input: p.Input, Reasons: p.Reasons})
+	}
+	return out
+}
