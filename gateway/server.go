@@ -34,6 +34,7 @@ import (
 	"github.com/turngate/turngate/engine/tools/mcptool"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/extension"
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/gateway/uistream"
@@ -106,6 +107,8 @@ type Server struct {
 	handler       http.Handler
 	tools         map[string]engine.Tool
 	mcp           *mcptool.Manager
+	// extensions run after the rules on every turn; Shutdown stops them.
+	extensions *extension.Set
 
 	// baseCtx is every turn's parent; baseCancel aborts all turns.
 	baseCtx    context.Context
@@ -152,6 +155,7 @@ func New(opts Options) (*Server, error) {
 	s.recorder = recorder{audit: s.audit, metrics: s.metrics,
 		input: opts.Audit != nil && opts.Config.Audit.Sink != config.SinkNone && opts.Config.Audit.RecordsInput()}
 	s.observers = engine.Compose(s.metrics.Hooks(), s.audit.Hooks(), opts.Observer)
+	s.extensions = extension.New(opts.Config.Extensions, extension.Options{Logger: s.log, Metrics: s.metrics})
 	var err error
 	if s.auth, err = newAuthenticator(opts.Config.Auth.APIKeys); err != nil {
 		return nil, err
@@ -231,6 +235,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.baseCancel()
 	s.subs.wait()
+	s.extensions.Close(ctx)
 	return err
 }
 

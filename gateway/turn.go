@@ -279,7 +279,8 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		held = held[:0]
 	}
 	// The catcher comes first so that it sees the raw chat error.
-	hooks := engine.Compose(catcher, rev.Hooks(s.recorder, s.failurePolicy), withoutResponse{s.observers})
+	// Extensions run after the rules (the reference's order).
+	hooks := engine.Compose(catcher, s.extensions.Wrap(rev.Hooks(s.recorder, s.failurePolicy)), withoutResponse{s.observers})
 	req := &engine.TurnRequest{
 		Identity: engine.Identity{
 			RequestID: in.requestID,

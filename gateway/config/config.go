@@ -51,6 +51,10 @@ type Config struct {
 	Audit  Audit   `yaml:"audit"`
 	Limits Limits  `yaml:"limits"`
 	Debug  Debug   `yaml:"debug"`
+
+	// Extensions are outside programs subscribed to hooks, dispatched in
+	// this order after the rules (extensions.go).
+	Extensions []Extension `yaml:"extensions"`
 }
 
 // Debug configures diagnostics that are off by default.
@@ -469,6 +473,7 @@ func (c *Config) applyDefaults() {
 	l.ReadBodyTimeout = cmp.Or(l.ReadBodyTimeout, DefaultReadBodyTimeout)
 	l.MaxConnections = cmp.Or(l.MaxConnections, DefaultMaxConnections)
 	l.ApprovalExpiry = cmp.Or(l.ApprovalExpiry, DefaultApprovalExpiry)
+	c.applyExtensionDefaults()
 }
 
 // Agent returns the agent named name.
@@ -579,6 +584,7 @@ func (c *Config) Validate() error {
 	if l.MaxToolOutputBytes < 0 {
 		add("limits.maxToolOutputBytes: must be positive, not %d", l.MaxToolOutputBytes)
 	}
+	c.validateExtensions(add)
 	c.check(add)
 	return errors.Join(errs...)
 }

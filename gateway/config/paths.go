@@ -1,6 +1,9 @@
 package config
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"strings"
+)
 
 // resolvePaths makes c's relative file paths (rules.dir, store.path,
 // audit.path, providers' script) absolute against dir, the directory of the
@@ -17,5 +20,11 @@ func (c *Config) resolvePaths(dir string) {
 	resolve(&c.Audit.Path)
 	for i := range c.Providers {
 		resolve(&c.Providers[i].Script)
+	}
+	for i := range c.Extensions {
+		// A bare program name is looked up in PATH, as a shell would.
+		if cmd := c.Extensions[i].Command; len(cmd) > 0 && strings.ContainsRune(cmd[0], '/') {
+			resolve(&cmd[0])
+		}
 	}
 }

@@ -38,6 +38,12 @@ type Metrics struct {
 	// Approvals counts tool-call approvals by tool and outcome
 	// (requested, approved, denied, expired, ignored).
 	Approvals *prometheus.CounterVec
+	// ExtensionDrops counts observation deliveries dropped because an
+	// extension's queue was full, by extension and hook.
+	ExtensionDrops *prometheus.CounterVec
+	// ExtensionFailures counts failed deliveries by extension, hook and
+	// reason (timeout, error, invalid).
+	ExtensionFailures *prometheus.CounterVec
 }
 
 // New returns Metrics registered on a fresh registry, with the Go runtime
@@ -68,9 +74,13 @@ func New() *Metrics {
 			Help: "HTTP responses currently streaming."}),
 		Approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "approvals_total",
 			Help: "Tool-call approvals by tool and outcome: requested, approved, denied, expired, ignored (an answer that did not count)."}, []string{"tool", "outcome"}),
+		ExtensionDrops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "extension_dropped_total",
+			Help: "Extension deliveries dropped because the extension's queue was full, by extension and hook."}, []string{"extension", "hook"}),
+		ExtensionFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "extension_failures_total",
+			Help: "Failed extension deliveries by extension, hook and reason: timeout (no answer in time), error (transport, HTTP status, process down, an {error} answer), invalid (an answer or result field that does not apply)."}, []string{"extension", "hook", "reason"}),
 	}
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
-		m.UpstreamErrors, m.ActiveStreams, m.Approvals, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.UpstreamErrors, m.ActiveStreams, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

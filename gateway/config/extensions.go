@@ -1,0 +1,138 @@
+package config
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Extension transports.
+const (
+	// TransportHTTP POSTs each delivery as JSON to a URL, signed with an
+	// HMAC-SHA256 of the body.
+	TransportHTTP = "http"
+	// TransportExec runs a long-lived child process that reads one JSON
+	// delivery per line on stdin and answers one JSON line on stdout.
+	TransportExec = "exec"
+)
+
+// ExtensionHooks are the hooks an extension can subscribe to: the
+// reference's extension subscription set (beforeStep is not dispatched to
+// extensions).
+var ExtensionHooks = []string{"beforeTurn", "beforeToolCall", "afterToolCall", "onStepFinish", "onChunk"}
+
+// Extension defaults and bounds.
+const (
+	// DefaultExtensionTimeout is the reference's hookTimeout (5000 ms).
+	DefaultExtensionTimeout = 5 * time.Second
+	// DefaultExtensionQueue is how many observation deliveries (chunks
+	// count one each) wait for an extension before new ones are dropped.
+	DefaultExtensionQueue = 1024
+	// MinExtensionSecret is the shortest HMAC secret accepted: 16 bytes,
+	// 128 bits when random.
+	MinExtensionSecret = 16
+)
+
+// Extension is an outside program subscribed to some of a turn's hooks.
+// It observes them, and its beforeTurn result may change the turn's
+// configuration within what the rules allow (docs/EXTENSIONS.md).
+type Extension struct {
+	// Name identifies the extension in logs, metrics and deliveries.
+	Name string `yaml:"name"`
+	// Transport is http or exec.
+	Transport string `yaml:"transport"`
+	// URL receives the http transport's POSTs.
+	URL string `yaml:"url"`
+	// Secret keys the http transport's HMAC-SHA256 signature, usually
+	// "${SOME_ENV_VAR}"; it is never logged.
+	Secret string `yaml:"secret"`
+	// Command is the exec transport's program and arguments; a relative
+	// program path with a slash resolves against the config's directory.
+	Command []string `yaml:"command"`
+	// Hooks are the hooks the extension subscribes to (ExtensionHooks).
+	Hooks []string `yaml:"hooks"`
+	// Timeout bounds each delivery (default 5s): beforeTurn waits at most
+	// this long for the extension's answer.
+	Timeout time.Duration `yaml:"timeout"`
+	// Agents, when set, limits the extension to these agents' turns.
+	Agents []string `yaml:"agents"`
+	// QueueSize bounds the observation deliveries waiting for the
+	// extension (default 1024); more are dropped and counted.
+	QueueSize int `yaml:"queueSize"`
+}
+
+// applyExtensionDefaults fills the extensions' unset timeouts and queues.
+func (c *Config) applyExtensionDefaults() {
+	for i := range c.Extensions {
+		x := &c.Extensions[i]
+		if x.Timeout == 0 {
+			x.Timeout = DefaultExtensionTimeout
+		}
+		if x.QueueSize == 0 {
+			x.QueueSize = DefaultExtensionQueue
+		}
+	}
+}
+
+// validateExtensions reports, through add, every inconsistent extension.
+func (c *Config) validateExtensions(add func(format string, args ...any)) {
+	names := map[string]bool{}
+	for i, x := range c.Extensions {
+		at := func(format string, args ...any) {
+			add("extensions[%d] (%s): "+format, append([]any{i, x.Name}, args...)...)
+		}
+		switch {
+		case x.Name == "":
+			add("extensions[%d]: name is required", i)
+		case names[x.Name]:
+			add("extensions[%d]: duplicate extension %q", i, x.Name)
+		}
+		names[x.Name] = true
+		switch x.Transport {
+		case TransportHTTP:
+			if u, err := url.Parse(x.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				at("url: must be an absolute http or https URL, not %q", x.URL)
+			}
+			if len(x.Secret) < MinExtensionSecret {
+				at("secret: the http transport signs every request; set a secret of at least %d characters (e.g. secret: ${EXTENSION_SECRET})", MinExtensionSecret)
+			}
+			if len(x.Command) > 0 {
+				at("command: an exec setting; the http transport takes url")
+			}
+		case TransportExec:
+			if len(x.Command) == 0 || x.Command[0] == "" {
+				at("command: required with transport: exec (the program and its arguments)")
+			}
+			if x.URL != "" || x.Secret != "" {
+				at("url and secret: http settings; the exec transport takes command")
+			}
+		default:
+			at("transport: must be http or exec, not %q", x.Transport)
+		}
+		if len(x.Hooks) == 0 {
+			at("hooks: subscribe to at least one of %s", strings.Join(ExtensionHooks, ", "))
+		}
+		for j, h := range x.Hooks {
+			switch {
+			case h == "beforeStep":
+				at("hooks: beforeStep is not dispatched to extensions (as in the reference); use beforeTurn or a CEL rule")
+			case !slices.Contains(ExtensionHooks, h):
+				at("hooks: unknown hook %q (want %s)", h, strings.Join(ExtensionHooks, ", "))
+			case slices.Contains(x.Hooks[:j], h):
+				at("hooks: %s is listed twice", h)
+			}
+		}
+		if x.Timeout < 0 {
+			at("timeout: must be positive, not %s", x.Timeout)
+		}
+		if x.QueueSize < 0 {
+			at("queueSize: must be positive, not %d", x.QueueSize)
+		}
+		for _, a := range x.Agents {
+			if _, ok := c.Agent(a); !ok {
+				at("agents: unknown agent %q", a)
+			}
+		}
+	}
+}
