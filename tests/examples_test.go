@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // This file runs every example of examples/ as its README tells an
@@ -52,6 +53,7 @@ var exampleCases = []exampleCase{
 	{"long-chat-step-budget", exampleLongChatStepBudget, nil},
 	{"prune-tool-calls", examplePruneToolCalls, nil},
 	{"read-only-mode", exampleReadOnlyMode, nil},
+	{"require-approval", exampleRequireApproval, nil},
 	{"recovery-turn", exampleRecoveryTurn, nil},
 	{"redact-pii-in-tool-input", exampleRedactPIIInToolInput, nil},
 	{"redact-secrets-in-tool-output", exampleRedactSecretsInToolOutput, accountsService},
@@ -924,5 +926,81 @@ func exampleRedactSecretsInToolOutput(t *testing.T, x *exampleRun) {
 	}
 	if len(res) != 1 || res[0]["outcome"] != "matched" || !fired(res[0], `data.turngate.tool_result.redact["/database/password"]`) {
 		t.Errorf("toolResult records = %v, want the password redaction", res)
+	}
+}
+
+// exampleRequireApproval: the chat user approves one delete and denies
+// another by resending the message as the AI SDK client does; an ops
+// approver decides a /prod/ delete through /v1/approvals, the chat user's
+// own answer to it not counting, and the turn resumes on its own.
+func exampleRequireApproval(t *testing.T, x *exampleRun) {
+	user, ops := x.as("user-key-123"), x.as("ops-key-456")
+	ask := func(session, path string) (*uiStream, chunk) {
+		s := user.chat("files", userChat(session, "u-"+session, "delete "+path, nil))
+		req, ok := s.first("tool-approval-request")
+		if !ok || s.finishReason() != "tool-calls" {
+			t.Fatalf("no approval request:\n%s", s)
+		}
+		return s, req
+	}
+	answer := func(session string, s *uiStream, req chunk, approved bool, reason string) *uiStream {
+		return user.chat("files", chatBody{"id": session, "trigger": "submit-message", "messageId": s.messageID(), "messages": []map[string]any{
+			{"id": "u-" + session, "role": "user", "parts": []map[string]any{{"type": "text", "text": "delete"}}},
+			{"id": s.messageID(), "role": "assistant", "parts": []map[string]any{{"type": "tool-delete", "toolCallId": req.str("toolCallId"),
+				"state": "approval-responded", "input": map[string]any{}, "approval": map[string]any{"id": req.str("approvalId"), "approved": approved, "reason": reason}}}},
+		}}, req.str("toolCallId"))
+	}
+
+	s, req := ask("ok-1", "notes.txt")
+	if req.str("reason") != "deletes a file" {
+		t.Errorf("reason %q", req.str("reason"))
+	}
+	out := answer("ok-1", s, req, true, "")
+	if got := out.types(); len(got) < 3 || got[1] != "tool-output-available" || got[2] != "start-step" || !strings.Contains(out.text(), `{"deleted":"notes.txt"}`) {
+		t.Errorf("approved continuation:\n%s", out)
+	}
+	s, req = ask("no-1", "photos.zip")
+	out = answer("no-1", s, req, false, "keep it")
+	if got := out.types(); len(got) < 2 || got[1] != "tool-output-denied" || !strings.Contains(out.text(), "not approved, so it did not run. Reason: keep it") {
+		t.Errorf("denied continuation:\n%s", out)
+	}
+
+	s, req = ask("ops-1", "/prod/old.log")
+	if out := answer("ops-1", s, req, true, "mine"); out.finishReason() != "interrupted" {
+		t.Errorf("the chat user's answer to an ops approval ran:\n%s", out)
+	}
+	var list struct {
+		Approvals []struct {
+			ID    string          `json:"id"`
+			Input json.RawMessage `json:"input"`
+		} `json:"approvals"`
+	}
+	user.json(http.MethodGet, "/v1/approvals", nil, http.StatusOK, &list)
+	if len(list.Approvals) != 0 {
+		t.Errorf("the chat user lists %+v", list.Approvals)
+	}
+	ops.json(http.MethodGet, "/v1/approvals?state=pending", nil, http.StatusOK, &list)
+	if len(list.Approvals) != 1 || list.Approvals[0].ID != req.str("approvalId") || string(list.Approvals[0].Input) != `{"path":"/prod/old.log"}` {
+		t.Fatalf("ops lists %+v", list.Approvals)
+	}
+	ops.json(http.MethodPost, "/v1/approvals/"+req.str("approvalId"), map[string]any{"approved": true, "reason": "ticket 7"}, http.StatusOK, nil)
+	ops.json(http.MethodPost, "/v1/approvals/"+req.str("approvalId"), map[string]any{"approved": false}, http.StatusConflict, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		raw := mustJSON(t, user.rawMessages("files", "ops-1"))
+		if strings.Contains(raw, `"state":"output-available"`) && strings.Contains(raw, "The delete tool said") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approved turn did not resume: %s", raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	found := false
+	for _, rec := range x.audit("ops-1") {
+		found = found || rec["kind"] == "approval" && rec["outcome"] == "approved" && rec["by"] == "olga"
+	}
+	if !found {
+		t.Error("the audit log has no approval record by olga")
 	}
 }
