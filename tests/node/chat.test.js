@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import {
   AbstractChat,
   DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
 } from 'ai';
 import { chatAPI, history, partsOfType, textOf, uniqueId } from './gateway.js';
@@ -136,3 +137,62 @@ test('a server tool turn does not make Chat resubmit', async () => {
   assert.equal(partsOfType(assistant, 'tool-weather')[0]?.state, 'output-available');
   assert.match(textOf(assistant), /Here is the weather: .*Rome/);
 });
+
+// approvalChat is a Chat that resubmits on its own once every approval of
+// the last step is answered (addToolApprovalResponse).
+function approvalChat(fetchFn, finishes) {
+  return new Chat({
+    id: uniqueId('chat'),
+    transport: new DefaultChatTransport({ api: chatAPI, fetch: fetchFn }),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+    onFinish: ({ message, finishReason, isError }) => finishes.push({ id: message.id, finishReason, isError }),
+  });
+}
+
+// waitReady resolves when the chat has no request in flight.
+async function waitReady(chat) {
+  for (let i = 0; i < 500 && chat.status !== 'ready' && chat.status !== 'error'; i++) {
+    await new Promise(r => setTimeout(r, 10));
+  }
+}
+
+for (const { approved, state, reason, said } of [
+  { approved: true, state: 'output-available', reason: 'go ahead', said: /Remove said: .*"deleted":"notes\.txt"/ },
+  { approved: false, state: 'output-denied', reason: 'keep it', said: /Remove said: This tool call was not approved, so it did not run\. Reason: keep it/ },
+]) {
+  test(`a tool call waits for approval and runs once ${approved ? 'approved' : 'denied'}`, async () => {
+    const { posts, fetchFn } = countingFetch();
+    const finishes = [];
+    const chat = approvalChat(fetchFn, finishes);
+
+    await chat.sendMessage({ text: 'remove notes.txt' });
+    assert.equal(chat.error, undefined, `chat error: ${chat.error?.message}`);
+    assert.equal(posts.length, 1);
+    const waiting = chat.messages.at(-1);
+    const [asked] = partsOfType(waiting, 'tool-remove');
+    assert.equal(asked?.state, 'approval-requested', `part: ${JSON.stringify(asked)}`);
+    assert.equal(asked.approval.requestReason, 'removes a file');
+    assert.deepEqual(finishes.map(f => f.finishReason), ['tool-calls']);
+
+    await chat.addToolApprovalResponse({ id: asked.approval.id, approved, reason });
+    await waitReady(chat);
+
+    assert.equal(chat.error, undefined, `chat error: ${chat.error?.message}`);
+    assert.equal(posts.length, 2, `want one automatic resubmission, got ${posts.length}`);
+    assert.equal(posts[1].messageId, waiting.id, 'the resubmission names the assistant message');
+    assert.equal(chat.messages.length, 2, `messages: ${JSON.stringify(chat.messages)}`);
+    const assistant = chat.messages.at(-1);
+    assert.equal(assistant.id, waiting.id, 'the answer continues the same message');
+    const [done] = partsOfType(assistant, 'tool-remove');
+    assert.equal(done.state, state, `part: ${JSON.stringify(done)}`);
+    assert.equal(done.approval.approved, approved);
+    assert.match(textOf(assistant), said);
+    assert.deepEqual(finishes.map(f => f.finishReason), ['tool-calls', 'stop']);
+
+    const stored = await history(chat.id);
+    assert.equal(stored.length, 2);
+    const [storedPart] = partsOfType(stored[1], 'tool-remove');
+    assert.equal(storedPart.state, state);
+    assert.equal(storedPart.approval.approved, approved);
+  });
+}
