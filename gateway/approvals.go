@@ -200,13 +200,15 @@ func mayApprove(p engine.Principal, a *store.Approval) bool {
 
 // decidedPlan continues stored (the session's last message) when every
 // approval it waits for is decided, with the decisions as the engine's
-// approval responses; otherwise nothing runs (the guard response).
+// approval responses; otherwise nothing runs (the guard response), and the
+// skipped turn's result lists the approvals still pending.
 func (s *Server) decidedPlan(ctx context.Context, tx *transcript, stored *engine.UIMessage) (*plan, error) {
 	rows, err := s.messageApprovals(ctx, tx, stored)
 	if err != nil {
 		return nil, err
 	}
 	var responses []engine.ApprovalResponse
+	var waiting []engine.PendingApproval
 	for _, p := range stored.Parts {
 		if !p.IsTool() || p.State != engine.ToolStateApprovalRequested || p.Approval == nil {
 			continue
@@ -217,14 +219,16 @@ func (s *Server) decidedPlan(ctx context.Context, tx *transcript, stored *engine
 			// Its approval was never stored: it can never be given.
 			responses = append(responses, engine.ApprovalResponse{ApprovalID: p.Approval.ID, ToolCallID: p.ToolCallID, Reason: "the approval was not recorded"})
 		case a.State == store.ApprovalPending:
-			return &plan{skip: true, skipMessageID: stored.ID}, nil
+			w := engine.PendingApproval{ApprovalID: a.ID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, Input: a.Input}
+			_ = json.Unmarshal(a.Reasons, &w.Reasons)
+			waiting = append(waiting, w)
 		default:
 			responses = append(responses, engine.ApprovalResponse{ApprovalID: a.ID, ToolCallID: a.ToolCallID,
 				Approved: a.State == store.ApprovalApproved, Reason: a.Reason, Input: a.Input})
 		}
 	}
-	if len(responses) == 0 {
-		return &plan{skip: true, skipMessageID: stored.ID}, nil
+	if len(waiting) > 0 || len(responses) == 0 {
+		return &plan{skip: true, skipMessageID: stored.ID, waiting: waiting}, nil
 	}
 	return &plan{continuation: true, messageID: stored.ID, entry: engine.EntryToolResult, approvals: responses}, nil
 }

@@ -392,3 +392,17 @@ func TestApprovalOtherEntryPaths(t *testing.T) {
 		t.Errorf("openai answered %+v", out)
 	}
 }
+
+// continue on a message awaiting approval runs nothing and answers the
+// pending approval; once it is decided, continue resumes the turn.
+func TestApprovalContinue(t *testing.T) {
+	g := newTestGateway(t, "approval", withApprovalKeys)
+	askApproval(t, g, "cont", "/big/db", bearer(userKey)...)
+	var res turnResponse
+	g.doJSON("POST", "/v1/agents/demo/sessions/cont/continue", nil, http.StatusOK, &res, bearer(userKey)...)
+	if res.Status != StatusSkipped || len(res.PendingApprovals) != 1 || res.PendingApprovals[0].Reasons[0].Approvers[0] != "role:ops" {
+		t.Fatalf("continue while pending: %+v", res)
+	}
+	g.doJSON("POST", "/v1/approvals/"+res.PendingApprovals[0].ApprovalID, map[string]any{"approved": true}, http.StatusOK, nil, bearer(opsKey)...)
+	waitForPart(t, g, "cont", engine.ToolStateOutputAvailable, bearer(userKey)...)
+}

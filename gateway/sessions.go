@@ -287,10 +287,13 @@ func (s *Server) continueLastTurn(c *gin.Context) error {
 	return s.runAndRespond(c, &turnInput{
 		agent: ag, principal: principal(c), sessionID: id, entry: engine.EntryContinueLastTurn,
 		requestID: requestID(c), body: req.Body, setBody: req.Body != nil, bounded: true,
-		prepare: func(_ context.Context, tx *transcript) (*plan, error) {
+		prepare: func(ctx context.Context, tx *transcript) (*plan, error) {
 			l := tx.last()
 			if l == nil || l.Role != engine.RoleAssistant {
 				return &plan{skip: true}, nil
+			}
+			if awaitsApproval(l) {
+				return s.decidedPlan(ctx, tx, l)
 			}
 			return &plan{continuation: true, messageID: l.ID}, nil
 		},

@@ -76,6 +76,9 @@ type plan struct {
 	// approvals are the decided approvals the continuation applies
 	// (engine.TurnRequest.ApprovalResponses, approvals.go).
 	approvals []engine.ApprovalResponse
+	// waiting are the approvals a skipped turn still waits for; its
+	// result reports them.
+	waiting []engine.PendingApproval
 }
 
 // turn is one admitted turn: running, or already done when skipped.
@@ -184,7 +187,8 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 		}
 		t.buf.Close()
 		t.status = StatusSkipped
-		t.result = &engine.TurnResult{Status: StatusSkipped, Message: engine.UIMessage{ID: p.skipMessageID, Role: engine.RoleAssistant, Parts: []engine.UIPart{}}}
+		t.result = &engine.TurnResult{Status: StatusSkipped, Message: engine.UIMessage{ID: p.skipMessageID, Role: engine.RoleAssistant, Parts: []engine.UIPart{}},
+			PendingApprovals: p.waiting}
 		now := time.Now()
 		s.recordTurn(ctx, in, s.rules.Current().ID(), t.result, now, now)
 		release()

@@ -57,7 +57,7 @@ func New() *Metrics {
 		Steps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "steps_total",
 			Help: "Model steps by agent."}, []string{"agent"}),
 		ToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tool_calls_total",
-			Help: "Tool calls by tool and decision (allow, rewrite, block, substitute, error, client)."}, []string{"tool", "decision"}),
+			Help: "Tool calls by tool and decision (allow, rewrite, block, substitute, error, client, denied: its approval was denied or expired)."}, []string{"tool", "decision"}),
 		HookEval: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "hook_eval_seconds",
 			Help: "Rule evaluation latency by hook.", Buckets: []float64{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5}}, []string{"hook"}),
 		RuleReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rule_reloads_total",
