@@ -52,6 +52,10 @@ type ToolExecution struct {
 	Input      json.RawMessage
 	StepNumber int
 	Messages   []ModelMessage
+	// IdempotencyKey is the same for every execution of this call of this
+	// turn, on any replica and after a crash (see IdempotencyKey); an HTTP
+	// tool sends it as the Idempotency-Key header.
+	IdempotencyKey string
 }
 
 // Executor runs one tool call. A returned error becomes a tool error the

@@ -17,6 +17,8 @@ type callState struct {
 	call      ToolCall
 	tool      *Tool
 	part      int
+	index     int // in the step's calls
+	step      int
 	decision  string
 	effective json.RawMessage // input the tool runs with (or substitute attribution)
 	output    json.RawMessage
@@ -42,6 +44,7 @@ func (t *turn) resolveTools(parent, ctx context.Context, step *StepResult, msgs 
 	for i := range states {
 		cs := &states[i]
 		cs.call, cs.part = step.ToolCalls[i], st.toolParts[step.ToolCalls[i].ToolCallID]
+		cs.index, cs.step = i, step.StepNumber
 		t.decide(ctx, cs, st.validJSON[i], step.StepNumber, msgs, active)
 		t.announce(cs)
 		if cs.run {
@@ -225,16 +228,21 @@ func (t *turn) runTool(ctx context.Context, cs *callState, step int, msgs []Mode
 	if timeout <= 0 {
 		timeout = t.e.opts.ToolTimeout
 	}
+	if t.replayJournaled(ctx, cs) {
+		return
+	}
+	defer t.journal(ctx, cs)
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	out, err := safeExecute(tctx, cs.tool.Executor, ToolExecution{
-		Identity:   t.req.Identity,
-		ToolCallID: cs.call.ToolCallID,
-		ToolName:   cs.call.ToolName,
-		Input:      cs.effective,
-		StepNumber: step,
-		Messages:   msgs,
+		Identity:       t.req.Identity,
+		ToolCallID:     cs.call.ToolCallID,
+		ToolName:       cs.call.ToolName,
+		Input:          cs.effective,
+		StepNumber:     step,
+		Messages:       msgs,
+		IdempotencyKey: IdempotencyKey(t.req.Identity, cs.call.ToolCallID),
 	})
 	cs.duration, cs.executed = time.Since(start), true
 	switch {

@@ -39,6 +39,9 @@ type TurnRequest struct {
 	// MessageID is the assistant message id: the continued message's id on
 	// continuations, a fresh id otherwise (the engine makes one if empty).
 	MessageID string
+	// Journal, when set, journals the outcomes of the turn's server tool
+	// calls and replays those an earlier run of the turn completed.
+	Journal ToolJournal
 	// Body is the request's custom body fields (TurnContext.body).
 	Body map[string]any
 	// Hooks receives the lifecycle hooks; nil means NopHooks.

@@ -303,6 +303,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		ApprovalResponses: p.approvals,
 		MessageID:         p.messageID,
 		Body:              in.body,
+		Journal:           s.journalFor(in),
 		Hooks:             hooks,
 		// Frames wait in held until the engine is about to wait, so the
 		// events of one model part or tool round reach the client in one

@@ -55,26 +55,13 @@ func pgSchema(t *testing.T) (dsn, schema string, conn *pgx.Conn) {
 // chat turn with a tool call, stored in the database, then a durable
 // submission that survives SIGKILL and a restart on the same database.
 func TestPostgresStore(t *testing.T) {
-	dsn, schema, conn := pgSchema(t)
 	dir := fixture(t, "e2e")
-	cfgPath := filepath.Join(dir, "turngate.yaml")
-	data, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const sqliteStore = "store:\n  driver: sqlite\n  path: data/turngate.db\n"
-	if !strings.Contains(string(data), sqliteStore) {
-		t.Fatalf("the e2e fixture's config has no %q block to replace", sqliteStore)
-	}
-	cfg := strings.Replace(string(data), sqliteStore, "store:\n  driver: postgres\n  dsn: ${TURNGATE_TEST_STORE_DSN}\n", 1)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pg, schema, conn := usePostgres(t, dir)
 	gt := startGate(t)
 	g := startGateway(t, gatewayOptions{
 		Config: "turngate.yaml",
 		Dir:    dir,
-		Env:    []string{"TURNGATE_TEST_GATE_URL=" + gt.URL, "TURNGATE_TEST_STORE_DSN=" + dsn},
+		Env:    append(pg, "TURNGATE_TEST_GATE_URL="+gt.URL),
 	})
 	t.Cleanup(gt.release)
 	if !strings.Contains(g.Stderr.String(), "driver=postgres") {

@@ -136,6 +136,16 @@ type Store interface {
 	// expired (reason "expired") and returns them.
 	ExpireApprovals(ctx context.Context, at time.Time) ([]Approval, error)
 
+	// JournalToolResult stores the outcome of an executed tool call,
+	// replacing an earlier one of the same key; the engine journals it
+	// before the turn's next model step (see ToolResult).
+	JournalToolResult(ctx context.Context, r *ToolResult) error
+	// JournaledToolResult returns the journaled outcome of the tool call
+	// k or, when there is none, the latest one journaled at position
+	// (step, index) of k's request, under another id; ErrNotFound when
+	// there is neither. The caller compares its tool and input.
+	JournaledToolResult(ctx context.Context, k ToolCallKey, step, index int) (*ToolResult, error)
+
 	// Close releases the store.
 	Close() error
 }

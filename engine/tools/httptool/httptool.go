@@ -27,6 +27,10 @@ const (
 	HeaderRequestID  = "X-Turngate-Request-Id"
 	HeaderSessionID  = "X-Turngate-Session-Id"
 	HeaderToolCallID = "X-Turngate-Tool-Call-Id"
+	// HeaderIdempotencyKey carries engine.ToolExecution.IdempotencyKey:
+	// the same value when a call interrupted by a crash is retried (on any
+	// replica), so the endpoint can deduplicate it.
+	HeaderIdempotencyKey = "Idempotency-Key"
 )
 
 // DefaultMaxBodyBytes is the response body cap when none is given: large
@@ -144,6 +148,9 @@ func (e *Executor) Execute(ctx context.Context, call engine.ToolExecution) (json
 	req.Header.Set(HeaderRequestID, call.RequestID)
 	req.Header.Set(HeaderSessionID, call.SessionID)
 	req.Header.Set(HeaderToolCallID, call.ToolCallID)
+	if call.IdempotencyKey != "" {
+		req.Header.Set(HeaderIdempotencyKey, call.IdempotencyKey)
+	}
 
 	resp, err := e.client.Do(req)
 	if err != nil {

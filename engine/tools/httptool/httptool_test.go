@@ -136,32 +136,37 @@ func TestExecuteSendsHeadersAndMethod(t *testing.T) {
 		URL:    srv.URL + "/json",
 		Method: "put",
 		// A configured turngate header does not override the call's own.
-		Headers: map[string]string{"Authorization": "Bearer s3cret", httptool.HeaderToolCallID: "configured"},
+		Headers: map[string]string{"Authorization": "Bearer s3cret", httptool.HeaderToolCallID: "configured",
+			httptool.HeaderIdempotencyKey: "configured"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ex.Execute(context.Background(), call(`{"city":"Paris"}`)); err != nil {
+	c := call(`{"city":"Paris"}`)
+	c.IdempotencyKey = "key-1"
+	if _, err := ex.Execute(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
 	r := <-got
 	checks := map[string]string{
-		"method":                  r.method,
-		"body":                    r.body,
-		"Authorization":           r.headers.Get("Authorization"),
-		"Content-Type":            r.headers.Get("Content-Type"),
-		httptool.HeaderRequestID:  r.headers.Get(httptool.HeaderRequestID),
-		httptool.HeaderSessionID:  r.headers.Get(httptool.HeaderSessionID),
-		httptool.HeaderToolCallID: r.headers.Get(httptool.HeaderToolCallID),
+		"method":                      r.method,
+		"body":                        r.body,
+		"Authorization":               r.headers.Get("Authorization"),
+		"Content-Type":                r.headers.Get("Content-Type"),
+		httptool.HeaderRequestID:      r.headers.Get(httptool.HeaderRequestID),
+		httptool.HeaderSessionID:      r.headers.Get(httptool.HeaderSessionID),
+		httptool.HeaderToolCallID:     r.headers.Get(httptool.HeaderToolCallID),
+		httptool.HeaderIdempotencyKey: r.headers.Get(httptool.HeaderIdempotencyKey),
 	}
 	want := map[string]string{
-		"method":                  "PUT",
-		"body":                    `{"city":"Paris"}`,
-		"Authorization":           "Bearer s3cret",
-		"Content-Type":            "application/json",
-		httptool.HeaderRequestID:  "req-1",
-		httptool.HeaderSessionID:  "sess-1",
-		httptool.HeaderToolCallID: "call-1",
+		"method":                      "PUT",
+		"body":                        `{"city":"Paris"}`,
+		"Authorization":               "Bearer s3cret",
+		"Content-Type":                "application/json",
+		httptool.HeaderRequestID:      "req-1",
+		httptool.HeaderSessionID:      "sess-1",
+		httptool.HeaderToolCallID:     "call-1",
+		httptool.HeaderIdempotencyKey: "key-1",
 	}
 	for k, w := range want {
 		if checks[k] != w {

@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/store"
+)
+
+// toolJournal is the engine's ToolJournal on the store: a turn's executed
+// tool calls are journaled under its tenant, session and request id, which
+// every run of a durable submission shares, so a submission re-run after a
+// crash (on this replica or another) reuses the outcomes of the calls its
+// crashed run completed.
+type toolJournal struct {
+	st     store.Store
+	log    *slog.Logger
+	tenant string
+	sessID string
+	reqID  string
+}
+
+// journalFor returns the journal of in's turn when it runs a durable
+// submission, the one kind of turn the gateway runs again after a crash
+// (under the same request id, which the gateway made); nil otherwise, so
+// chat turns pay no journal write per tool call.
+func (s *Server) journalFor(in *turnInput) engine.ToolJournal {
+	if in.entry != engine.EntrySubmitMessages || in.ephemeral {
+		return nil
+	}
+	return &toolJournal{st: s.store, log: s.log, tenant: in.principal.Tenant, sessID: in.sessionID, reqID: in.requestID}
+}
+
+func (j *toolJournal) key(id string) store.ToolCallKey {
+	return store.ToolCallKey{Tenant: j.tenant, SessionID: j.sessID, RequestID: j.reqID, ToolCallID: id}
+}
+
+// inputHash is the hex SHA-256 of a tool call's input.
+func inputHash(input []byte) string {
+	h := sha256.Sum256(input)
+	return hex.EncodeToString(h[:])
+}
+
+// Lookup implements engine.ToolJournal: the entry of the call's id, or of
+// its position when the re-run's model named it anew, counts only for the
+// same tool and input, so another call under a reused id or position runs. A
+// store error is logged and the call runs (at least once).
+func (j *toolJournal) Lookup(ctx context.Context, c engine.JournalCall) (engine.JournalEntry, bool) {
+	r, err := j.st.JournaledToolResult(ctx, j.key(c.ToolCallID), c.Step, c.Index)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			j.log.Error("reading the tool journal; the call runs", "requestId", j.reqID, "toolCallId", c.ToolCallID, "err", err)
+		}
+		return engine.JournalEntry{}, false
+	}
+	if r.ToolName != c.ToolName || r.InputSHA256 != inputHash(c.Input) {
+		return engine.JournalEntry{}, false
+	}
+	return engine.JournalEntry{Output: r.Output, Error: r.Error}, true
+}
+
+// Record implements engine.ToolJournal. A store error is logged: the call's
+// outcome is then not reused by a re-run.
+func (j *toolJournal) Record(ctx context.Context, c engine.JournalCall, e engine.JournalEntry) {
+	err := j.st.JournalToolResult(context.WithoutCancel(ctx), &store.ToolResult{
+		ToolCallKey: j.key(c.ToolCallID),
+		Step:        c.Step,
+		CallIndex:   c.Index,
+		ToolName:    c.ToolName,
+		InputSHA256: inputHash(c.Input),
+		Output:      e.Output,
+		Error:       e.Error,
+	})
+	if err != nil {
+		j.log.Error("journaling a tool result", "requestId", j.reqID, "toolCallId", c.ToolCallID, "err", err)
+	}
+}
