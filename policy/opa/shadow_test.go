@@ -42,6 +42,7 @@ func TestShadowRules(t *testing.T) {
 		{"shadow block beside an enforced block", readOnly(call("delete", `{"path":"/etc/passwd"}`))},
 		{"shadow patch", call("search", `{"query":"go","limit":500}`)},
 		{"shadow substitute", call("weather", `{"city":"Paris"}`)},
+		{"shadow approval", call("transfer", `{"amount":5}`)},
 		{"failing shadow rule leaves the enforced decision", call("divide", `{"by":0}`)},
 	}
 	var got []shadowOutcome

@@ -42,3 +42,9 @@ block contains "never" if {
 	input.tool.name == "divide"
 	1 / input.tool.input.by > 0
 }
+
+# METADATA
+# title: transfers need finance
+# custom:
+#   shadow: true
+approval contains {"reason": "moves money", "approvers": ["role:finance"]} if input.tool.name == "transfer"
