@@ -131,7 +131,20 @@ func (s *Server) answerPlan(ctx context.Context, sent engine.UIMessage, tx *tran
 			s.answer(ctx, tx, rows, p)
 		}
 	}
-	return s.decidedPlan(ctx, tx, stored)
+	p, err := s.decidedPlan(ctx, tx, stored)
+	if err != nil || p.skip || !slices.ContainsFunc(stored.Parts, func(p engine.UIPart) bool {
+		return p.IsTool() && p.State == engine.ToolStateInputAvailable
+	}) {
+		return p, err
+	}
+	// The step also called client tools: their outputs come with the
+	// answers, and the continuation needs both.
+	cp, err := toolResultPlan(ctx, sent, tx)
+	if err != nil || cp.skip {
+		return cp, err
+	}
+	p.clientResults = cp.clientResults
+	return p, nil
 }
 
 // messageApprovals returns the stored approvals of message m by id.

@@ -406,3 +406,39 @@ func TestApprovalContinue(t *testing.T) {
 	g.doJSON("POST", "/v1/approvals/"+res.PendingApprovals[0].ApprovalID, map[string]any{"approved": true}, http.StatusOK, nil, bearer(opsKey)...)
 	waitForPart(t, g, "cont", engine.ToolStateOutputAvailable, bearer(userKey)...)
 }
+
+// A step that calls a client tool and a tool needing approval continues
+// once the client's output and the answer come back together, as the AI
+// SDK client sends them.
+func TestApprovalWithClientToolInOneStep(t *testing.T) {
+	g := newTestGateway(t, "approval")
+	chunks := readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("both", "u-both", "confirm and delete /tmp/z")))
+	req := chunks[slices.Index(types(chunks), "tool-approval-request")]
+	h := g.history("demo", "both")
+	m := h[len(h)-1]
+	body := answerBody("both", m, req.str("approvalId"), true, "")
+	parts := body["messages"].([]any)[1].(map[string]any)["parts"].([]any)
+	for i, p := range parts {
+		if up, ok := p.(engine.UIPart); ok && up.Type == "tool-confirm" {
+			parts[i] = map[string]any{"type": "tool-confirm", "toolCallId": up.ToolCallID, "state": "output-available", "input": up.Input, "output": "yes"}
+		}
+	}
+	resp := readUIStream(t, g.do("POST", "/v1/agents/demo/chat", body))
+	if got := types(resp); len(got) < 3 || got[1] != "tool-output-available" || !slices.Contains(got, "start-step") {
+		t.Fatalf("continuation %q", got)
+	}
+	h = g.history("demo", "both")
+	last := h[len(h)-1]
+	states := map[string]string{}
+	for _, p := range last.Parts {
+		if p.IsTool() {
+			states[p.Type] = p.State
+		}
+	}
+	if states["tool-confirm"] != engine.ToolStateOutputAvailable || states["tool-delete"] != engine.ToolStateOutputAvailable {
+		t.Errorf("states %v", states)
+	}
+	if text := last.Parts[len(last.Parts)-1].Text; text != "You answered: yes" {
+		t.Errorf("model answered %q", text)
+	}
+}
