@@ -47,6 +47,13 @@ type TurnContext struct {
 	Body         map[string]any `json:"body,omitempty"`
 	// MaxSteps is the step budget before overrides.
 	MaxSteps int `json:"maxSteps"`
+	// Context maps the agent's context blocks to their content (the
+	// system prompt was built from them); nil without context blocks.
+	Context map[string]string `json:"context,omitempty"`
+	// Compacted reports that a summary (Summary) replaces the older part
+	// of the conversation the model is sent.
+	Compacted bool   `json:"compacted,omitempty"`
+	Summary   string `json:"summary,omitempty"`
 }
 
 // ToolChoice types (the AI SDK's ToolChoice).

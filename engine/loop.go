@@ -80,6 +80,7 @@ type turn struct {
 	provider      Provider
 	upstream      string
 	stream        guardedStream // the open model stream (startStream)
+	compactedOnce bool          // reactive compaction ran (compactAfterOverflow)
 
 	// Progress.
 	msg     UIMessage
@@ -169,6 +170,9 @@ func (t *turn) setup(ctx context.Context) error {
 		Continuation: req.Continuation,
 		Body:         req.Body,
 		MaxSteps:     maxSteps,
+	}
+	if s := req.Session; s != nil {
+		tc.Context, tc.Summary, tc.Compacted = s.Context, s.Summary, s.Summary != ""
 	}
 	override, err := callBeforeTurn(ctx, t.hooks, tc)
 	if err != nil {
@@ -394,6 +398,8 @@ func (t *turn) prepareStep(ctx context.Context, n int) (stepPlan, string, error)
 		ProviderOptions:  cfg.ProviderOptions,
 		Output:           cfg.Output,
 		SendReasoning:    t.sendReasoning,
+		SystemBlocks:     t.systemBlocks(t.system),
+		CachePrompt:      t.req.Session != nil && t.req.Session.CachePrompt,
 	}
 	if cfg.StopSequences != nil {
 		req.StopSequences = *cfg.StopSequences
@@ -410,7 +416,7 @@ func (t *turn) prepareStep(ctx context.Context, n int) (stepPlan, string, error)
 		plan.prov, plan.model, req.Model = p, *sc.Model, upstream
 	}
 	if sc.System != nil {
-		req.System = *sc.System
+		req.System, req.SystemBlocks = *sc.System, t.systemBlocks(*sc.System)
 	}
 	if sc.Messages != nil {
 		req.Messages = *sc.Messages
@@ -537,6 +543,12 @@ func (t *turn) open(ctx context.Context, prov Provider, req *ModelRequest, timer
 		}
 		if timer != nil {
 			timer.Stop()
+		}
+		if retry, cerr := t.compactAfterOverflow(ctx, req, err); retry || cerr != nil {
+			if cerr != nil {
+				return nil, false, cerr
+			}
+			continue
 		}
 		var ue *UpstreamError
 		if ctx.Err() != nil || !errors.As(err, &ue) || !ue.Retryable || attempt >= t.maxRetries || ue.RetryAfter > maxRetryAfter {

@@ -30,6 +30,11 @@ type ModelRequest struct {
 	Output *OutputSpec
 	// SendReasoning tells providers that support it to return reasoning.
 	SendReasoning bool
+	// SystemBlocks, when set, are System's parts (SessionInfo.SystemBlocks)
+	// for providers that take a list of system blocks.
+	SystemBlocks []SystemBlock
+	// CachePrompt asks for cache breakpoints (SessionInfo.CachePrompt).
+	CachePrompt bool
 }
 
 // Stream part types a provider emits (the AI SDK's TextStreamPart names).
@@ -95,6 +100,10 @@ type UpstreamError struct {
 	RetryAfter time.Duration
 	// Message is the provider's error text; never shown to clients by default.
 	Message string
+	// ContextOverflow marks a request rejected for not fitting the model's
+	// context window (OpenAI context_length_exceeded, Anthropic "prompt is
+	// too long").
+	ContextOverflow bool
 }
 
 // Error describes the failure with its HTTP status, if any. It carries

@@ -14,6 +14,9 @@ type TurnRequest struct {
 	// Model is the agent's model name, resolved through the ModelResolver.
 	Model  string
 	System string
+	// Session is what the agent's session configuration adds (context
+	// blocks, compaction, cached prompts); nil without one.
+	Session *SessionInfo
 	// Messages is the stored transcript, ending with the new user message,
 	// or with the assistant message being continued (Continuation).
 	Messages []UIMessage

@@ -36,6 +36,7 @@ import (
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/extension"
 	"github.com/turngate/turngate/gateway/metrics"
+	"github.com/turngate/turngate/gateway/sessionctx"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/gateway/uistream"
 	"github.com/turngate/turngate/policy"
@@ -85,6 +86,8 @@ type agent struct {
 	// bodySchema validates the custom body of the agent's requests (nil:
 	// any body).
 	bodySchema *jsonschema.Schema
+	// session applies the agent's session configuration; nil without one.
+	session *sessionctx.Agent
 }
 
 // Server is the gateway. Create it with New, serve Handler, call Start to
@@ -166,6 +169,7 @@ func New(opts Options) (*Server, error) {
 	if s.agents, err = buildAgents(opts.Config); err != nil {
 		return nil, err
 	}
+	s.buildSessions()
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
 	s.subs = newSubmissions(s)
 	s.handler = s.routes()

@@ -320,13 +320,17 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		},
 		Flush: flush,
 	}
-	res := s.runEngine(ctx, req)
-	flush() // the events of a recovered panic
+	res := s.applySession(ctx, in, req)
+	if res == nil {
+		res = s.runEngine(ctx, req)
+	}
+	flush() // the events of a recovered panic or a failed session context
 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
 	s.recordApprovals(pctx, in, res)
 	s.recordTurn(pctx, in, rev.ID(), res, start, time.Now())
+	s.observeSession(pctx, in, req, res)
 
 	t.result, t.status, t.err = res, res.Status, catcher.err
 	s.mu.Lock()

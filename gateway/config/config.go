@@ -138,6 +138,9 @@ type Agent struct {
 	// custom body fields of the agent's requests must match; it also types
 	// input.body in Rego rules (see BodySchema).
 	BodySchema map[string]any `yaml:"bodySchema"`
+	// Session configures context blocks, compaction, cached prompts and
+	// history search (session.go).
+	Session *Session `yaml:"session"`
 }
 
 // AgentTimeout bounds an agent's model streaming: Total the whole turn's,
@@ -474,6 +477,7 @@ func (c *Config) applyDefaults() {
 	l.MaxConnections = cmp.Or(l.MaxConnections, DefaultMaxConnections)
 	l.ApprovalExpiry = cmp.Or(l.ApprovalExpiry, DefaultApprovalExpiry)
 	c.applyExtensionDefaults()
+	c.applySessionDefaults()
 }
 
 // Agent returns the agent named name.
@@ -546,6 +550,7 @@ func (c *Config) Validate() error {
 			add("agents[%d] (%s): "+format, append([]any{i, a.Name}, args...)...)
 		}, len(c.MCPServers) > 0)
 	}
+	c.validateSessions(add)
 	c.Store.validate(add)
 	for i, k := range c.Auth.APIKeys {
 		if (k.Key == "") == (k.KeySHA256 == "") {

@@ -6,7 +6,7 @@ import (
 )
 
 // resolvePaths makes c's relative file paths (rules.dir, store.path,
-// audit.path, providers' script) absolute against dir, the directory of the
+// audit.path, providers' script, context block files) absolute against dir, the directory of the
 // config file, as Prometheus and most config-driven servers do: a config
 // means the same files whatever the working directory it is started from.
 func (c *Config) resolvePaths(dir string) {
@@ -25,6 +25,13 @@ func (c *Config) resolvePaths(dir string) {
 		// A bare program name is looked up in PATH, as a shell would.
 		if cmd := c.Extensions[i].Command; len(cmd) > 0 && strings.ContainsRune(cmd[0], '/') {
 			resolve(&cmd[0])
+		}
+	}
+	for _, a := range c.Agents {
+		if a.Session != nil {
+			for j := range a.Session.Context {
+				resolve(&a.Session.Context[j].File)
+			}
 		}
 	}
 }

@@ -44,6 +44,9 @@ type Metrics struct {
 	// ExtensionFailures counts failed deliveries by extension, hook and
 	// reason (timeout, error, invalid).
 	ExtensionFailures *prometheus.CounterVec
+	// Compactions counts conversation compactions by agent and reason
+	// (threshold, overflow).
+	Compactions *prometheus.CounterVec
 }
 
 // New returns Metrics registered on a fresh registry, with the Go runtime
@@ -78,9 +81,11 @@ func New() *Metrics {
 			Help: "Extension deliveries dropped because the extension's queue was full, by extension and hook."}, []string{"extension", "hook"}),
 		ExtensionFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "extension_failures_total",
 			Help: "Failed extension deliveries by extension, hook and reason: timeout (no answer in time), error (transport, HTTP status, process down, an {error} answer), invalid (an answer or result field that does not apply)."}, []string{"extension", "hook", "reason"}),
+		Compactions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compactions_total",
+			Help: "Conversation compactions by agent and reason (threshold: compaction.after passed; overflow: the upstream rejected a step as too long)."}, []string{"agent", "reason"}),
 	}
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
-		m.UpstreamErrors, m.ActiveStreams, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.UpstreamErrors, m.ActiveStreams, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

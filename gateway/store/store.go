@@ -146,6 +146,10 @@ type Store interface {
 	// there is neither. The caller compares its tool and input.
 	JournaledToolResult(ctx context.Context, k ToolCallKey, step, index int) (*ToolResult, error)
 
+	// SessionMemory keeps the state of agents' session configuration
+	// (sessionmem.go).
+	SessionMemory
+
 	// Close releases the store.
 	Close() error
 }

@@ -481,7 +481,7 @@ func (estimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	case types.ListKind, types.MapKind:
 		if p := n.Path(); len(p) > 0 {
 			switch p[len(p)-1] {
-			case "content", "toolCalls", "toolResults", "roles", "steps":
+			case "content", "toolCalls", "toolResults", "roles", "steps", "context":
 				return &checker.SizeEstimate{Min: 0, Max: estInnerSize}
 			}
 		}

@@ -53,6 +53,9 @@ func init() {
 		field("entryPath", types.StringType, func(t *engine.TurnContext) ref.Val { return types.String(t.EntryPath) }),
 		field("depth", types.IntType, func(t *engine.TurnContext) ref.Val { return types.Int(t.Depth) }),
 		field("maxSteps", types.IntType, func(t *engine.TurnContext) ref.Val { return types.Int(t.MaxSteps) }),
+		field("context", stringMapType, func(t *engine.TurnContext) ref.Val { return types.NewStringStringMap(registry, t.Context) }),
+		field("compacted", types.BoolType, func(t *engine.TurnContext) ref.Val { return types.Bool(t.Compacted) }),
+		field("summary", types.StringType, func(t *engine.TurnContext) ref.Val { return types.String(t.Summary) }),
 	)
 	addFields(stepType,
 		field("stepNumber", types.IntType, func(s *engine.PrepareStepContext) ref.Val { return types.Int(s.StepNumber) }),

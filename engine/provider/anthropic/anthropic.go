@@ -100,11 +100,15 @@ func (p *Provider) body(req *engine.ModelRequest) ([]byte, []string, error) {
 	if req.MaxOutputTokens != nil {
 		maxTokens = *req.MaxOutputTokens
 	}
+	turns := messages(req.Messages)
 	b := map[string]any{
 		"model":      req.Model,
 		"max_tokens": maxTokens,
-		"messages":   messages(req.Messages),
+		"messages":   turns,
 		"stream":     true,
+	}
+	if req.CachePrompt {
+		cacheConversation(turns)
 	}
 	var system []string
 	if req.System != "" {
@@ -115,7 +119,9 @@ func (p *Provider) body(req *engine.ModelRequest) ([]byte, []string, error) {
 			system = append(system, m.Text())
 		}
 	}
-	if len(system) > 0 {
+	if blocks, ok := cachedSystem(req); ok {
+		b["system"] = blocks
+	} else if len(system) > 0 {
 		b["system"] = strings.Join(system, "\n\n")
 	}
 	if len(req.Tools) > 0 {

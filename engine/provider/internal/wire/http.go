@@ -162,7 +162,8 @@ func Open(ctx context.Context, req Request, handler Handler) (engine.Stream, err
 
 // StatusError builds the UpstreamError of a failed HTTP response.
 func StatusError(status int, h http.Header, body []byte) *engine.UpstreamError {
-	e := &engine.UpstreamError{Status: status, Retryable: RetryableStatus(status), RetryAfter: RetryAfter(h), Message: ErrorMessage(body)}
+	e := &engine.UpstreamError{Status: status, Retryable: RetryableStatus(status), RetryAfter: RetryAfter(h), Message: ErrorMessage(body),
+		ContextOverflow: ContextOverflow(status, body)}
 	switch strings.ToLower(h.Get("x-should-retry")) {
 	case "true":
 		e.Retryable = true
@@ -173,6 +174,29 @@ func StatusError(status int, h http.Header, body []byte) *engine.UpstreamError {
 		e.Message = http.StatusText(status)
 	}
 	return e
+}
+
+// ContextOverflow reports whether a failed response rejects a request
+// for not fitting the model's context window: OpenAI's error code
+// context_length_exceeded, Anthropic's invalid_request_error "prompt is
+// too long" (and its 413 request_too_large).
+func ContextOverflow(status int, body []byte) bool {
+	if status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge {
+		return false
+	}
+	var obj struct {
+		Error struct {
+			Code    string `json:"code"`
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &obj) != nil {
+		return false
+	}
+	e := obj.Error
+	return e.Code == "context_length_exceeded" || e.Type == "request_too_large" ||
+		(e.Type == "invalid_request_error" && strings.HasPrefix(strings.ToLower(e.Message), "prompt is too long"))
 }
 
 // RetryableStatus reports whether the official SDKs retry a status: 408,
