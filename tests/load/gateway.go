@@ -59,6 +59,15 @@ type gateway struct {
 
 	profile    chan error // the running CPU profile's result
 	profileOut string
+
+	// The replicas of a started gateway (-replicas): base is bases[0], pid
+	// pids[0], cmd cmds[0]. pg is their PostgreSQL database (-store
+	// postgres), nil on SQLite.
+	bases []string
+	pids  []int
+	cmds  []*exec.Cmd
+	exits []chan struct{}
+	pg    *pgTarget
 }
 
 // modelShape is what the scripted model streams, known only for a started
@@ -121,7 +130,12 @@ func (gw *gateway) start(ctx context.Context, p *params) error {
 	}
 	script := newScript(p.Chunks)
 	gw.model = modelShape{known: true, script: script, delay: delay}
-	if err := writeSetup(dir, p, script, delay); err != nil {
+	if p.Store == storePostgres {
+		if gw.pg, err = openPG(ctx, p.PGDSN); err != nil {
+			return err
+		}
+	}
+	if err := writeSetup(dir, p, script, delay, gw.pg); err != nil {
 		return err
 	}
 	if p.Rev != "" {
@@ -142,21 +156,36 @@ func (gw *gateway) start(ctx context.Context, p *params) error {
 	if err != nil {
 		return err
 	}
+	for i := range p.Replicas {
+		if err := gw.startReplica(ctx, p, bin, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startReplica starts replica i of the gateway and waits until it is
+// ready; the first one is gw.base, gw.pid and gw.cmd.
+func (gw *gateway) startReplica(ctx context.Context, p *params, bin string, i int) error {
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
-	gw.base = "http://" + port
-	cmd := exec.Command(bin, "serve", "-config", filepath.Join(dir, "config.yaml"), "-listen", port)
-	cmd.Dir = dir
-	logf, err := os.Create(filepath.Join(dir, "gateway.log"))
+	base := "http://" + port
+	cmd := exec.Command(bin, "serve", "-config", filepath.Join(gw.dir, "config.yaml"), "-listen", port)
+	cmd.Dir = gw.dir
+	logName := "gateway.log"
+	if i > 0 {
+		logName = fmt.Sprintf("gateway-%d.log", i)
+	}
+	logf, err := os.Create(filepath.Join(gw.dir, logName))
 	if err != nil {
 		return fmt.Errorf("creating gateway log: %w", err)
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), p.GatewayEnv...)
-	if p.CPUProfile != "" {
+	if p.CPUProfile != "" && i == 0 {
 		pp, err := freePort()
 		if err != nil {
 			return err
@@ -168,11 +197,14 @@ func (gw *gateway) start(ctx context.Context, p *params) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting gateway: %w", err)
 	}
-	gw.cmd, gw.pid, gw.exited = cmd, cmd.Process.Pid, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(gw.exited) }()
-	gw.log("gateway pid %d on %s (dir %s)", gw.pid, gw.base, dir)
-	if err := gw.waitReady(ctx, readyTimeout); err != nil {
-		return fmt.Errorf("%w\n%s", err, tail(filepath.Join(dir, "gateway.log"), 20))
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	gw.bases, gw.pids = append(gw.bases, base), append(gw.pids, cmd.Process.Pid)
+	gw.cmds, gw.exits = append(gw.cmds, cmd), append(gw.exits, exited)
+	gw.base, gw.pid, gw.cmd, gw.exited = gw.bases[0], gw.pids[0], gw.cmds[0], gw.exits[0]
+	gw.log("gateway replica %d pid %d on %s (dir %s)", i, cmd.Process.Pid, base, gw.dir)
+	if err := gw.waitReadyAt(ctx, base, exited, readyTimeout); err != nil {
+		return fmt.Errorf("%w\n%s", err, tail(filepath.Join(gw.dir, logName), 20))
 	}
 	return nil
 }
@@ -275,17 +307,23 @@ func freePort() (string, error) {
 
 // waitReady polls /readyz until it answers 200.
 func (gw *gateway) waitReady(ctx context.Context, timeout time.Duration) error {
+	return gw.waitReadyAt(ctx, gw.base, gw.exited, timeout)
+}
+
+// waitReadyAt waits until the gateway at base answers /readyz 200; exited,
+// when not nil, is closed when its process ends.
+func (gw *gateway) waitReadyAt(ctx context.Context, base string, exited chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
-		if gw.exited != nil {
+		if exited != nil {
 			select {
-			case <-gw.exited:
-				return fmt.Errorf("gateway exited while starting (%v)", gw.cmd.ProcessState)
+			case <-exited:
+				return fmt.Errorf("gateway at %s exited while starting", base)
 			default:
 			}
 		}
-		resp, err := gw.do(ctx, http.MethodGet, "/readyz", nil)
+		resp, err := gw.doAt(ctx, base, http.MethodGet, "/readyz", nil)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -301,12 +339,17 @@ func (gw *gateway) waitReady(ctx context.Context, timeout time.Duration) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("gateway at %s not ready after %v: %v", gw.base, timeout, last)
+	return fmt.Errorf("gateway at %s not ready after %v: %v", base, timeout, last)
 }
 
 // do sends one request to the gateway.
 func (gw *gateway) do(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, gw.base+path, bytes.NewReader(body))
+	return gw.doAt(ctx, gw.replicaBase(method, path), method, path, body)
+}
+
+// doAt sends one request to the gateway at base.
+func (gw *gateway) doAt(ctx context.Context, base, method, path string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -322,14 +365,20 @@ func (gw *gateway) do(ctx context.Context, method, path string, body []byte) (*h
 // close stops a started gateway (SIGTERM, then SIGKILL) and removes its
 // directory unless -keep.
 func (gw *gateway) close() {
-	if gw.cmd != nil && gw.cmd.Process != nil {
-		_ = gw.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-gw.exited:
-		case <-time.After(stopTimeout):
-			_ = gw.cmd.Process.Kill()
-			<-gw.exited
+	for i, cmd := range gw.cmds {
+		if cmd.Process == nil {
+			continue
 		}
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-gw.exits[i]:
+		case <-time.After(stopTimeout):
+			_ = cmd.Process.Kill()
+			<-gw.exits[i]
+		}
+	}
+	if gw.pg != nil && !gw.keep {
+		gw.pg.close()
 	}
 	if gw.dir == "" {
 		return
@@ -529,7 +578,7 @@ func (gw *gateway) samplePeak(ctx context.Context) *peakSampler {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
-			if s, err := gw.sample(ctx); err == nil {
+			if s, err := gw.sampleAll(ctx); err == nil {
 				ps.mu.Lock()
 				ps.peak = max(ps.peak, s.RSS, s.HWM)
 				ps.mu.Unlock()

@@ -51,6 +51,12 @@ type params struct {
 	Audit        string        `json:"audit"`
 	Rev          string        `json:"rev,omitempty"`
 	StoreDir     string        `json:"storeDir,omitempty"`
+	// Store is the started gateway's store driver; Replicas how many
+	// gateway processes share it (PostgreSQL only), PGDSN the server
+	// their database is created on.
+	Store    string `json:"store"`
+	Replicas int    `json:"replicas"`
+	PGDSN    string `json:"-"`
 	// GatewayEnv holds KEY=VALUE settings added to the started gateway's
 	// environment only (e.g. GOGC=400), not to the load generator's.
 	GatewayEnv envList `json:"gatewayEnv,omitempty"`
@@ -129,6 +135,9 @@ func parseFlags(args []string, stderr io.Writer) (*params, error) {
 	fs.StringVar(&p.Rev, "rev", "", "with -start: build the gateway from this git `revision` (e.g. HEAD) instead of the working tree")
 	fs.Var(&p.GatewayEnv, "gateway-env", "with -start: add `KEY=VALUE` to the gateway's environment only (repeatable), e.g. GOGC=400")
 	fs.StringVar(&p.StoreDir, "store-dir", "", "with -start: `directory` of the SQLite file (default: the temporary directory; /dev/shm takes disk syncs out)")
+	fs.StringVar(&p.Store, "store", storeSQLite, "with -start: the store, sqlite or postgres (a fresh database on -pg-dsn's server, dropped at the end)")
+	fs.IntVar(&p.Replicas, "replicas", 1, "with -start -store postgres: gateway processes on the one database; turns go to a random one")
+	fs.StringVar(&p.PGDSN, "pg-dsn", defaultPGDSN, "with -store postgres: a postgres:// `URL` of the server and a database to connect to for creating the run's database")
 	fs.IntVar(&p.Streams, "n", 10000, "idle-streams: streams to hold open")
 	fs.DurationVar(&p.Hold, "hold", 10*time.Second, "idle-streams: how long to hold them open")
 	fs.DurationVar(&p.Sample, "sample", 10*time.Second, "soak: interval between samples of /metrics")
@@ -184,6 +193,14 @@ func (p *params) validate() error {
 		return errors.New("-cpuprofile needs -start (the gateway is built with a pprof listener)")
 	case len(p.GatewayEnv) > 0 && !p.Start:
 		return errors.New("-gateway-env needs -start")
+	case p.Store != storeSQLite && p.Store != storePostgres:
+		return fmt.Errorf("-store must be sqlite or postgres, not %q", p.Store)
+	case p.Store == storePostgres && !p.Start:
+		return errors.New("-store postgres needs -start")
+	case p.Replicas < 1:
+		return errors.New("-replicas must be at least 1")
+	case p.Replicas > 1 && p.Store != storePostgres:
+		return errors.New("-replicas above 1 needs -store postgres: a SQLite file serves one gateway")
 	}
 	if p.Agent == "" {
 		p.Agent = "demo"

@@ -24,8 +24,11 @@ type report struct {
 	Idle       *idleRun    `json:"idle,omitempty"`
 	Soak       *soakRun    `json:"soak,omitempty"`
 	OPACompare *compareRun `json:"opaCompare,omitempty"`
-	// Gateway is the gateway process over the measured window.
+	// Gateway is the gateway process over the measured window (the sum
+	// of the replicas').
 	Gateway *procRun `json:"gateway,omitempty"`
+	// Postgres is the database over the measured window (-store postgres).
+	Postgres *pgRun `json:"postgres,omitempty"`
 	// LoadCPUSeconds is this program's own CPU time over the window: on a
 	// small machine the load generator competes with the gateway.
 	LoadCPUSeconds float64 `json:"loadCpuSeconds,omitempty"`
@@ -236,12 +239,15 @@ func (r *report) write(w io.Writer, asJSON bool) error {
 	if r.Params.Rate > 0 {
 		row("start rate", "%g turns/s (open loop)", r.Params.Rate)
 	}
+	if r.Params.Start {
+		row("store", "%s, %d gateway process(es)", r.Params.Store, r.Params.Replicas)
+	}
 	if len(r.Params.GatewayEnv) > 0 {
 		row("gateway env", "%s", r.Params.GatewayEnv.String())
 	}
 	for _, s := range []interface {
 		rows(func(string, string, ...any))
-	}{r.Turns, r.Relay, r.Policy, r.Idle, r.Soak, r.OPACompare, r.Gateway} {
+	}{r.Turns, r.Relay, r.Policy, r.Idle, r.Soak, r.OPACompare, r.Gateway, r.Postgres} {
 		s.rows(row) // nil sections print nothing
 	}
 	if r.LoadCPUSeconds > 0 {

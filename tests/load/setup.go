@@ -93,7 +93,7 @@ func writeRules(dir string, nRego, nCEL int) error {
 }
 
 // configYAML is the started gateway's configuration.
-func configYAML(dir string, p *params, delay time.Duration) string {
+func configYAML(dir string, p *params, delay time.Duration, pg *pgTarget) string {
 	audit := "sink: none"
 	if p.Audit == "file" {
 		audit = fmt.Sprintf("sink: file\n  path: %s", filepath.Join(dir, "audit.log"))
@@ -125,13 +125,12 @@ rules:
   dir: %s
   watch: false
 store:
-  driver: sqlite
-  path: %s
+  %s
 audit:
   %s
 limits:
   shutdownTimeout: 2s
-`, filepath.Join(dir, "model.yaml"), delay, benchAgent, filepath.Join(dir, "rules"), dbPath(dir, p), audit)
+`, filepath.Join(dir, "model.yaml"), delay, benchAgent, filepath.Join(dir, "rules"), storeYAML(p, dir, pg), audit)
 }
 
 // dbPath is the started gateway's SQLite file: in dir, or in -store-dir
@@ -144,13 +143,13 @@ func dbPath(dir string, p *params) string {
 }
 
 // writeSetup writes the config, the model script and the rules into dir.
-func writeSetup(dir string, p *params, s script, delay time.Duration) error {
+func writeSetup(dir string, p *params, s script, delay time.Duration, pg *pgTarget) error {
 	if err := writeRules(filepath.Join(dir, "rules"), p.Rego, p.CEL); err != nil {
 		return err
 	}
 	for name, text := range map[string]string{
 		"model.yaml":  s.yaml(),
-		"config.yaml": configYAML(dir, p, delay),
+		"config.yaml": configYAML(dir, p, delay, pg),
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", name, err)

@@ -104,13 +104,24 @@ func TestGeneratedRulesLoad(t *testing.T) {
 // gateway's strict decoder.
 func TestConfigParses(t *testing.T) {
 	dir := t.TempDir()
-	for _, audit := range []string{"file", "none"} {
-		p := &params{Mode: modeTurns, Start: true, Chunks: 4, Rego: 2, CEL: 2, Audit: audit}
-		if err := writeSetup(dir, p, newScript(p.Chunks), 0); err != nil {
+	pg := &pgTarget{dsn: "postgres://postgres@127.0.0.1:5432/turngate_load_1?application_name=turngate-load"}
+	for _, tt := range []struct {
+		audit string
+		pg    *pgTarget
+	}{{"file", nil}, {"none", nil}, {"file", pg}} {
+		p := &params{Mode: modeTurns, Start: true, Chunks: 4, Rego: 2, CEL: 2, Audit: tt.audit, Store: storeSQLite, Replicas: 1}
+		if tt.pg != nil {
+			p.Store = storePostgres
+		}
+		if err := writeSetup(dir, p, newScript(p.Chunks), 0, tt.pg); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := config.Load(filepath.Join(dir, "config.yaml")); err != nil {
-			t.Errorf("audit %s: %v", audit, err)
+		c, err := config.Load(filepath.Join(dir, "config.yaml"))
+		if err != nil {
+			t.Fatalf("audit %s, store %s: %v", tt.audit, p.Store, err)
+		}
+		if c.Store.Driver != p.Store || (tt.pg != nil && c.Store.DSN != pg.dsn) {
+			t.Errorf("store %s: the config's store is %s %q", p.Store, c.Store.Driver, c.Store.DSN)
 		}
 	}
 }

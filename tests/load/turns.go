@@ -308,7 +308,7 @@ func eventType(data []byte) string {
 func runTurns(ctx context.Context, p *params, gw *gateway, rep *report) error {
 	w, err := measureTurns(ctx, p, gw, promptHi, p.Conc, true)
 	if w != nil {
-		rep.Turns, rep.Gateway, rep.LoadCPUSeconds = w.turns, w.gateway, w.loadCPU
+		rep.Turns, rep.Gateway, rep.Postgres, rep.LoadCPUSeconds = w.turns, w.gateway, w.pg, w.loadCPU
 	}
 	return err
 }
@@ -317,6 +317,7 @@ func runTurns(ctx context.Context, p *params, gw *gateway, rep *report) error {
 type turnWindow struct {
 	turns   *turnRun
 	gateway *procRun
+	pg      *pgRun // nil on SQLite
 	loadCPU float64
 }
 
@@ -337,9 +338,15 @@ func measureTurns(ctx context.Context, p *params, gw *gateway, prompt string, co
 	stop, cancel := window(ctx, p)
 	defer cancel()
 	load := &turnLoad{gw: gw, agent: p.Agent, prompt: prompt, conc: conc, perSession: p.SessionTurns, run: run, limit: int64(p.Turns), rate: p.Rate}
-	before, err := gw.sample(ctx)
+	before, err := gw.sampleAll(ctx)
 	if err != nil {
 		return nil, err
+	}
+	var pgBefore pgSample
+	if gw.pg != nil {
+		if pgBefore, err = gw.pg.sample(ctx); err != nil {
+			return nil, err
+		}
 	}
 	peak := gw.samplePeak(ctx)
 	self := selfCPU()
@@ -355,12 +362,20 @@ func measureTurns(ctx context.Context, p *params, gw *gateway, prompt string, co
 	}
 	wall := end.Sub(start)
 	w := &turnWindow{loadCPU: (selfCPU() - self).Seconds()}
-	after, err := gw.sample(ctx)
+	after, err := gw.sampleAll(ctx)
 	if err != nil {
 		return nil, err
 	}
 	w.turns = summarizeTurns(res, wall, gw.model, prompt)
 	w.gateway = procWindow(before, after, wall, w.turns.Turns, peak.end())
+	if gw.pg != nil {
+		time.Sleep(1500 * time.Millisecond) // PostgreSQL flushes its statistics once a second
+		pgAfter, err := gw.pg.sample(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w.pg = pgWindow(pgBefore, pgAfter, w.turns.Turns)
+	}
 	return w, nil
 }
 
