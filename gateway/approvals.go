@@ -246,6 +246,44 @@ func (s *Server) decidedPlan(ctx context.Context, tx *transcript, stored *engine
 	return &plan{continuation: true, messageID: stored.ID, entry: engine.EntryToolResult, approvals: responses}, nil
 }
 
+// supersededReason denies the approvals of a message the session moved on
+// from: the user sent a new message instead of answering.
+const supersededReason = "superseded: the user sent a new message"
+
+// awaitingMessage returns the id of the session's last message when it
+// awaits approval, else "".
+func awaitingMessage(tx *transcript) string {
+	if l := tx.last(); l != nil && awaitsApproval(l) {
+		return l.ID
+	}
+	return ""
+}
+
+// supersedeApprovals denies the pending approvals of message waiting once
+// the session has moved on to a new user message: the model no longer sees
+// such calls (protocols.md A.12: approval-requested parts before the last
+// user message are dropped), and approvers no longer see them pending.
+func (s *Server) supersedeApprovals(ctx context.Context, tx *transcript, waiting string) {
+	l := tx.last()
+	if waiting == "" || tx.st == nil || l == nil || l.Role != engine.RoleUser {
+		return
+	}
+	list, err := s.store.ListApprovals(ctx, tx.tenant, store.ApprovalFilter{SessionID: tx.session, State: store.ApprovalPending})
+	if err != nil {
+		s.log.Error("listing approvals", "session", tx.session, "err", err)
+		return
+	}
+	for i := range list {
+		if list[i].MessageID != waiting {
+			continue
+		}
+		d, err := s.store.DecideApproval(ctx, tx.tenant, list[i].ID, store.ApprovalDenied, "", supersededReason, time.Now().UTC())
+		if err == nil {
+			s.auditApproval(d, store.ApprovalDenied, "", "")
+		}
+	}
+}
+
 // resumePlan is the prepare of a submission that resumes the turn of
 // message messageID after its approvals were decided: a no-op (skipped)
 // when the session moved on or the message was continued already.

@@ -442,3 +442,17 @@ func TestApprovalWithClientToolInOneStep(t *testing.T) {
 		t.Errorf("model answered %q", text)
 	}
 }
+
+// A new user message instead of an answer denies the waiting approvals:
+// approvers no longer see them, and a late decision is refused.
+func TestApprovalSupersededByNewMessage(t *testing.T) {
+	g := newTestGateway(t, "approval", withApprovalKeys)
+	chunks, _ := askApproval(t, g, "moved", "/big/db", bearer(userKey)...)
+	id := chunks[slices.Index(types(chunks), "tool-approval-request")].str("approvalId")
+	readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("moved", "u-next", "weather in Oslo"), bearer(userKey)...))
+	a, err := g.store.GetApproval(context.Background(), "acme", id)
+	if err != nil || a.State != store.ApprovalDenied || a.Reason != supersededReason {
+		t.Fatalf("approval %+v, %v", a, err)
+	}
+	g.doJSON("POST", "/v1/approvals/"+id, map[string]any{"approved": true}, http.StatusConflict, nil, bearer(opsKey)...)
+}

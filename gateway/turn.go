@@ -171,6 +171,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 			_ = json.Unmarshal(sess.LastBody, &body)
 		}
 	}
+	waiting := awaitingMessage(tx)
 	p, err := in.prepare(ctx, tx)
 	if err == nil {
 		err = tx.admit(ctx, nil)
@@ -178,6 +179,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	if err != nil {
 		return nil, err
 	}
+	s.supersedeApprovals(ctx, tx, waiting)
 	t := &turn{requestID: in.requestID, key: key, done: make(chan struct{}), cancel: func() {}}
 	if p.skip {
 		t.buf = uistream.NewBuffer()
