@@ -64,6 +64,7 @@ var exampleCases = []exampleCase{
 	{"structured-output", exampleStructuredOutput, nil},
 	{"tenant-tool-allowlist", exampleTenantToolAllowlist, nil},
 	{"tool-call-quota", exampleToolCallQuota, nil},
+	{"tool-journal", exampleToolJournal, journalShop},
 	{"trim-messages-on-later-steps", exampleTrimMessagesOnLaterSteps, nil},
 }
 

@@ -38,38 +38,49 @@ type backendCall struct {
 // calls wait for release.
 func startToolBackend(t *testing.T, gated bool) *toolBackend {
 	t.Helper()
-	b := &toolBackend{seen: make(chan backendCall, 64), open: make(chan struct{})}
-	if !gated {
-		b.release()
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body json.RawMessage
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			http.Error(w, "bad input", http.StatusBadRequest)
-			return
-		}
-		c := backendCall{IdempotencyKey: r.Header.Get("Idempotency-Key"), ToolCallID: r.Header.Get("X-Turngate-Tool-Call-Id"), Body: string(body)}
-		b.mu.Lock()
-		b.calls = append(b.calls, c)
-		n := len(b.calls)
-		b.mu.Unlock()
-		select {
-		case b.seen <- c:
-		default:
-		}
-		select {
-		case <-b.open:
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{"calls": n, "status": "done"})
-		case <-r.Context().Done():
-		}
-	}))
+	b := newToolBackend(gated)
+	srv := httptest.NewServer(b)
 	b.URL = srv.URL
 	t.Cleanup(func() {
 		b.release()
 		srv.Close()
 	})
 	return b
+}
+
+// newToolBackend returns a toolBackend to serve; gated makes calls wait
+// for release.
+func newToolBackend(gated bool) *toolBackend {
+	b := &toolBackend{seen: make(chan backendCall, 64), open: make(chan struct{})}
+	if !gated {
+		b.release()
+	}
+	return b
+}
+
+// ServeHTTP records the call and answers {"calls": n, "status": "done"},
+// once the backend is open.
+func (b *toolBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		http.Error(w, "bad input", http.StatusBadRequest)
+		return
+	}
+	c := backendCall{IdempotencyKey: r.Header.Get("Idempotency-Key"), ToolCallID: r.Header.Get("X-Turngate-Tool-Call-Id"), Body: string(body)}
+	b.mu.Lock()
+	b.calls = append(b.calls, c)
+	n := len(b.calls)
+	b.mu.Unlock()
+	select {
+	case b.seen <- c:
+	default:
+	}
+	select {
+	case <-b.open:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"calls": n, "status": "done"})
+	case <-r.Context().Done():
+	}
 }
 
 // release lets waiting and later calls answer.
