@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -455,4 +456,19 @@ func TestApprovalSupersededByNewMessage(t *testing.T) {
 		t.Fatalf("approval %+v, %v", a, err)
 	}
 	g.doJSON("POST", "/v1/approvals/"+id, map[string]any{"approved": true}, http.StatusConflict, nil, bearer(opsKey)...)
+}
+
+// A submission's result carries the pending approval; its decision
+// resumes the turn.
+func TestApprovalSubmission(t *testing.T) {
+	g := newTestGateway(t, "approval")
+	var sub submissionResponse
+	g.doJSON("POST", "/v1/agents/demo/sessions/async/messages", map[string]any{"text": "delete /tmp/q", "async": true}, http.StatusAccepted, &sub)
+	sub = waitSubmission(t, g, "demo", "async", sub.SubmissionID)
+	var res turnResponse
+	if err := json.Unmarshal(sub.Result, &res); err != nil || sub.Status != "completed" || len(res.PendingApprovals) != 1 {
+		t.Fatalf("submission %+v (%s), %v", sub, sub.Result, err)
+	}
+	g.doJSON("POST", "/v1/approvals/"+res.PendingApprovals[0].ApprovalID, map[string]any{"approved": false, "reason": "no"}, http.StatusOK, nil)
+	waitForPart(t, g, "async", engine.ToolStateOutputDenied)
 }
