@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures an Engine. Zero values mean the documented defaults.
@@ -22,6 +24,10 @@ type Options struct {
 	RetryBaseDelay time.Duration
 	// DefaultMaxRetries applies when no TurnConfig sets maxRetries (default 2).
 	DefaultMaxRetries int
+	// Tracer, when set, traces every turn: spans per turn, step, model
+	// call and tool call with the GenAI semantic conventions (trace.go).
+	// Nil means no tracing, at no cost.
+	Tracer trace.Tracer
 }
 
 // Engine runs turns. It is safe for concurrent use; each Run is one turn.
@@ -72,6 +78,7 @@ func New(opts Options) *Engine {
 // and once for every tool or policy failure that becomes a tool error.
 func (e *Engine) Run(ctx context.Context, req *TurnRequest) *TurnResult {
 	t := newTurn(e, req)
+	ctx = t.startTrace(ctx)
 	t.emitStart()
 	if err := t.setup(ctx); err != nil {
 		if ctx.Err() != nil {

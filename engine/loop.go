@@ -81,6 +81,7 @@ type turn struct {
 	upstream      string
 	stream        guardedStream // the open model stream (startStream)
 	compactedOnce bool          // reactive compaction ran (compactAfterOverflow)
+	tr            *turnTrace    // the turn's spans; nil when not traced
 
 	// Progress.
 	msg     UIMessage
@@ -281,6 +282,7 @@ func (t *turn) loop(parent, ctx context.Context) {
 		if t.interrupted(parent, ctx, nil) {
 			return
 		}
+		ctx := t.tr.startStep(ctx, n) // the step's span, when traced
 		plan, stage, err := t.prepareStep(ctx, n)
 		if err != nil {
 			t.fail(ctx, stage, err)
@@ -291,6 +293,7 @@ func (t *turn) loop(parent, ctx context.Context) {
 			return
 		}
 		t.callOnStepFinish(ctx, step)
+		t.tr.finishStep(step)
 		t.steps = append(t.steps, *step)
 		t.finishReason = step.FinishReason
 		if len(t.pending)+len(t.approvals) > 0 {
@@ -453,8 +456,9 @@ func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*Step
 		timer = time.AfterFunc(chunkTimeout, func() { cancel(errChunkTimeout) })
 		defer timer.Stop()
 	}
-	stream, ok, err := t.open(stepCtx, plan.prov, plan.req, timer, chunkTimeout)
+	stream, ok, err := t.open(t.tr.startModel(stepCtx, plan.req, plan.model), plan.prov, plan.req, timer, chunkTimeout)
 	if err != nil {
+		t.tr.endModel(nil, err)
 		if !t.interrupted(parent, ctx, stepCtx) {
 			t.fail(ctx, StageStream, fmt.Errorf("step %d: %w", n, err))
 		}
@@ -484,6 +488,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*Step
 		ok = stream.Next()
 	}
 	if err := stream.Err(); err != nil || stepCtx.Err() != nil {
+		t.tr.endModel(nil, err)
 		t.closeBlocks(false)
 		if !t.interrupted(parent, ctx, stepCtx) {
 			t.fail(ctx, StageStream, fmt.Errorf("step %d: model stream: %w", n, err))
@@ -494,6 +499,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*Step
 		timer.Stop()
 	}
 	t.closeBlocks(true)
+	t.tr.endModel(&st.finish, nil)
 	step := &StepResult{
 		Identity:         t.req.Identity,
 		StepNumber:       n,
@@ -852,6 +858,7 @@ func (t *turn) fail(ctx context.Context, stage string, err error) {
 	t.status, t.finishReason = StatusError, FinishError
 	t.errText = t.chatError(ctx, stage, err, maskedErrorText)
 	t.log.Warn("engine: turn failed", "requestId", t.req.RequestID, "stage", stage, "err", err)
+	t.tr.fail(stage, err)
 	t.emit(Event{Type: EventError, ErrorText: t.errText})
 	if t.stepOpen {
 		t.stepOpen = false
@@ -927,6 +934,7 @@ func (t *turn) end(ctx context.Context) *TurnResult {
 		Usage:        res.Usage,
 		DurationMs:   float64(time.Since(t.begin).Microseconds()) / 1000,
 	})
+	t.tr.endTurn(t, res)
 	return res
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // callState is one tool call of a step on its way from the model to a
@@ -32,7 +34,8 @@ type callState struct {
 	pending   bool
 	approval  *PendingApproval // held for approval (approval.go)
 	duration  time.Duration
-	record    int // index in turn.records
+	record    int        // index in turn.records
+	span      trace.Span // the call's span, when traced (turnTrace.startTool)
 }
 
 // resolveTools runs the step's tool calls: policy in call order, then the
@@ -40,6 +43,7 @@ type callState struct {
 // returns false when the turn ended (abort or timeout) meanwhile.
 func (t *turn) resolveTools(parent, ctx context.Context, step *StepResult, msgs []ModelMessage, active []string, st *stepState) bool {
 	states := make([]callState, len(step.ToolCalls))
+	defer t.tr.endTools(states)
 	runs := 0
 	for i := range states {
 		cs := &states[i]
@@ -77,6 +81,7 @@ func (t *turn) decide(ctx context.Context, cs *callState, validJSON bool, step i
 	if i, ok := t.toolIndex[name]; ok && slices.Contains(active, name) {
 		cs.tool = &t.tools[i]
 	}
+	ctx = t.tr.startTool(ctx, cs)
 	defer func() {
 		t.records = append(t.records, ToolCallRecord{
 			ToolCallID: cs.call.ToolCallID,
@@ -232,7 +237,7 @@ func (t *turn) runTool(ctx context.Context, cs *callState, step int, msgs []Mode
 		return
 	}
 	defer t.journal(ctx, cs)
-	tctx, cancel := context.WithTimeout(ctx, timeout)
+	tctx, cancel := context.WithTimeout(t.tr.toolContext(ctx, cs), timeout)
 	defer cancel()
 	start := time.Now()
 	out, err := safeExecute(tctx, cs.tool.Executor, ToolExecution{
@@ -302,6 +307,8 @@ func truncateOutput(out json.RawMessage, limit int) json.RawMessage {
 // settle applies the tool-result hook, reports the outcome (event, message
 // part, afterToolCall) and records it in the step, in call order.
 func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs []ModelMessage) {
+	ctx = t.tr.toolContext(ctx, cs)
+	defer t.tr.endTool(cs)
 	rc := &ToolCallResultContext{
 		Identity:       t.req.Identity,
 		Type:           "tool-call",

@@ -262,6 +262,9 @@ func (s *Server) routes() http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
 	r.Use(s.recovery(), s.requestIDMiddleware, s.limitBody)
+	if s.cfg.Tracing.Enabled {
+		r.Use(traceContext)
+	}
 	r.NoRoute(s.handle(func(c *gin.Context) error {
 		return errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s", c.Request.Method, c.Request.URL.Path)
 	}))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/internal/tracing"
 )
 
 // saveRequest is the body of POST …/sessions/:id/messages: user messages
@@ -188,7 +189,7 @@ func (s *Server) submit(c *gin.Context, ag *agent, sessionID string, req *saveRe
 	case sess.Agent != ag.name:
 		return errSessionNotFound
 	}
-	raw, err := json.Marshal(submissionRequest{Messages: req.Messages, Body: req.Body, Principal: p})
+	raw, err := json.Marshal(submissionRequest{Messages: req.Messages, Body: req.Body, Principal: p, Trace: tracing.Save(c.Request.Context())})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/internal/tracing"
 )
 
 // submissionRequest is what a submission stores: the trusted user messages
@@ -22,6 +23,9 @@ type submissionRequest struct {
 	// that assistant message after its approvals were decided
 	// (approvals.go); Messages and Body are then empty.
 	ResumeMessage string `json:"resumeMessage,omitempty"`
+	// Trace is the request's W3C trace context (when tracing is on): the
+	// turn that runs the submission continues its trace.
+	Trace tracing.Carrier `json:"trace,omitzero"`
 }
 
 // submissionPoll is the workers' backstop poll; new and finished
@@ -135,7 +139,7 @@ func (w *submissions) run(sub *store.Submission) {
 	if req.ResumeMessage != "" {
 		in.entry, in.create, in.body, in.setBody, in.prepare = engine.EntryToolResult, false, nil, false, s.resumePlan(req.ResumeMessage)
 	}
-	t, err := s.begin(ctx, in)
+	t, err := s.begin(req.Trace.Restore(ctx), in)
 	if err != nil {
 		if errors.Is(err, errShuttingDown) {
 			return // stays running; requeued at the next start

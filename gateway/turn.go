@@ -14,6 +14,7 @@ import (
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/gateway/uistream"
+	"github.com/turngate/turngate/internal/tracing"
 )
 
 // errShuttingDown refuses new turns once shutdown began; it maps to 503.
@@ -205,7 +206,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	}
 	in.body = body
 	t.buf = s.streams.Start(key)
-	runCtx, cancel := context.WithTimeout(s.baseCtx, s.cfg.Limits.TurnTimeout)
+	runCtx, cancel := context.WithTimeout(tracing.Follow(s.baseCtx, ctx), s.cfg.Limits.TurnTimeout)
 	t.cancel = cancel
 	s.mu.Lock()
 	s.active[key] = t

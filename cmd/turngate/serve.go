@@ -121,7 +121,14 @@ func serve(ctx context.Context, p serveParams) error {
 	defer st.Close()
 	log.Info("store opened", "driver", cfg.Store.Driver)
 
-	eng := engine.New(engineOptions(cfg, m.Resolver(models), log))
+	tracer, stopTracing, err := startTracing(cfg.Tracing, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	engOpts := engineOptions(cfg, m.Resolver(models), log)
+	engOpts.Tracer = tracer
+	eng := engine.New(engOpts)
 
 	var mcp *mcptool.Manager
 	if len(cfg.MCPServers) > 0 {

@@ -55,6 +55,8 @@ type Config struct {
 	// Extensions are outside programs subscribed to hooks, dispatched in
 	// this order after the rules (extensions.go).
 	Extensions []Extension `yaml:"extensions"`
+	// Tracing exports OpenTelemetry traces (off by default).
+	Tracing Tracing `yaml:"tracing"`
 }
 
 // Debug configures diagnostics that are off by default.
@@ -590,6 +592,7 @@ func (c *Config) Validate() error {
 		add("limits.maxToolOutputBytes: must be positive, not %d", l.MaxToolOutputBytes)
 	}
 	c.validateExtensions(add)
+	c.Tracing.validate(add)
 	c.check(add)
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/tracing"
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/celrules"
 	"github.com/turngate/turngate/policy/opa"
@@ -83,6 +84,7 @@ type trace struct {
 // evaluation did not (a candidate rule set may have rules for the hook).
 func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 	eval func(ctx context.Context, now time.Time) (*T, trace, error), input func(now time.Time) json.RawMessage) (*T, error) {
+	defer tracing.Decision(ctx, r) // on the hook's span, when traced
 	r.Revision = h.rev.id
 	start := time.Now()
 	r.Time = start

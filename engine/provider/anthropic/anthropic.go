@@ -17,6 +17,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/provider/internal/wire"
+	"github.com/turngate/turngate/internal/tracing"
 )
 
 // Defaults for Config.
@@ -47,7 +48,8 @@ type Config struct {
 	// MaxTokens is max_tokens when a request sets none (default
 	// DefaultMaxTokens).
 	MaxTokens int
-	// HTTPClient sends the requests (default http.DefaultClient).
+	// HTTPClient sends the requests (default http.DefaultClient), with the
+	// trace context of the request's context (tracing.Transport).
 	HTTPClient *http.Client
 }
 
@@ -65,6 +67,7 @@ func New(cfg Config) *Provider {
 		cfg.BaseURL = DefaultBaseURL
 	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	cfg.HTTPClient = tracing.Client(cfg.HTTPClient)
 	if cfg.Version == "" {
 		cfg.Version = DefaultVersion
 	}
@@ -77,6 +80,7 @@ func New(cfg Config) *Provider {
 // Stream sends req and returns its stream. Failures before the stream
 // starts are *engine.UpstreamError (or ctx's error).
 func (p *Provider) Stream(ctx context.Context, req *engine.ModelRequest) (engine.Stream, error) {
+	tracing.SetProvider(ctx, "anthropic")
 	body, warnings, err := p.body(req)
 	if err != nil {
 		return nil, err

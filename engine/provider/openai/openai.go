@@ -19,6 +19,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/provider/internal/wire"
+	"github.com/turngate/turngate/internal/tracing"
 )
 
 // DefaultBaseURL is OpenAI's API root; vLLM and Ollama serve the same API
@@ -43,7 +44,8 @@ type Config struct {
 	// "max_tokens" (default; vLLM, Ollama) or "max_completion_tokens"
 	// (OpenAI's reasoning models).
 	MaxTokensField string
-	// HTTPClient sends the requests (default http.DefaultClient). It
+	// HTTPClient sends the requests (default http.DefaultClient), with the
+	// trace context of the request's context (tracing.Transport). It
 	// should not retry: the engine does.
 	HTTPClient *http.Client
 }
@@ -65,12 +67,14 @@ func New(cfg Config) *Provider {
 	if cfg.MaxTokensField == "" {
 		cfg.MaxTokensField = "max_tokens"
 	}
+	cfg.HTTPClient = tracing.Client(cfg.HTTPClient)
 	return &Provider{cfg: cfg}
 }
 
 // Stream sends req and returns its stream. Failures before the stream
 // starts are *engine.UpstreamError (or ctx's error).
 func (p *Provider) Stream(ctx context.Context, req *engine.ModelRequest) (engine.Stream, error) {
+	tracing.SetProvider(ctx, "openai")
 	body, warnings, err := p.body(req)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/tracing"
 )
 
 // DefaultChunkSize is how many characters one text, reasoning or tool-input
@@ -86,6 +87,7 @@ func (p *Provider) Stream(ctx context.Context, req *engine.ModelRequest) (engine
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	tracing.SetProvider(ctx, "turngate.scripted")
 	r := p.script.reply(req)
 	r.applyTools(req)
 	r.applyOutput(req)

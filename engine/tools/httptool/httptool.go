@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/tracing"
 )
 
 // Request headers sent with every call, so that the endpoint can correlate
@@ -60,7 +61,8 @@ type Config struct {
 type Option func(*Executor)
 
 // WithClient sets the HTTP client (default http.DefaultClient). The
-// per-call deadline comes from ctx, not from the client.
+// per-call deadline comes from ctx, not from the client; the trace context
+// too (tracing.Transport wraps the client's transport).
 func WithClient(c *http.Client) Option {
 	return func(e *Executor) { e.client = c }
 }
@@ -126,6 +128,7 @@ func New(name string, cfg Config, opts ...Option) (*Executor, error) {
 	if e.maxBody <= 0 {
 		e.maxBody = DefaultMaxBodyBytes
 	}
+	e.client = tracing.Client(e.client)
 	return e, nil
 }
 

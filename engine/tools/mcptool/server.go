@@ -20,6 +20,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/tools/internal/schema"
 	"github.com/turngate/turngate/engine/tools/internal/toolname"
+	"github.com/turngate/turngate/internal/tracing"
 )
 
 // maxListedTools bounds how many tools one server may list; a server that
@@ -153,7 +154,7 @@ func (s *server) transport() mcp.Transport {
 		c.Transport = &headerTransport{base: client.Transport, headers: s.cfg.Headers}
 		client = &c
 	}
-	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: client}
+	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: tracing.Client(client)}
 }
 
 // discover lists the session's tools and stores them.
