@@ -455,7 +455,7 @@ func TestTracingTwoStepToolTurn(t *testing.T) {
 // is malformed runs normally in a new trace.
 func TestTracingMalformedTraceparent(t *testing.T) {
 	for _, bad := range []string{
-		"00-" + incomingTraceID + "-" + incomingSpanID,           // no flags
+		"00-" + incomingTraceID + "-" + incomingSpanID,            // no flags
 		"00-00000000000000000000000000000000-00f067aa0ba902b7-01", // zero trace id
 		"zz-" + incomingTraceID + "-" + incomingSpanID + "-01",    // bad version
 		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", // upper case
