@@ -1,8 +1,7 @@
 package main
 
 import (
-	"encoding/hex"
-	"encoding/json"
+		"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	"google.golang.org/protobuf/proto"
+	"github.com/turngate/turngate/internal/tracing/otlptest"
 )
 
 // The trace context a traced test request comes with.
@@ -27,100 +24,13 @@ const (
 	incomingParent  = "00-" + incomingTraceID + "-" + incomingSpanID + "-01"
 )
 
-// span is one span an otlpReceiver received, flattened.
-type span struct {
-	name, traceID, spanID, parentID string
-	attrs                           map[string]any
-	events                          []spanEvent
-	service                         string
-}
-
-type spanEvent struct {
-	name  string
-	attrs map[string]any
-}
-
-// otlpReceiver is an in-process OTLP/HTTP collector: it decodes the
-// protobuf export requests posted to /v1/traces.
-type otlpReceiver struct {
-	*httptest.Server
-	mu    sync.Mutex
-	spans []span
-	auth  []string // the authorization header of each export
-}
-
-func newOTLPReceiver(t *testing.T) *otlpReceiver {
+// newOTLPReceiver starts an in-process OTLP/HTTP collector.
+func newOTLPReceiver(t *testing.T) (*otlptest.Receiver, string) {
 	t.Helper()
-	r := &otlpReceiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {
-			http.Error(w, "unexpected export "+req.URL.Path+" "+req.Header.Get("Content-Type"), http.StatusBadRequest)
-			return
-		}
-		body, err := io.ReadAll(req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var export collectortrace.ExportTraceServiceRequest
-		if err := proto.Unmarshal(body, &export); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.auth = append(r.auth, req.Header.Get("Authorization"))
-		for _, rs := range export.ResourceSpans {
-			service := attrMap(rs.GetResource().GetAttributes())["service.name"]
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					sp := span{name: s.Name, traceID: hex.EncodeToString(s.TraceId), spanID: hex.EncodeToString(s.SpanId),
-						parentID: hex.EncodeToString(s.ParentSpanId), attrs: attrMap(s.Attributes), service: fmt.Sprint(service)}
-					for _, e := range s.Events {
-						sp.events = append(sp.events, spanEvent{name: e.Name, attrs: attrMap(e.Attributes)})
-					}
-					r.spans = append(r.spans, sp)
-				}
-			}
-		}
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
-		_, _ = w.Write(out)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-// received returns the spans received so far.
-func (r *otlpReceiver) received() []span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.spans)
-}
-
-// attrMap flattens OTLP attributes: strings, ints, bools, doubles and
-// string arrays.
-func attrMap(kvs []*commonpb.KeyValue) map[string]any {
-	m := map[string]any{}
-	for _, kv := range kvs {
-		switch v := kv.Value.Value.(type) {
-		case *commonpb.AnyValue_StringValue:
-			m[kv.Key] = v.StringValue
-		case *commonpb.AnyValue_IntValue:
-			m[kv.Key] = v.IntValue
-		case *commonpb.AnyValue_BoolValue:
-			m[kv.Key] = v.BoolValue
-		case *commonpb.AnyValue_DoubleValue:
-			m[kv.Key] = v.DoubleValue
-		case *commonpb.AnyValue_ArrayValue:
-			var ss []string
-			for _, e := range v.ArrayValue.Values {
-				ss = append(ss, e.GetStringValue())
-			}
-			m[kv.Key] = ss
-		}
-	}
-	return m
+	recv := &otlptest.Receiver{}
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	return recv, srv.URL
 }
 
 // headerLog records one header of every request a test server receives.
@@ -178,7 +88,7 @@ func fakeOpenAI(t *testing.T, parents *headerLog) *httptest.Server {
 // tool and (when tracing) an OTLP receiver.
 type tracedSetup struct {
 	run              *running
-	otlp             *otlpReceiver
+	otlp             *otlptest.Receiver
 	upstream, lookup *headerLog
 }
 
@@ -217,8 +127,9 @@ rules: {dir: ` + rules + `, watch: false}
 audit: {sink: none}
 `
 	if tracing {
-		s.otlp = newOTLPReceiver(t)
-		cfg += `tracing: {enabled: true, endpoint: "` + s.otlp.URL + `", serviceName: turngate-test, headers: {Authorization: "Bearer collector-token"}}
+		var url string
+		s.otlp, url = newOTLPReceiver(t)
+		cfg += `tracing: {enabled: true, endpoint: "` + url + `", serviceName: turngate-test, headers: {Authorization: "Bearer collector-token"}}
 `
 	}
 	path := filepath.Join(dir, "turngate.yaml")
@@ -264,6 +175,9 @@ func (s *tracedSetup) stop(t *testing.T) {
 
 const chatBody = `{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"Where is order 42?"}]}]}`
 
+// span is one received span.
+type span = otlptest.Span
+
 // traceTree indexes spans by id and name.
 type traceTree struct {
 	t     *testing.T
@@ -284,7 +198,7 @@ func (tr traceTree) one(name string) span {
 func (tr traceTree) named(name string) []span {
 	var out []span
 	for _, s := range tr.spans {
-		if s.name == name {
+		if s.Name == name {
 			out = append(out, s)
 		}
 	}
@@ -294,7 +208,7 @@ func (tr traceTree) named(name string) []span {
 func (tr traceTree) children(parent span) []span {
 	var out []span
 	for _, s := range tr.spans {
-		if s.parentID == parent.spanID && s.traceID == parent.traceID {
+		if s.ParentSpanID == parent.SpanID && s.TraceID == parent.TraceID {
 			out = append(out, s)
 		}
 	}
@@ -304,7 +218,7 @@ func (tr traceTree) children(parent span) []span {
 func (tr traceTree) names() []string {
 	var out []string
 	for _, s := range tr.spans {
-		out = append(out, s.name)
+		out = append(out, s.Name)
 	}
 	return out
 }
@@ -313,8 +227,8 @@ func (tr traceTree) names() []string {
 func wantAttrs(t *testing.T, s span, want map[string]any) {
 	t.Helper()
 	for k, v := range want {
-		if got, ok := s.attrs[k]; !ok || fmt.Sprint(got) != fmt.Sprint(v) {
-			t.Errorf("span %q: attribute %s = %v (present %v), want %v", s.name, k, got, ok, v)
+		if got, ok := s.Attributes[k]; !ok || fmt.Sprint(got) != fmt.Sprint(v) {
+			t.Errorf("span %q: attribute %s = %v (present %v), want %v", s.Name, k, got, ok, v)
 		}
 	}
 }
@@ -342,14 +256,14 @@ func TestTracingTwoStepToolTurn(t *testing.T) {
 		t.Fatalf("chat stream: %s", out)
 	}
 	s.stop(t)
-	tree := traceTree{t: t, spans: s.otlp.received()}
+	tree := traceTree{t: t, spans: s.otlp.Spans()}
 
 	turn := tree.one("invoke_agent support")
-	if turn.traceID != incomingTraceID || turn.parentID != incomingSpanID {
-		t.Fatalf("turn span: trace %s parent %s, want the incoming %s / %s", turn.traceID, turn.parentID, incomingTraceID, incomingSpanID)
+	if turn.TraceID != incomingTraceID || turn.ParentSpanID != incomingSpanID {
+		t.Fatalf("turn span: trace %s parent %s, want the incoming %s / %s", turn.TraceID, turn.ParentSpanID, incomingTraceID, incomingSpanID)
 	}
-	if turn.service != "turngate-test" {
-		t.Errorf("service.name = %q, want turngate-test", turn.service)
+	if turn.Service != "turngate-test" {
+		t.Errorf("service.Name = %q, want turngate-test", turn.Service)
 	}
 	wantAttrs(t, turn, map[string]any{
 		"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support", "gen_ai.conversation.id": "s1",
@@ -371,14 +285,14 @@ func TestTracingTwoStepToolTurn(t *testing.T) {
 		finish  string
 	}{{11, 7, "tool_calls"}, {23, 5, "stop"}}
 	for _, step := range steps {
-		if step.parentID != turn.spanID || step.traceID != incomingTraceID {
-			t.Errorf("step span %v: not a child of the turn span", step.attrs)
+		if step.ParentSpanID != turn.SpanID || step.TraceID != incomingTraceID {
+			t.Errorf("step span %v: not a child of the turn span", step.Attributes)
 		}
-		n := step.attrs["turngate.step.number"].(int64)
+		n := step.Attributes["turngate.step.number"].(int64)
 		kids := tree.children(step)
 		var names []string
 		for _, k := range kids {
-			names = append(names, k.name)
+			names = append(names, k.Name)
 		}
 		slices.Sort(names)
 		want := []string{"chat gpt-test"}
@@ -389,7 +303,7 @@ func TestTracingTwoStepToolTurn(t *testing.T) {
 			t.Errorf("step %d children %v, want %v", n, names, want)
 		}
 		for _, k := range kids {
-			if k.name == "chat gpt-test" {
+			if k.Name == "chat gpt-test" {
 				u := wantUsage[n]
 				wantAttrs(t, k, map[string]any{
 					"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-test", "gen_ai.provider.name": "openai",
@@ -405,25 +319,25 @@ func TestTracingTwoStepToolTurn(t *testing.T) {
 		"turngate.tool.decision": "allow", "turngate.tool.kind": "http",
 	})
 	var hooks []string
-	for _, e := range tool.events {
-		if e.name != "turngate.policy.decision" {
+	for _, e := range tool.Events {
+		if e.Name != "turngate.policy.decision" {
 			continue
 		}
-		hooks = append(hooks, fmt.Sprint(e.attrs["turngate.policy.hook"]))
-		if rev, _ := e.attrs["turngate.policy.revision"].(string); !strings.HasPrefix(rev, "sha256:") {
-			t.Errorf("decision event %v: no rule revision", e.attrs)
+		hooks = append(hooks, fmt.Sprint(e.Attributes["turngate.policy.hook"]))
+		if rev, _ := e.Attributes["turngate.policy.revision"].(string); !strings.HasPrefix(rev, "sha256:") {
+			t.Errorf("decision event %v: no rule revision", e.Attributes)
 		}
-		if e.attrs["turngate.policy.hook"] == "beforeToolCall" && e.attrs["turngate.policy.outcome"] != "no_match" {
-			t.Errorf("beforeToolCall decision event %v: want outcome no_match", e.attrs)
+		if e.Attributes["turngate.policy.hook"] == "beforeToolCall" && e.Attributes["turngate.policy.outcome"] != "no_match" {
+			t.Errorf("beforeToolCall decision event %v: want outcome no_match", e.Attributes)
 		}
 	}
 	if !slices.Equal(hooks, []string{"beforeToolCall", "toolResult"}) {
 		t.Errorf("tool span decision events for hooks %v, want beforeToolCall, toolResult", hooks)
 	}
 	for _, sp := range tree.spans {
-		for k, v := range sp.attrs {
+		for k, v := range sp.Attributes {
 			if str, ok := v.(string); ok && (strings.Contains(str, "order 42") || strings.Contains(str, "shipped")) {
-				t.Errorf("span %q attribute %s carries message content: %q", sp.name, k, str)
+				t.Errorf("span %q attribute %s carries message content: %q", sp.Name, k, str)
 			}
 		}
 	}
@@ -434,20 +348,18 @@ func TestTracingTwoStepToolTurn(t *testing.T) {
 	if len(ups) != 2 {
 		t.Fatalf("upstream saw %d requests, want 2", len(ups))
 	}
-	chatIDs := []string{chats[0].spanID, chats[1].spanID}
+	chatIDs := []string{chats[0].SpanID, chats[1].SpanID}
 	for _, h := range ups {
 		if p := parentOf(t, h, incomingTraceID); !slices.Contains(chatIDs, p) {
 			t.Errorf("upstream traceparent %q: parent %s is not a chat span %v", h, p, chatIDs)
 		}
 	}
 	lookups := s.lookup.all()
-	if len(lookups) != 1 || parentOf(t, lookups[0], incomingTraceID) != tool.spanID {
-		t.Errorf("HTTP tool traceparents %v, want one with the tool span %s as parent", lookups, tool.spanID)
+	if len(lookups) != 1 || parentOf(t, lookups[0], incomingTraceID) != tool.SpanID {
+		t.Errorf("HTTP tool traceparents %v, want one with the tool span %s as parent", lookups, tool.SpanID)
 	}
-	s.otlp.mu.Lock()
-	defer s.otlp.mu.Unlock()
-	if len(s.otlp.auth) == 0 || s.otlp.auth[0] != "Bearer collector-token" {
-		t.Errorf("exports' Authorization headers %v, want the configured one", s.otlp.auth)
+	if h := s.otlp.Headers(); len(h) == 0 || h[0].Get("Authorization") != "Bearer collector-token" {
+		t.Errorf("exports' headers %v, want the configured Authorization", h)
 	}
 }
 
@@ -465,13 +377,13 @@ func TestTracingMalformedTraceparent(t *testing.T) {
 			s := startTraced(t, true)
 			s.post(t, "/v1/agents/support/chat", bad, chatBody, http.StatusOK)
 			s.stop(t)
-			tree := traceTree{t: t, spans: s.otlp.received()}
+			tree := traceTree{t: t, spans: s.otlp.Spans()}
 			turn := tree.one("invoke_agent support")
-			if turn.parentID != "" || turn.traceID == incomingTraceID || turn.traceID == strings.Repeat("0", 32) {
-				t.Errorf("turn span: trace %s parent %q, want a new root trace", turn.traceID, turn.parentID)
+			if turn.ParentSpanID != "" || turn.TraceID == incomingTraceID || turn.TraceID == strings.Repeat("0", 32) {
+				t.Errorf("turn span: trace %s parent %q, want a new root trace", turn.TraceID, turn.ParentSpanID)
 			}
 			for _, h := range s.upstream.all() {
-				parentOf(t, h, turn.traceID)
+				parentOf(t, h, turn.TraceID)
 			}
 		})
 	}
@@ -509,10 +421,10 @@ func TestTracingSubmissionContinuesTrace(t *testing.T) {
 		t.Fatalf("submission status %q, want completed", status)
 	}
 	s.stop(t)
-	tree := traceTree{t: t, spans: s.otlp.received()}
+	tree := traceTree{t: t, spans: s.otlp.Spans()}
 	turn := tree.one("invoke_agent support")
-	if turn.traceID != incomingTraceID || turn.parentID != incomingSpanID {
-		t.Errorf("submission turn span: trace %s parent %s, want the submitting request's", turn.traceID, turn.parentID)
+	if turn.TraceID != incomingTraceID || turn.ParentSpanID != incomingSpanID {
+		t.Errorf("submission turn span: trace %s parent %s, want the submitting request's", turn.TraceID, turn.ParentSpanID)
 	}
 	wantAttrs(t, turn, map[string]any{"turngate.entry_path": "submitMessages"})
 	for _, h := range s.upstream.all() {
@@ -543,10 +455,10 @@ func TestTracingOpenAIEndpoint(t *testing.T) {
 	s := startTraced(t, true)
 	s.post(t, "/v1/chat/completions", incomingParent, `{"model":"support","messages":[{"role":"user","content":"Where is order 42?"}]}`, http.StatusOK)
 	s.stop(t)
-	tree := traceTree{t: t, spans: s.otlp.received()}
+	tree := traceTree{t: t, spans: s.otlp.Spans()}
 	turn := tree.one("invoke_agent support")
-	if turn.traceID != incomingTraceID || turn.parentID != incomingSpanID {
-		t.Errorf("OpenAI endpoint turn span: trace %s parent %s, want the incoming one", turn.traceID, turn.parentID)
+	if turn.TraceID != incomingTraceID || turn.ParentSpanID != incomingSpanID {
+		t.Errorf("OpenAI endpoint turn span: trace %s parent %s, want the incoming one", turn.TraceID, turn.ParentSpanID)
 	}
 	wantAttrs(t, turn, map[string]any{"turngate.entry_path": "openai"})
 	if lookups := s.lookup.all(); len(lookups) != 1 {
