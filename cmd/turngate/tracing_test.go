@@ -1,7 +1,7 @@
 package main
 
 import (
-		"encoding/json"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -87,16 +87,17 @@ func fakeOpenAI(t *testing.T, parents *headerLog) *httptest.Server {
 // tracedSetup is a gateway with an OpenAI-compatible upstream, an HTTP
 // tool and (when tracing) an OTLP receiver.
 type tracedSetup struct {
-	run              *running
-	otlp             *otlptest.Receiver
-	upstream, lookup *headerLog
+	run                         *running
+	otlp                        *otlptest.Receiver
+	upstream, lookup, extension *headerLog
 }
 
 // startTraced serves an agent whose model calls the http tool lookup once,
-// then answers (a two-step tool turn), with a Rego rule on tool calls.
+// then answers (a two-step tool turn), with a Rego rule on tool calls and
+// an http extension subscribed to beforeTurn.
 func startTraced(t *testing.T, tracing bool) *tracedSetup {
 	t.Helper()
-	s := &tracedSetup{upstream: &headerLog{}, lookup: &headerLog{}}
+	s := &tracedSetup{upstream: &headerLog{}, lookup: &headerLog{}, extension: &headerLog{}}
 	model := fakeOpenAI(t, s.upstream)
 	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.lookup.add(r.Header.Get("traceparent"))
@@ -104,6 +105,12 @@ func startTraced(t *testing.T, tracing bool) *tracedSetup {
 		fmt.Fprint(w, `{"status":"shipped"}`)
 	}))
 	t.Cleanup(tool.Close)
+	ext := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.extension.add(r.Header.Get("traceparent"))
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{}`)
+	}))
+	t.Cleanup(ext.Close)
 	dir := t.TempDir()
 	rules := filepath.Join(dir, "rules")
 	if err := os.Mkdir(rules, 0o755); err != nil {
@@ -125,6 +132,8 @@ agents:
 store: {path: ` + filepath.Join(dir, "t.db") + `}
 rules: {dir: ` + rules + `, watch: false}
 audit: {sink: none}
+extensions:
+  - {name: observer, transport: http, url: "` + ext.URL + `", secret: 0123456789abcdef0123456789abcdef, hooks: [beforeTurn], timeout: 5s}
 `
 	if tracing {
 		var url string
@@ -358,6 +367,9 @@ func TestTracingTwoStepToolTurn(t *testing.T) {
 	if len(lookups) != 1 || parentOf(t, lookups[0], incomingTraceID) != tool.SpanID {
 		t.Errorf("HTTP tool traceparents %v, want one with the tool span %s as parent", lookups, tool.SpanID)
 	}
+	if exts := s.extension.all(); len(exts) != 1 || parentOf(t, exts[0], incomingTraceID) != turn.SpanID {
+		t.Errorf("extension beforeTurn traceparents %v, want one with the turn span %s as parent", exts, turn.SpanID)
+	}
 	if h := s.otlp.Headers(); len(h) == 0 || h[0].Get("Authorization") != "Bearer collector-token" {
 		t.Errorf("exports' headers %v, want the configured Authorization", h)
 	}
@@ -439,13 +451,13 @@ func TestTracingOff(t *testing.T) {
 	s.post(t, "/v1/agents/support/chat", incomingParent, chatBody, http.StatusOK)
 	s.post(t, "/v1/chat/completions", incomingParent, `{"model":"support","messages":[{"role":"user","content":"Where is order 42?"}]}`, http.StatusOK)
 	s.stop(t)
-	for _, h := range append(s.upstream.all(), s.lookup.all()...) {
+	for _, h := range slices.Concat(s.upstream.all(), s.lookup.all(), s.extension.all()) {
 		if h != "" {
 			t.Errorf("tracing off, yet an outgoing request carried traceparent %q", h)
 		}
 	}
-	if n := len(s.upstream.all()); n != 4 {
-		t.Errorf("upstream saw %d requests, want 4", n)
+	if n, m := len(s.upstream.all()), len(s.extension.all()); n != 4 || m != 2 {
+		t.Errorf("upstream saw %d requests and the extension %d, want 4 and 2", n, m)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/turngate/turngate/internal/tracing"
 )
 
 // transport delivers one envelope to an extension and returns its answer.
@@ -22,7 +24,10 @@ type transport interface {
 
 // NewHTTPClient returns the client every http extension uses, sending
 // through rt (nil: http.DefaultTransport). It is the one place extension
-// requests are built from, so a tracing transport wraps rt here. It follows
+// requests are built from, so the tracing transport wraps rt here: a
+// beforeTurn delivery carries the turn span's traceparent (queued
+// observation deliveries run after the turn, on the worker's context, and
+// carry none). It follows
 // no redirect: a signed delivery goes to the configured URL only. Each
 // request is bounded by its context (the extension's timeout), not by a
 // client timeout.
@@ -30,7 +35,7 @@ func NewHTTPClient(rt http.RoundTripper) *http.Client {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	return &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &http.Client{Transport: tracing.Transport(rt), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // httpTransport POSTs each envelope to url, signed with secret.
