@@ -15,6 +15,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/internal/tracing"
 )
 
 // Human approval of tool calls (the Rego approval decision). A turn that
@@ -311,7 +312,7 @@ func (s *Server) resumeAfter(ctx context.Context, a *store.Approval) {
 	}
 	var prin engine.Principal
 	_ = json.Unmarshal(a.Principal, &prin)
-	raw, _ := json.Marshal(submissionRequest{Principal: prin, ResumeMessage: a.MessageID})
+	raw, _ := json.Marshal(submissionRequest{Principal: prin, ResumeMessage: a.MessageID, Trace: tracing.Save(ctx)})
 	_, _, err = s.store.CreateSubmission(ctx, &store.Submission{
 		Tenant: a.Tenant, SessionID: a.SessionID, Agent: a.Agent, IdempotencyKey: approvalResumeKey(a.RequestID), Request: raw,
 	})
