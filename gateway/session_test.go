@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/store"
@@ -258,6 +260,14 @@ cachedPrompt: true
 			}
 			if a := g.audit.String(); !strings.Contains(a, `"kind":"compaction"`) || !strings.Contains(a, `"cachedInputTokens":4000`) {
 				t.Errorf("audit log lacks the compaction or the cached tokens:\n%s", a)
+			}
+			// Model steps 1 and 4 report 80 cached tokens, step 2 4000 (the summarize request is no step).
+			m := g.srv.metrics
+			if cached := testutil.ToFloat64(m.InputTokens.WithLabelValues("mem", "cached")); cached != 4160 {
+				t.Errorf("turngate_input_tokens_total{kind=cached} = %v, want 4160", cached)
+			}
+			if n := testutil.ToFloat64(m.Compactions.WithLabelValues("mem", store.CompactThreshold)); n != 1 {
+				t.Errorf("turngate_compactions_total = %v, want 1", n)
 			}
 		})
 	}

@@ -47,6 +47,9 @@ type Metrics struct {
 	// Compactions counts conversation compactions by agent and reason
 	// (threshold, overflow).
 	Compactions *prometheus.CounterVec
+	// InputTokens counts the input tokens providers reported, by agent and
+	// kind: cached (read from the provider's prompt cache) or uncached.
+	InputTokens *prometheus.CounterVec
 }
 
 // New returns Metrics registered on a fresh registry, with the Go runtime
@@ -81,11 +84,13 @@ func New() *Metrics {
 			Help: "Extension deliveries dropped because the extension's queue was full, by extension and hook."}, []string{"extension", "hook"}),
 		ExtensionFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "extension_failures_total",
 			Help: "Failed extension deliveries by extension, hook and reason: timeout (no answer in time), error (transport, HTTP status, process down, an {error} answer), invalid (an answer or result field that does not apply)."}, []string{"extension", "hook", "reason"}),
+		InputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "input_tokens_total",
+			Help: "Input tokens reported by the providers, by agent and kind: cached (read from the prompt cache: OpenAI cached_tokens, Anthropic cache_read_input_tokens) or uncached."}, []string{"agent", "kind"}),
 		Compactions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compactions_total",
 			Help: "Conversation compactions by agent and reason (threshold: compaction.after passed; overflow: the upstream rejected a step as too long)."}, []string{"agent", "reason"}),
 	}
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
-		m.UpstreamErrors, m.ActiveStreams, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.UpstreamErrors, m.ActiveStreams, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -119,6 +124,10 @@ type observer struct {
 
 func (o observer) OnStepFinish(_ context.Context, s *engine.StepResult) {
 	o.m.Steps.WithLabelValues(s.Agent).Inc()
+	if u := s.Usage; u.InputTokens > 0 {
+		o.m.InputTokens.WithLabelValues(s.Agent, "cached").Add(float64(u.CachedInputTokens))
+		o.m.InputTokens.WithLabelValues(s.Agent, "uncached").Add(float64(max(u.InputTokens-u.CachedInputTokens, 0)))
+	}
 }
 
 func (o observer) AfterToolCall(_ context.Context, rc *engine.ToolCallResultContext) {
