@@ -60,6 +60,7 @@ var exampleCases = []exampleCase{
 	{"restrict-active-tools", exampleRestrictActiveTools, nil},
 	{"shadow-rollout", exampleShadowRollout, nil},
 	{"selected-file-context", exampleSelectedFileContext, nil},
+	{"session-memory", exampleSessionMemory, nil},
 	{"stop-on-final-answer", exampleStopOnFinalAnswer, nil},
 	{"structured-output", exampleStructuredOutput, nil},
 	{"tenant-tool-allowlist", exampleTenantToolAllowlist, nil},
