@@ -420,6 +420,25 @@ type decisionRequest struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
+// maxDecisionReason bounds an approver's reason (the model sees it).
+const maxDecisionReason = 4096
+
+// decodeDecision parses and checks a decision body; it is the parser of
+// the approvers' untrusted input (fuzzed).
+func decodeDecision(data []byte) (*decisionRequest, error) {
+	var req decisionRequest
+	if err := decodeStrictJSON(data, &req); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Approved == nil:
+		return nil, errField("approved", "is required (true or false)")
+	case len(req.Reason) > maxDecisionReason:
+		return nil, errField("reason", "is longer than %d bytes", maxDecisionReason)
+	}
+	return &req, nil
+}
+
 // errApprovalNotFound answers for a missing approval and for another
 // tenant's alike.
 var errApprovalNotFound = &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "approval not found"}
@@ -438,15 +457,9 @@ func (s *Server) decideApproval(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	var req decisionRequest
-	if err := decodeStrictJSON(data, &req); err != nil {
+	req, err := decodeDecision(data)
+	if err != nil {
 		return err
-	}
-	if req.Approved == nil {
-		return errField("approved", "is required (true or false)")
-	}
-	if len(req.Reason) > 4096 {
-		return errField("reason", "is longer than 4096 bytes")
 	}
 	p := principal(c)
 	a, err := s.store.GetApproval(ctx, p.Tenant, id)

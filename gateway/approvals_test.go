@@ -472,3 +472,22 @@ func TestApprovalSubmission(t *testing.T) {
 	g.doJSON("POST", "/v1/approvals/"+res.PendingApprovals[0].ApprovalID, map[string]any{"approved": false, "reason": "no"}, http.StatusOK, nil)
 	waitForPart(t, g, "async", engine.ToolStateOutputDenied)
 }
+
+// FuzzDecodeDecision checks the approvers' decision decoder: a decision
+// always says approved or not, with a bounded reason, and bad input is a
+// 4xx.
+func FuzzDecodeDecision(f *testing.F) {
+	f.Add([]byte(`{"approved":true,"reason":"ticket 7"}`))
+	f.Add([]byte(`{"approved":false}`))
+	f.Add([]byte(`{"reason":"x"}`))
+	f.Add([]byte(`{"approved":"yes"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := decodeDecision(data)
+		if rejected(t, "decoder", err) {
+			return
+		}
+		if req.Approved == nil || len(req.Reason) > maxDecisionReason {
+			t.Fatalf("accepted %+v", req)
+		}
+	})
+}
