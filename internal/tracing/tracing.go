@@ -104,6 +104,9 @@ func New(opts Options) (*Provider, error) {
 // Tracer returns the tracer of turngate's spans.
 func (p *Provider) Tracer() trace.Tracer { return p.tp.Tracer(InstrumentationName) }
 
+// ForceFlush exports the spans buffered so far; ctx bounds the wait.
+func (p *Provider) ForceFlush(ctx context.Context) error { return p.tp.ForceFlush(ctx) }
+
 // Shutdown exports the spans still buffered and stops the exporter; ctx
 // bounds the wait.
 func (p *Provider) Shutdown(ctx context.Context) error { return p.tp.Shutdown(ctx) }
