@@ -66,6 +66,7 @@ var exampleCases = []exampleCase{
 	{"tenant-tool-allowlist", exampleTenantToolAllowlist, nil},
 	{"tool-call-quota", exampleToolCallQuota, nil},
 	{"tool-journal", exampleToolJournal, journalShop},
+	{"tracing", exampleTracing, otlpCollector},
 	{"trim-messages-on-later-steps", exampleTrimMessagesOnLaterSteps, nil},
 }
 
@@ -162,13 +163,17 @@ func runCheckScript(t *testing.T, src string) {
 	}
 	// The copy keeps the repository's layout: lib.sh one level up, and a
 	// module root (go.mod) two levels up for the Go programs an example
-	// builds (its binary comes from $TURNGATE).
+	// builds (its binary comes from $TURNGATE), with the one package of
+	// the module they use (the tracing example's collector).
 	root := t.TempDir()
 	dir := filepath.Join(root, "examples", filepath.Base(src))
 	copyDir(t, src, dir)
-	for _, f := range []string{"go.mod", "go.sum", "examples/lib.sh"} {
+	for _, f := range []string{"go.mod", "go.sum", "examples/lib.sh", "internal/tracing/otlptest/receiver.go"} {
 		data, err := os.ReadFile(filepath.Join(repoRoot, f))
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(root, f), data, 0o644); err != nil {
