@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -372,19 +371,29 @@ func TestHostileExtension(t *testing.T) {
 
 func mustFirst[A, B any](a A, _ B) A { return a }
 
-// BenchmarkChatTurnExtension is BenchmarkChatTurn with extensions off and
-// with one http extension subscribed to every hook, answering at once.
+// BenchmarkChatTurnExtension is BenchmarkChatTurn without extensions,
+// with one http extension subscribed to beforeTurn only (one synchronous
+// round trip per turn), and subscribed to every hook. The extension is an
+// in-process httptest server answering at once, so its own work counts
+// too.
 func BenchmarkChatTurnExtension(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		b.Run(fmt.Sprintf("extension=%t", on), func(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		hooks []string
+	}{
+		{"off", nil},
+		{"beforeTurn", []string{extension.HookBeforeTurn}},
+		{"allHooks", config.ExtensionHooks},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
 			cfg := testConfig(b, "basic")
-			if on {
+			if bc.hooks != nil {
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					_, _ = io.Copy(io.Discard, r.Body)
 					w.WriteHeader(http.StatusNoContent)
 				}))
 				b.Cleanup(srv.Close)
-				withExtension("bench", srv.URL, extSecret, 5*time.Second, 1024, config.ExtensionHooks...)(cfg)
+				withExtension("bench", srv.URL, extSecret, 5*time.Second, 1024, bc.hooks...)(cfg)
 			}
 			b.ReportAllocs()
 			g := startGateway(b, cfg, Options{})

@@ -48,6 +48,7 @@ var exampleCases = []exampleCase{
 	{"cached-weather", exampleCachedWeather, nil},
 	{"clamp-search-limit", exampleClampSearchLimit, nil},
 	{"continuation-turns", exampleContinuationTurns, nil},
+	{"extension-webhook", exampleExtensionWebhook, webhookExtension},
 	{"fast-model-after-tool-results", exampleFastModelAfterToolResults, nil},
 	{"force-search-first-step", exampleForceSearchFirstStep, nil},
 	{"long-chat-step-budget", exampleLongChatStepBudget, nil},
@@ -1009,5 +1010,89 @@ func exampleRequireApproval(t *testing.T, x *exampleRun) {
 	}
 	if !found {
 		t.Error("the audit log has no approval record by olga")
+	}
+}
+
+// webhookSecret is the extension-webhook example's secret in the tests.
+const webhookSecret = "examples-test-secret-0123456789"
+
+// webhookStats is the running webhook's stats URL (set by
+// webhookExtension, read by its scenario, in the same subtest).
+var webhookStats string
+
+// webhookExtension builds and starts the extension-webhook example's
+// webhook program and returns the gateway's environment naming it.
+func webhookExtension(t *testing.T) []string {
+	bin := filepath.Join(t.TempDir(), "webhook")
+	build := exec.Command("go", "build", "-o", bin, "./examples/extension-webhook/webhook")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the webhook: %v\n%s", err, out)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-listen", addr)
+	cmd.Env = append(os.Environ(), "WEBHOOK_SECRET="+webhookSecret)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitHTTP(t, "http://"+addr+"/healthz")
+	_, port, _ := strings.Cut(addr, ":")
+	webhookStats = "http://" + addr + "/stats"
+	return []string{"WEBHOOK_SECRET=" + webhookSecret, "WEBHOOK_PORT=" + port}
+}
+
+// waitHTTP waits until url answers 200.
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	for range 500 {
+		if resp, err := client.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s did not answer", url)
+}
+
+// exampleExtensionWebhook: the webhook's beforeTurn line reaches the
+// model's system prompt, its request for 20 steps is held to the rules'
+// 2, and it counts the turn's tool calls from verified deliveries.
+func exampleExtensionWebhook(t *testing.T, x *exampleRun) {
+	s := x.chat("echo", userChat("echo-1", "u1", "What are your instructions?", nil))
+	if want := "My system prompt: You are a helpful assistant.\nAnswer in one short paragraph."; s.text() != want {
+		t.Errorf("echo answered %q, want %q", s.text(), want)
+	}
+	s = x.chat("researcher", userChat("research-1", "u1", "research turngate", nil))
+	if n := len(s.toolCalls()); n != 2 || !strings.HasSuffix(s.text(), "Stopped after 2 steps (maxSteps).") {
+		t.Errorf("%d searches, text %q; want the rules' 2 steps", n, s.text())
+	}
+	var stats struct {
+		Turns     int            `json:"turns"`
+		ToolCalls map[string]int `json:"toolCalls"`
+		Rejected  int            `json:"rejected"`
+	}
+	for range 500 {
+		resp, err := client.Get(webhookStats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&stats)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.ToolCalls["search"] == 2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if stats.Turns != 2 || stats.ToolCalls["search"] != 2 || stats.Rejected != 0 {
+		t.Errorf("webhook stats %+v, want 2 turns, 2 search calls, none rejected", stats)
 	}
 }

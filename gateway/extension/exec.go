@@ -38,6 +38,9 @@ type execTransport struct {
 
 	mu   sync.Mutex
 	proc *process // nil while down
+	// up is closed when a process starts; a fresh one replaces it when
+	// the process dies, so a call can wait for the next start.
+	up chan struct{}
 
 	ctx    context.Context // cancelled by close
 	cancel context.CancelFunc
@@ -54,7 +57,7 @@ type process struct {
 }
 
 func newExecTransport(argv []string, log *slog.Logger) *execTransport {
-	t := &execTransport{argv: argv, log: log, done: make(chan struct{})}
+	t := &execTransport{argv: argv, log: log, done: make(chan struct{}), up: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	go t.supervise()
 	return t
@@ -134,10 +137,11 @@ func (t *execTransport) runOnce() error {
 	}()
 	t.mu.Lock()
 	t.proc = p
+	close(t.up)
 	t.mu.Unlock()
 	err = cmd.Wait()
 	t.mu.Lock()
-	t.proc = nil
+	t.proc, t.up = nil, make(chan struct{})
 	t.mu.Unlock()
 	close(p.dead)
 	wg.Wait()
@@ -173,12 +177,22 @@ func (t *execTransport) read(p *process, cmd *exec.Cmd, stdout interface{ Read([
 	}
 }
 
+// call waits for a running process (while it starts or restarts) as long
+// as ctx allows.
 func (t *execTransport) call(ctx context.Context, id uint64, body []byte) ([]byte, error) {
-	t.mu.Lock()
-	p := t.proc
-	t.mu.Unlock()
-	if p == nil {
-		return nil, errNotRunning
+	var p *process
+	for {
+		t.mu.Lock()
+		cur, up := t.proc, t.up
+		t.mu.Unlock()
+		if p = cur; p != nil {
+			break
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", errNotRunning, ctx.Err())
+		}
 	}
 	ch := make(chan []byte, 1)
 	p.mu.Lock()

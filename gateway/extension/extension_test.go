@@ -65,7 +65,9 @@ type rules struct {
 	cfg *engine.TurnConfig
 }
 
-func (r rules) BeforeTurn(context.Context, *engine.TurnContext) (*engine.TurnConfig, error) { return r.cfg, nil }
+func (r rules) BeforeTurn(context.Context, *engine.TurnContext) (*engine.TurnConfig, error) {
+	return r.cfg, nil
+}
 
 func turnContext(agent string) *engine.TurnContext {
 	return &engine.TurnContext{Identity: engine.Identity{RequestID: "req_1", SessionID: "s1", Agent: agent},
