@@ -392,6 +392,13 @@ func TestApprovalOtherEntryPaths(t *testing.T) {
 		!strings.Contains(out.Choices[0].Message.Content, "needs approval (deletes a file)") {
 		t.Errorf("openai answered %+v", out)
 	}
+	resp := g.do("POST", "/v1/chat/completions", map[string]any{"model": "demo", "stream": true, "messages": []any{map[string]any{"role": "user", "content": "delete /tmp/p"}}})
+	defer resp.Body.Close()
+	payloads, done := sseEvents(t, resp.Body)
+	all := strings.Join(payloads, "\n")
+	if !done || !strings.Contains(all, "needs approval (deletes a file)") || !strings.Contains(all, `"finish_reason":"stop"`) || strings.Contains(all, "tool_calls") {
+		t.Errorf("streamed openai answer:\n%s", all)
+	}
 }
 
 // continue on a message awaiting approval runs nothing and answers the
