@@ -401,3 +401,24 @@ context:
 		}
 	})
 }
+
+// TestHistorySearch: the model searches its own session's stored messages
+// with search_history (a tool of kind context) and gets the matching
+// message back as the tool's output.
+func TestHistorySearch(t *testing.T) {
+	up := newScriptUpstream(t, func(n int, _ string) reply {
+		if n == 1 {
+			return reply{call: "search_history", args: `{"query":"Which city? Paris"}`}
+		}
+		return reply{text: "Noted."}
+	})
+	g := sessionGateway(t, up, config.ProviderOpenAI, `historySearch: true`)
+	g.say("s1", "I live in Paris.")
+	g.say("s1", "Where do I live?")
+	if body := up.body(2); !strings.Contains(body, `\"snippet\":\"I live in [Paris].\"`) || !strings.Contains(body, `\"role\":\"user\"`) {
+		t.Errorf("the tool output does not bring the first message back: %s", body)
+	}
+	if body := up.body(0); !strings.Contains(body, `"name":"search_history"`) {
+		t.Errorf("search_history is not offered: %s", body)
+	}
+}

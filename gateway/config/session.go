@@ -10,7 +10,7 @@ import (
 // Session is an agent's session configuration, the declarative
 // counterpart of the reference's configureSession: the context blocks its
 // system prompt is built from, compaction of long conversations, cache
-// friendly prompts.
+// friendly prompts and a history search tool.
 type Session struct {
 	// Context blocks, in order. When an agent has any, its system prompt is
 	// built from them instead of Agent.System.
@@ -21,6 +21,9 @@ type Session struct {
 	// blocks first, Anthropic cache_control breakpoints on the system
 	// blocks, the compaction summary and the conversation.
 	CachedPrompt bool `yaml:"cachedPrompt"`
+	// HistorySearch offers the model the search_history tool over the
+	// session's own stored messages.
+	HistorySearch bool `yaml:"historySearch"`
 }
 
 // ContextBlock is one named part of the system prompt. Exactly one source

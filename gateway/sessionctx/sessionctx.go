@@ -69,6 +69,9 @@ func New(cfg *config.Session, system string, deps Deps) *Agent {
 	if t, ok := a.updateTool(); ok {
 		a.tools = append(a.tools, t)
 	}
+	if cfg.HistorySearch {
+		a.tools = append(a.tools, a.searchTool())
+	}
 	return a
 }
 

@@ -27,6 +27,10 @@ type SessionMemory interface {
 	// SetLastInputTokens records the input tokens the provider reported
 	// for the session's last model step.
 	SetLastInputTokens(ctx context.Context, tenant, sessionID string, tokens int) error
+	// SearchMessages returns up to limit (1..MaxSearchHits) of the
+	// session's stored messages whose text holds any word of query, best
+	// first (search.go). Another tenant's session finds nothing.
+	SearchMessages(ctx context.Context, tenant, sessionID, query string, limit int) ([]MessageHit, error)
 }
 
 // SessionState is a session's stored session-configuration state.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -105,4 +106,45 @@ func (s *Postgres) SetLastInputTokens(ctx context.Context, tenant, sessionID str
 		return fmt.Errorf("recording input tokens: %w", pgError(err))
 	}
 	return nil
+}
+
+// pgSearchMessages ranks a session's messages by their text parts against
+// a tsquery of the search terms; $3 is the terms joined by " | ".
+const pgSearchMessages = `SELECT m.message_id, m.role,
+		ts_headline('simple', t.text, to_tsquery('simple', $3), 'StartSel=[, StopSel=], MaxWords=16, MinWords=4')
+	FROM sessions s JOIN messages m ON m.session_pk = s.pk,
+	LATERAL (SELECT string_agg(p->>'text', ' ') AS text FROM jsonb_array_elements(m.body::jsonb->'parts') AS p
+		WHERE p->>'type' = 'text') AS t
+	WHERE s.tenant = $1 AND s.id = $2 AND t.text IS NOT NULL
+		AND to_tsvector('simple', t.text) @@ to_tsquery('simple', $3)
+	ORDER BY ts_rank(to_tsvector('simple', t.text), to_tsquery('simple', $3)) DESC, m.position DESC LIMIT $4`
+
+// SearchMessages implements SessionMemory: PostgreSQL searches at query
+// time (migration 0005).
+func (s *Postgres) SearchMessages(ctx context.Context, tenant, sessionID, query string, limit int) ([]MessageHit, error) {
+	terms, err := searchArgs(tenant, sessionID, query, limit)
+	if err != nil {
+		return nil, fmt.Errorf("searching messages: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, pgSearchMessages, tenant, sessionID, strings.Join(terms, " | "), limit)
+	if err != nil {
+		return nil, fmt.Errorf("searching messages: %w", pgError(err))
+	}
+	defer rows.Close()
+	hits := []MessageHit{}
+	for rows.Next() {
+		var (
+			h  MessageHit
+			id []byte
+		)
+		if err := rows.Scan(&id, &h.Role, &h.Snippet); err != nil {
+			return nil, fmt.Errorf("searching messages: %w", err)
+		}
+		h.MessageID = string(id)
+		hits = append(hits, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("searching messages: %w", pgError(err))
+	}
+	return hits, nil
 }

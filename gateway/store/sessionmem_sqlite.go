@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 var _ SessionMemory = (*SQLite)(nil)
@@ -104,4 +105,36 @@ func (s *SQLite) SetLastInputTokens(ctx context.Context, tenant, sessionID strin
 		return fmt.Errorf("recording input tokens: %w", err)
 	}
 	return nil
+}
+
+// SearchMessages implements SessionMemory with the FTS5 index of
+// migration 0005.
+func (s *SQLite) SearchMessages(ctx context.Context, tenant, sessionID, query string, limit int) ([]MessageHit, error) {
+	terms, err := searchArgs(tenant, sessionID, query, limit)
+	if err != nil {
+		return nil, fmt.Errorf("searching messages: %w", err)
+	}
+	quoted := make([]string, len(terms))
+	for i, t := range terms {
+		quoted[i] = `"` + t + `"`
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT message_id, role, snippet(message_search, 0, '[', ']', '…', 16) FROM message_search
+		WHERE message_search MATCH ? AND session_pk = (SELECT pk FROM sessions WHERE tenant = ? AND id = ?)
+		ORDER BY rank, rowid DESC LIMIT ?`, strings.Join(quoted, " OR "), tenant, sessionID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("searching messages: %w", err)
+	}
+	defer rows.Close()
+	hits := []MessageHit{}
+	for rows.Next() {
+		var h MessageHit
+		if err := rows.Scan(&h.MessageID, &h.Role, &h.Snippet); err != nil {
+			return nil, fmt.Errorf("searching messages: %w", err)
+		}
+		hits = append(hits, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("searching messages: %w", err)
+	}
+	return hits, nil
 }
