@@ -24,6 +24,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/metrics"
@@ -88,6 +90,9 @@ type ext struct {
 	stop   chan struct{}
 	done   chan struct{}
 	warned throttle
+	// drops are the drop counters by hook, resolved once: a full queue
+	// on the onChunk path costs no label lookup.
+	drops map[string]prometheus.Counter
 	// ctx bounds the worker's deliveries; Close cancels it when its own
 	// context ends before the queue is drained.
 	ctx    context.Context
@@ -117,8 +122,10 @@ func New(cfgs []config.Extension, opts Options) *Set {
 		x := &ext{cfg: c, hooks: map[string]bool{}, log: s.log.With("extension", c.Name), set: s,
 			queue: make(chan delivery, c.QueueSize), stop: make(chan struct{}), done: make(chan struct{})}
 		x.ctx, x.cancel = context.WithCancel(context.Background())
+		x.drops = map[string]prometheus.Counter{}
 		for _, h := range c.Hooks {
 			x.hooks[h] = true
+			x.drops[h] = s.metrics.ExtensionDrops.WithLabelValues(c.Name, h)
 		}
 		if len(c.Agents) > 0 {
 			x.agents = map[string]bool{}
@@ -231,7 +238,7 @@ func (x *ext) enqueue(d delivery) {
 		default:
 		}
 	}
-	x.set.metrics.ExtensionDrops.WithLabelValues(x.cfg.Name, d.hook).Inc()
+	x.drops[d.hook].Inc()
 	if suppressed, ok := x.warned.allow(time.Now()); ok {
 		x.log.Warn("extension: queue full; delivery dropped", "hook", d.hook, "queueSize", x.cfg.QueueSize, "suppressedSinceLast", suppressed)
 	}
