@@ -42,8 +42,13 @@ func checkWeatherTurn(b *testing.B, eng *engine.Engine, req *engine.TurnRequest)
 
 // BenchmarkTurn measures the engine's overhead for one turn of the embedded
 // scripted model (weatherTurn).
-func BenchmarkTurn(b *testing.B) {
-	eng := engine.New(engine.Options{Models: models{"scripted": scripted.Default()}, Logger: quiet})
+func BenchmarkTurn(b *testing.B) { benchWeatherTurn(b, engine.Options{}) }
+
+// benchWeatherTurn runs weatherTurn on an engine with opts and the
+// embedded scripted model.
+func benchWeatherTurn(b *testing.B, opts engine.Options) {
+	opts.Models, opts.Logger = models{"scripted": scripted.Default()}, quiet
+	eng := engine.New(opts)
 	req := weatherTurn()
 	checkWeatherTurn(b, eng, req)
 	ctx := context.Background()

@@ -8,7 +8,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/turngate/turngate/engine"
-	"github.com/turngate/turngate/engine/provider/scripted"
 	"github.com/turngate/turngate/internal/tracing"
 )
 
@@ -30,18 +29,7 @@ func (e *countingExporter) Shutdown(context.Context) error { return nil }
 // in-memory exporter (the OTLP exporter's encoding and network cost runs on
 // the batcher's goroutine, off the turn's path).
 func BenchmarkTurnTracing(b *testing.B) {
-	run := func(b *testing.B, opts engine.Options) {
-		opts.Models, opts.Logger = models{"scripted": scripted.Default()}, quiet
-		eng := engine.New(opts)
-		req := weatherTurn()
-		checkWeatherTurn(b, eng, req)
-		ctx := context.Background()
-		b.ReportAllocs()
-		for b.Loop() {
-			eng.Run(ctx, req)
-		}
-	}
-	b.Run("off", func(b *testing.B) { run(b, engine.Options{}) })
+	b.Run("off", func(b *testing.B) { benchWeatherTurn(b, engine.Options{}) })
 	b.Run("on", func(b *testing.B) {
 		exp := &countingExporter{}
 		p, err := tracing.New(tracing.Options{Exporter: exp, SampleRatio: 1})
@@ -49,7 +37,7 @@ func BenchmarkTurnTracing(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer p.Shutdown(context.Background())
-		run(b, engine.Options{Tracer: p.Tracer()})
+		benchWeatherTurn(b, engine.Options{Tracer: p.Tracer()})
 		b.StopTimer()
 		if err := p.ForceFlush(context.Background()); err != nil {
 			b.Fatal(err)

@@ -19,10 +19,10 @@ import (
 	"github.com/turngate/turngate/gateway/config"
 )
 
-// writeServeConfig writes a config with its own store and rules directory.
-func writeServeConfig(t *testing.T, extra string) string {
+// writeRules writes dir/rules with one Rego rule (deletes are blocked)
+// and returns its path.
+func writeRules(t *testing.T, dir string) string {
 	t.Helper()
-	dir := t.TempDir()
 	rules := filepath.Join(dir, "rules")
 	if err := os.Mkdir(rules, 0o755); err != nil {
 		t.Fatal(err)
@@ -31,6 +31,14 @@ func writeServeConfig(t *testing.T, extra string) string {
 	if err := os.WriteFile(filepath.Join(rules, "tools.rego"), []byte(rego), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return rules
+}
+
+// writeServeConfig writes a config with its own store and rules directory.
+func writeServeConfig(t *testing.T, extra string) string {
+	t.Helper()
+	dir := t.TempDir()
+	rules := writeRules(t, dir)
 	cfg := `providers: [{name: scripted, type: scripted}]
 models: {demo: {provider: scripted, model: demo}}
 tools:

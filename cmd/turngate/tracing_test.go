@@ -112,14 +112,7 @@ func startTraced(t *testing.T, tracing bool) *tracedSetup {
 	}))
 	t.Cleanup(ext.Close)
 	dir := t.TempDir()
-	rules := filepath.Join(dir, "rules")
-	if err := os.Mkdir(rules, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	rego := "package turngate.tool_call\n\nblock contains \"no deletes\" if input.tool.name == \"delete\"\n"
-	if err := os.WriteFile(filepath.Join(rules, "tools.rego"), []byte(rego), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	rules := writeRules(t, dir)
 	cfg := `providers: [{name: up, type: openai, baseURL: "` + model.URL + `"}]
 models: {smart: {provider: up, model: gpt-test}}
 tools:
@@ -432,16 +425,23 @@ func TestTracingSubmissionContinuesTrace(t *testing.T) {
 	if status != "completed" {
 		t.Fatalf("submission status %q, want completed", status)
 	}
+	s.wantIncomingTurn(t, "submitMessages")
+	for _, h := range s.upstream.all() {
+		parentOf(t, h, incomingTraceID)
+	}
+}
+
+// wantIncomingTurn stops the gateway and fails t unless its one turn span
+// is the incoming request's child, entered by entry.
+func (s *tracedSetup) wantIncomingTurn(t *testing.T, entry string) {
+	t.Helper()
 	s.stop(t)
 	tree := traceTree{t: t, spans: s.otlp.Spans()}
 	turn := tree.one("invoke_agent support")
 	if turn.TraceID != incomingTraceID || turn.ParentSpanID != incomingSpanID {
-		t.Errorf("submission turn span: trace %s parent %s, want the submitting request's", turn.TraceID, turn.ParentSpanID)
+		t.Errorf("%s turn span: trace %s parent %s, want the incoming %s / %s", entry, turn.TraceID, turn.ParentSpanID, incomingTraceID, incomingSpanID)
 	}
-	wantAttrs(t, turn, map[string]any{"turngate.entry_path": "submitMessages"})
-	for _, h := range s.upstream.all() {
-		parentOf(t, h, incomingTraceID)
-	}
+	wantAttrs(t, turn, map[string]any{"turngate.entry_path": entry})
 }
 
 // TestTracingOff checks that without a tracing section no trace context
@@ -466,13 +466,7 @@ func TestTracingOff(t *testing.T) {
 func TestTracingOpenAIEndpoint(t *testing.T) {
 	s := startTraced(t, true)
 	s.post(t, "/v1/chat/completions", incomingParent, `{"model":"support","messages":[{"role":"user","content":"Where is order 42?"}]}`, http.StatusOK)
-	s.stop(t)
-	tree := traceTree{t: t, spans: s.otlp.Spans()}
-	turn := tree.one("invoke_agent support")
-	if turn.TraceID != incomingTraceID || turn.ParentSpanID != incomingSpanID {
-		t.Errorf("OpenAI endpoint turn span: trace %s parent %s, want the incoming one", turn.TraceID, turn.ParentSpanID)
-	}
-	wantAttrs(t, turn, map[string]any{"turngate.entry_path": "openai"})
+	s.wantIncomingTurn(t, "openai")
 	if lookups := s.lookup.all(); len(lookups) != 1 {
 		t.Errorf("HTTP tool saw %d requests, want 1", len(lookups))
 	} else {
