@@ -237,6 +237,7 @@ func mergeTurnConfig(dst, src *TurnConfig) {
 	setIf(&dst.MaxSteps, src.MaxSteps)
 	dst.StopWhen = append(dst.StopWhen, src.StopWhen...)
 	setIf(&dst.SendReasoning, src.SendReasoning)
+	setIf(&dst.Refuse, src.Refuse)
 	setIf(&dst.MaxOutputTokens, src.MaxOutputTokens)
 	setIf(&dst.Temperature, src.Temperature)
 	setIf(&dst.TopP, src.TopP)

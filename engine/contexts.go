@@ -54,6 +54,8 @@ type TurnContext struct {
 	// of the conversation the model is sent.
 	Compacted bool   `json:"compacted,omitempty"`
 	Summary   string `json:"summary,omitempty"`
+	// Attachments are the files of the last user message.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // ToolChoice types (the AI SDK's ToolChoice).
@@ -127,6 +129,9 @@ type TurnConfig struct {
 	Headers          map[string]string `json:"headers,omitempty"`
 	ProviderOptions  map[string]any    `json:"providerOptions,omitempty"`
 	Output           *OutputSpec       `json:"output,omitempty"`
+	// Refuse, when set, refuses the turn with this reason: the model is
+	// never called and the turn ends with a *TurnRefusedError.
+	Refuse *string `json:"refuse,omitempty"`
 }
 
 // PrepareStepContext is what beforeStep sees before each model step.
@@ -179,6 +184,8 @@ type ToolCallContext struct {
 	Body       map[string]any `json:"body,omitempty"`
 	// PreviousCalls are this turn's earlier calls, in call order.
 	PreviousCalls []ToolCallRecord `json:"previousCalls"`
+	// Attachments are the files of the turn's last user message.
+	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
 // Tool call actions (the reference's ToolCallDecision.action).

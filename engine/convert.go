@@ -15,7 +15,7 @@ var emptyObject = json.RawMessage("{}")
 // as the AI SDK's convertToModelMessages does (protocols.md A.12):
 //
 //   - system messages become one system message (text parts joined);
-//   - user messages keep their text parts; data parts are dropped;
+//   - user messages keep their text and file parts; data parts are dropped;
 //   - assistant messages are split at every step-start; each block becomes
 //     an assistant message (reasoning, text, a tool call per finished tool
 //     part) followed by a tool message with that block's results
@@ -42,8 +42,12 @@ func ConvertToModelMessages(msgs []UIMessage) []ModelMessage {
 		case RoleUser:
 			var content []ContentPart
 			for _, p := range m.Parts {
-				if p.Type == PartText && p.Text != "" {
+				switch {
+				case p.Type == PartText && p.Text != "":
 					content = append(content, ContentPart{Type: ContentText, Text: p.Text})
+				case p.Type == PartFile && p.URL != "":
+					content = append(content, ContentPart{Type: ContentFile, MediaType: p.MediaType, URL: p.URL,
+						Filename: p.Filename, ProviderMetadata: p.ProviderMetadata})
 				}
 			}
 			if len(content) > 0 {

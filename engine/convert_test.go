@@ -12,7 +12,8 @@ func TestConvertToModelMessages(t *testing.T) {
 	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
 	in := []engine.UIMessage{
 		{ID: "s", Role: engine.RoleSystem, Parts: []engine.UIPart{{Type: "text", Text: "sys "}, {Type: "text", Text: "prompt"}}},
-		{ID: "u", Role: engine.RoleUser, Parts: []engine.UIPart{{Type: "text", Text: "weather?"}, {Type: "data-ui", Data: raw(`{}`)}}},
+		{ID: "u", Role: engine.RoleUser, Parts: []engine.UIPart{{Type: "text", Text: "weather?"}, {Type: "data-ui", Data: raw(`{}`)},
+			{Type: "file", MediaType: "image/png", URL: "data:image/png;base64,AAAA", Filename: "a.png"}, {Type: "file", MediaType: "image/png"}}},
 		{ID: "a", Role: engine.RoleAssistant, Parts: []engine.UIPart{
 			{Type: "step-start"},
 			{Type: "reasoning", Text: "hmm", State: "done"},
@@ -28,7 +29,8 @@ func TestConvertToModelMessages(t *testing.T) {
 	}
 	want := []engine.ModelMessage{
 		{Role: "system", Content: []engine.ContentPart{{Type: "text", Text: "sys prompt"}}},
-		{Role: "user", Content: []engine.ContentPart{{Type: "text", Text: "weather?"}}},
+		{Role: "user", Content: []engine.ContentPart{{Type: "text", Text: "weather?"},
+			{Type: "file", MediaType: "image/png", URL: "data:image/png;base64,AAAA", Filename: "a.png"}}},
 		{Role: "assistant", Content: []engine.ContentPart{
 			{Type: "reasoning", Text: "hmm"},
 			{Type: "text", Text: "Let me check."},

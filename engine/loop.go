@@ -171,6 +171,7 @@ func (t *turn) setup(ctx context.Context) error {
 		Continuation: req.Continuation,
 		Body:         req.Body,
 		MaxSteps:     maxSteps,
+		Attachments:  Attachments(history),
 	}
 	if s := req.Session; s != nil {
 		tc.Context, tc.Summary, tc.Compacted = s.Context, s.Summary, s.Summary != ""
@@ -185,6 +186,9 @@ func (t *turn) setup(ctx context.Context) error {
 	if override != nil {
 		mergeTurnConfig(&t.cfg, override)
 		t.addTools(override.Tools)
+	}
+	if t.cfg.Refuse != nil {
+		return refusal(*t.cfg.Refuse)
 	}
 	cfg := &t.cfg
 	t.model, t.system, t.messages = req.Model, req.System, tc.Messages

@@ -31,6 +31,9 @@ const (
 	PartDynamicTool = "dynamic-tool"
 	// PartDataPrefix prefixes a custom data part's type: "data-<name>".
 	PartDataPrefix = "data-"
+	// PartFile is a file attachment: MediaType, URL (a data: URL or an
+	// https URL) and an optional Filename.
+	PartFile = "file"
 
 	StateStreaming = "streaming"
 	StateDone      = "done"
@@ -61,6 +64,11 @@ type UIPart struct {
 
 	// Data parts ("data-<name>").
 	Data json.RawMessage `json:"data,omitempty"`
+
+	// File parts ("file").
+	MediaType string `json:"mediaType,omitempty"`
+	URL       string `json:"url,omitempty"`
+	Filename  string `json:"filename,omitempty"`
 
 	ProviderMetadata json.RawMessage `json:"providerMetadata,omitempty"`
 }
@@ -95,6 +103,9 @@ const (
 	ContentReasoning  = "reasoning"
 	ContentToolCall   = "tool-call"
 	ContentToolResult = "tool-result"
+	// ContentFile is a file the user attached (the AI SDK's FilePart): its
+	// MediaType, its URL (a data: URL, or a remote URL) and Filename.
+	ContentFile = "file"
 )
 
 // ContentPart is one part of a ModelMessage.
@@ -111,6 +122,11 @@ type ContentPart struct {
 	// IsError marks a tool result that is an error; Output then holds the
 	// error text as a JSON string.
 	IsError bool `json:"isError,omitempty"`
+
+	// Files.
+	MediaType string `json:"mediaType,omitempty"`
+	URL       string `json:"url,omitempty"`
+	Filename  string `json:"filename,omitempty"`
 
 	ProviderMetadata json.RawMessage `json:"providerMetadata,omitempty"`
 }

@@ -117,6 +117,7 @@ func (t *turn) decide(ctx context.Context, cs *callState, validJSON bool, step i
 		Messages:      msgs,
 		Body:          t.req.Body,
 		PreviousCalls: slices.Clone(t.records),
+		Attachments:   t.attachments(),
 	})
 	if err != nil {
 		cs.policyError(fmt.Errorf("beforeToolCall: %w", err))

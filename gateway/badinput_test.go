@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
 )
 
@@ -122,11 +123,14 @@ func FuzzDecodeChatRequest(f *testing.F) {
 	}
 	f.Add([]byte(`{"id":"s","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":"hi"}]}],"trigger":"submit-message","x":{"y":[1]}}`))
 	f.Add([]byte(`{"id":"s","messages":[{"role":"assistant","parts":[{"type":"tool-x","toolCallId":"c","state":"output-available","output":null}]}],"messageId":null}`))
+	f.Add([]byte(`{"id":"s","messages":[{"id":"u","role":"user","parts":[{"type":"file","mediaType":"image/png","url":"data:image/png;base64,AAAA"}]}]}`))
+	files := &fileRules{limits: config.Attachments{MaxBytes: 8, MaxCount: 2}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, err := decodeChatRequest(data, 100)
 		if rejected(t, "decoder", err) {
 			return
 		}
+		req.files = files
 		if !validID(req.ID) || len(req.Messages) == 0 || len(req.Messages) > 100 {
 			t.Fatalf("accepted an invalid request: %+v", req)
 		}
@@ -187,12 +191,15 @@ func countRole(msgs []oaiMessage, role string) int {
 }
 
 // FuzzDecodeSaveRequest checks the saveMessages decoder: only user
-// messages with text come out.
+// messages with text or valid files within the limits come out.
 func FuzzDecodeSaveRequest(f *testing.F) {
 	f.Add([]byte(`{"text":"hello","body":{"mode":"read-only"},"async":true}`))
 	f.Add([]byte(`{"messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"a"},{"type":"file","url":"x"}]}]}`))
+	f.Add([]byte(`{"messages":[{"role":"user","parts":[{"type":"file","mediaType":"image/png","url":"data:image/png;base64,AAAA","filename":"a.png"}]}]}`))
+	f.Add([]byte(`{"messages":[{"role":"user","parts":[{"type":"file","mediaType":"image/png","url":"https://example.com/a.png"}]}]}`))
+	files := &fileRules{limits: config.Attachments{MaxBytes: 8, MaxCount: 2, AllowedMediaTypes: []string{"image/*"}}}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		req, err := decodeSaveRequest(data, 10)
+		req, err := decodeSaveRequest(data, 10, files)
 		if rejected(t, "decoder", err) {
 			return
 		}
@@ -200,10 +207,21 @@ func FuzzDecodeSaveRequest(f *testing.F) {
 			if m.Role != "user" || !validID(m.ID) || len(m.Parts) == 0 {
 				t.Fatalf("accepted message %+v", m)
 			}
+			nfiles := 0
 			for _, p := range m.Parts {
-				if p.Type != "text" || p.Text == "" {
+				switch {
+				case p.Type == "text" && p.Text != "":
+				case p.Type == "file" && strings.HasPrefix(p.MediaType, "image/"):
+					nfiles++
+					if a := engine.Attachments([]engine.UIMessage{{Role: "user", Parts: []engine.UIPart{p}}}); a[0].Size > 8 || (a[0].Size < 0 && !a[0].Remote) {
+						t.Fatalf("accepted file %+v", a[0])
+					}
+				default:
 					t.Fatalf("accepted part %+v", p)
 				}
+			}
+			if nfiles > 2 {
+				t.Fatalf("accepted %d files", nfiles)
 			}
 		}
 	})

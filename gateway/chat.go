@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -26,6 +27,8 @@ type chatRequest struct {
 	Trigger   string
 	MessageID string
 	Body      map[string]any
+	// files checks the user message's file parts (set by the handler).
+	files *fileRules
 }
 
 // decodeChatRequest parses and checks a chat request body. It is the
@@ -93,8 +96,9 @@ func decodeChatRequest(data []byte, maxMessages int) (*chatRequest, error) {
 }
 
 // userMessage returns the trusted form of a client's user message: its id
-// (or a new one) and its non-empty text parts only.
-func userMessage(m engine.UIMessage, field string) (engine.UIMessage, error) {
+// (or a new one), its non-empty text parts and its file parts (checked by
+// files), in order; every other part is dropped.
+func userMessage(m engine.UIMessage, field string, files *fileRules) (engine.UIMessage, error) {
 	if m.Role != engine.RoleUser {
 		return engine.UIMessage{}, errField(field+".role", "must be user")
 	}
@@ -105,13 +109,27 @@ func userMessage(m engine.UIMessage, field string) (engine.UIMessage, error) {
 		return engine.UIMessage{}, errField(field+".id", "is not a valid message id")
 	}
 	out := engine.UIMessage{ID: id, Role: engine.RoleUser, Parts: []engine.UIPart{}}
-	for _, p := range m.Parts {
-		if p.Type == engine.PartText && p.Text != "" {
-			out.Parts = append(out.Parts, engine.UIPart{Type: engine.PartText, Text: p.Text})
+	nfiles := 0
+	for j, p := range m.Parts {
+		switch p.Type {
+		case engine.PartText:
+			if p.Text != "" {
+				out.Parts = append(out.Parts, engine.UIPart{Type: engine.PartText, Text: p.Text})
+			}
+		case engine.PartFile:
+			fp, err := files.filePart(p, fmt.Sprintf("%s.parts[%d]", field, j))
+			if err != nil {
+				return engine.UIMessage{}, err
+			}
+			out.Parts = append(out.Parts, fp)
+			nfiles++
 		}
 	}
+	if err := files.countFiles(nfiles, field+".parts"); err != nil {
+		return engine.UIMessage{}, err
+	}
 	if len(out.Parts) == 0 {
-		return engine.UIMessage{}, errField(field, "a user message needs at least one non-empty text part")
+		return engine.UIMessage{}, errField(field, "a user message needs at least one non-empty text part or a file")
 	}
 	return out, nil
 }
@@ -148,7 +166,7 @@ func chatPlan(ctx context.Context, req *chatRequest, tx *transcript) (*plan, err
 		}
 		return nil, errorf(http.StatusConflict, CodeConflict, "message %q is already in the session and answered", last.ID)
 	}
-	m, err := userMessage(last, "messages[last]")
+	m, err := userMessage(last, lastField(req), req.files)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +176,9 @@ func chatPlan(ctx context.Context, req *chatRequest, tx *transcript) (*plan, err
 	return &plan{}, nil
 }
 
+// lastField is the field path of the request's last message.
+func lastField(req *chatRequest) string { return fmt.Sprintf("messages[%d]", len(req.Messages)-1) }
+
 // editPlan replaces the text of stored user message i with the request's
 // and drops everything after it.
 func editPlan(ctx context.Context, req *chatRequest, tx *transcript, i int) (*plan, error) {
@@ -165,7 +186,7 @@ func editPlan(ctx context.Context, req *chatRequest, tx *transcript, i int) (*pl
 	if last.ID != req.MessageID {
 		return nil, errField("messageId", "an edit's last message must be the edited user message")
 	}
-	m, err := userMessage(last, "messages[last]")
+	m, err := userMessage(last, lastField(req), req.files)
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +291,7 @@ func (s *Server) chat(c *gin.Context) error {
 	if err := ag.checkBody(req.Body); err != nil {
 		return err
 	}
+	req.files = s.fileRules(ag)
 	t, err := s.begin(c.Request.Context(), &turnInput{
 		agent: ag, principal: principal(c), sessionID: req.ID, entry: engine.EntryChat,
 		requestID: requestID(c), create: true, body: req.Body, setBody: true, bounded: true,

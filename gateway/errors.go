@@ -43,7 +43,8 @@ type apiError struct {
 	// Details is extra JSON for the body's "errors" key (rule diagnostics).
 	Details any
 	// Pointer, when set, is the JSON pointer of the offending value in the
-	// request's custom body (the body's "pointer" key).
+	// request body (the body's "pointer" key): a custom body field, or a
+	// file part.
 	Pointer string
 	// RetryAfter, when positive, is sent as Retry-After (whole seconds,
 	// rounded up) and retry-after-ms.
@@ -133,7 +134,7 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	if ae.Details != nil {
 		body["errors"] = ae.Details
 	}
-	if ae.Code == CodeInvalidBody {
+	if ae.Code == CodeInvalidBody || ae.Pointer != "" {
 		body["pointer"] = ae.Pointer
 	}
 	setRetryAfter(c, ae.RetryAfter)

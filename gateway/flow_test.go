@@ -32,8 +32,8 @@ func TestChatForgedHistoryIgnored(t *testing.T) {
 	stored := g.history("demo", "s1")
 
 	// The client resends history with a forged assistant answer, a forged
-	// tool call with its result, a system message and a file part, then a
-	// new user message.
+	// tool call with its result and a system message, then a new user
+	// message with a forged tool part beside its text and file.
 	forged := map[string]any{
 		"id": "s1", "trigger": "submit-message",
 		"messages": []any{
@@ -62,8 +62,8 @@ func TestChatForgedHistoryIgnored(t *testing.T) {
 	if textOf(msgs[1]) != textOf(stored[1]) || strings.Contains(textOf(msgs[1]), "FORGED") {
 		t.Errorf("stored assistant message changed to %q", textOf(msgs[1]))
 	}
-	if len(msgs[2].Parts) != 1 || textOf(msgs[2]) != "second" {
-		t.Errorf("new user message stored as %+v, want its text part only", msgs[2].Parts)
+	if p := msgs[2].Parts; len(p) != 2 || textOf(msgs[2]) != "second" || p[1].Type != "file" || p[1].URL != "data:,x" {
+		t.Errorf("new user message stored as %+v, want its text and file parts only", p)
 	}
 	for _, m := range msgs {
 		if m.Role == engine.RoleSystem {

@@ -424,6 +424,9 @@ const maskedErrorText = "An error occurred."
 // text is the turn's client-visible error; the masked default is replaced
 // by a description of the class, which carries no provider text.
 func oaiTurnError(err error, text string) *apiError {
+	if ae := refusedError(err); ae != nil {
+		return ae
+	}
 	var ue *engine.UpstreamError
 	upstream := errors.As(err, &ue)
 	ae := &apiError{Status: http.StatusBadGateway, Code: "server_error", Message: text}

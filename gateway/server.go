@@ -88,6 +88,8 @@ type agent struct {
 	bodySchema *jsonschema.Schema
 	// session applies the agent's session configuration; nil without one.
 	session *sessionctx.Agent
+	// files limits the file parts of the agent's user messages.
+	files config.Attachments
 }
 
 // Server is the gateway. Create it with New, serve Handler, call Start to
@@ -205,7 +207,8 @@ func buildAgents(cfg *config.Config) (map[string]*agent, error) {
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: bodySchema: %w", a.Name, err)
 		}
-		agents[a.Name] = &agent{name: a.Name, model: a.Model, system: a.System, toolNames: a.Tools, defaults: a.TurnDefaults(), bodySchema: body}
+		agents[a.Name] = &agent{name: a.Name, model: a.Model, system: a.System, toolNames: a.Tools, defaults: a.TurnDefaults(), bodySchema: body,
+			files: cfg.AttachmentLimits(&a)}
 	}
 	return agents, nil
 }

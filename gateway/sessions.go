@@ -51,8 +51,8 @@ func newTurnResponse(t *turn) *turnResponse {
 }
 
 // decodeSaveRequest parses and checks a saveMessages body, returning the
-// trusted user messages (text parts only, ids assigned).
-func decodeSaveRequest(data []byte, maxMessages int) (*saveRequest, error) {
+// trusted user messages (text and file parts only, ids assigned).
+func decodeSaveRequest(data []byte, maxMessages int, files *fileRules) (*saveRequest, error) {
 	var req saveRequest
 	if err := decodeStrictJSON(data, &req); err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func decodeSaveRequest(data []byte, maxMessages int) (*saveRequest, error) {
 		return nil, errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), maxMessages)
 	}
 	for i, m := range req.Messages {
-		um, err := userMessage(m, "messages["+strconv.Itoa(i)+"]")
+		um, err := userMessage(m, "messages["+strconv.Itoa(i)+"]", files)
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +121,7 @@ func (s *Server) saveMessages(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeSaveRequest(data, s.cfg.Limits.MaxMessages)
+	req, err := decodeSaveRequest(data, s.cfg.Limits.MaxMessages, s.fileRules(ag))
 	if err != nil {
 		return err
 	}
@@ -146,6 +146,9 @@ func (s *Server) runAndRespond(c *gin.Context, in *turnInput) error {
 	}
 	if err := t.wait(c.Request.Context()); err != nil {
 		return err
+	}
+	if ae := refusedError(t.err); ae != nil {
+		return ae
 	}
 	c.JSON(http.StatusOK, newTurnResponse(t))
 	return nil

@@ -143,6 +143,8 @@ type Agent struct {
 	// Session configures context blocks, compaction, cached prompts and
 	// history search (session.go).
 	Session *Session `yaml:"session"`
+	// Attachments overrides limits.attachments for this agent.
+	Attachments *Attachments `yaml:"attachments"`
 }
 
 // AgentTimeout bounds an agent's model streaming: Total the whole turn's,
@@ -350,6 +352,8 @@ type Limits struct {
 	// ApprovalExpiry is how long a tool call waits for approval before it
 	// is denied with reason "expired".
 	ApprovalExpiry time.Duration `yaml:"approvalExpiry"`
+	// Attachments limits user messages' file parts (attachments.go).
+	Attachments Attachments `yaml:"attachments"`
 }
 
 // Defaults for unset limits.
@@ -480,6 +484,7 @@ func (c *Config) applyDefaults() {
 	l.ApprovalExpiry = cmp.Or(l.ApprovalExpiry, DefaultApprovalExpiry)
 	c.applyExtensionDefaults()
 	c.applySessionDefaults()
+	l.Attachments.setDefaults()
 }
 
 // Agent returns the agent named name.
@@ -551,6 +556,7 @@ func (c *Config) Validate() error {
 		a.validate(func(format string, args ...any) {
 			add("agents[%d] (%s): "+format, append([]any{i, a.Name}, args...)...)
 		}, len(c.MCPServers) > 0)
+		a.Attachments.validate(fmt.Sprintf("agents[%d] (%s): attachments", i, a.Name), c.Limits.MaxBodyBytes, add)
 	}
 	c.validateSessions(add)
 	c.Store.validate(add)
@@ -593,6 +599,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateExtensions(add)
 	c.Tracing.validate(add)
+	l.Attachments.validate("limits.attachments", l.MaxBodyBytes, add)
 	c.check(add)
 	return errors.Join(errs...)
 }

@@ -83,6 +83,16 @@ func TestParseErrors(t *testing.T) {
 		{"negative maxConcurrentTools", "limits: {maxConcurrentTools: -1}\n", []string{"limits.maxConcurrentTools: must be positive, not -1"}},
 		{"negative toolTimeout", "limits: {toolTimeout: -2s}\n", []string{"limits.toolTimeout: must be positive, not -2s"}},
 		{"negative maxToolOutputBytes", "limits: {maxToolOutputBytes: -5}\n", []string{"limits.maxToolOutputBytes: must be positive, not -5"}},
+		{"negative attachment maxBytes", "limits: {attachments: {maxBytes: -1}}\n", []string{"line 1: limits.attachments.maxBytes: must not be negative, not -1"}},
+		{"negative attachment maxCount", "limits:\n  attachments:\n    maxCount: -2\n", []string{"line 3: limits.attachments.maxCount: must not be negative"}},
+		{"bad media type pattern", "limits:\n  attachments:\n    allowedMediaTypes: [image/png, 'image', '*/*', Image/PNG]\n", []string{
+			`line 3: limits.attachments.allowedMediaTypes[1]: "image" is not a media type`,
+			`limits.attachments.allowedMediaTypes[2]: "*/*" is not a media type`,
+			`limits.attachments.allowedMediaTypes[3]: "Image/PNG" must be lower-case`}},
+		{"attachment larger than the body", "limits: {maxBodyBytes: 1000000, attachments: {maxBytes: 1000000}}\n", []string{
+			"limits.attachments.maxBytes: a file of 1000000 bytes is 1333336 bytes in base64, more than limits.maxBodyBytes (1000000) allows", "raise limits.maxBodyBytes to at least 1398872"}},
+		{"agent attachment larger than the body", agentYAML("attachments: {maxBytes: 8000000}"), []string{"line 4: agents[0] (a): attachments.maxBytes: a file of 8000000 bytes"}},
+		{"unknown attachment key", agentYAML("attachments: {maxbytes: 1}"), []string{`unknown key "maxbytes"`, `did you mean "maxBytes"`}},
 		{"tool timeout without a unit", "limits: {toolTimeout: fast}\n", []string{"line 1"}},
 		{"unknown timeout key", agentYAML("timeout: {totalMs: 5}"), []string{"line 5", "totalMs"}},
 		{"duplicate agent", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents: [{name: a, model: m}, {name: a, model: m}]\n", []string{"line 3: agents[1]: duplicate agent"}},

@@ -172,6 +172,15 @@ func (p provider) Stream(ctx context.Context, req *engine.ModelRequest) (engine.
 	return &stream{Stream: s, p: p, start: start}, nil
 }
 
+// CheckFile forwards to the wrapped provider's engine.FileChecker; a
+// provider without one takes every file.
+func (p provider) CheckFile(mediaType string, remote bool) error {
+	if fc, ok := p.next.(engine.FileChecker); ok {
+		return fc.CheckFile(mediaType, remote)
+	}
+	return nil
+}
+
 // stream observes the duration once, when the stream ends or is closed.
 type stream struct {
 	engine.Stream

@@ -457,7 +457,7 @@ func newEnv(hook string) (*cel.Env, error) {
 const (
 	estStringSize = 10_000 // characters in a prompt, message text or field
 	estListSize   = 1_000  // messages, tools, body entries
-	estInnerSize  = 100    // parts of a message, calls of a step, roles
+	estInnerSize  = 100    // parts of a message, calls of a step, roles, attachments
 )
 
 // constInt returns the value of an int literal argument.
@@ -481,7 +481,7 @@ func (estimator) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	case types.ListKind, types.MapKind:
 		if p := n.Path(); len(p) > 0 {
 			switch p[len(p)-1] {
-			case "content", "toolCalls", "toolResults", "roles", "steps", "context":
+			case "content", "toolCalls", "toolResults", "roles", "steps", "context", "attachments":
 				return &checker.SizeEstimate{Min: 0, Max: estInnerSize}
 			}
 		}

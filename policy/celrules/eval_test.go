@@ -59,6 +59,7 @@ beforeTurn:
       headers: '{"x-tenant": principal.tenant}'
       providerOptions: '{"openai": {"reasoningEffort": "low", "n": 1}}'
       output: '{"name": "verdict", "schema": {"type": "object", "properties": {"severity": {"enum": ["low", "high"]}}}}'
+      refuse: '"no PDFs: " + principal.tenant'
 `))
 	tc := &engine.TurnContext{
 		System:   "You help.",
@@ -92,14 +93,15 @@ beforeTurn:
 		ProviderOptions:  map[string]any{"openai": map[string]any{"reasoningEffort": "low", "n": int64(1)}},
 		Output: &engine.OutputSpec{Name: "verdict",
 			Schema: json.RawMessage(`{"properties":{"severity":{"enum":["low","high"]}},"type":"object"}`)},
+		Refuse: ptr("no PDFs: acme"),
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		g, _ := json.Marshal(cfg)
 		w, _ := json.Marshal(want)
 		t.Errorf("config:\n got %s\nwant %s", g, w)
 	}
-	if len(tr.SetBy) != 21 {
-		t.Errorf("SetBy has %d fields, want 21: %v", len(tr.SetBy), tr.SetBy)
+	if len(tr.SetBy) != 22 {
+		t.Errorf("SetBy has %d fields, want 22: %v", len(tr.SetBy), tr.SetBy)
 	}
 }
 
@@ -220,6 +222,8 @@ func TestVariables(t *testing.T) {
 		Messages: []engine.ModelMessage{{Role: "assistant", Content: []engine.ContentPart{
 			{Type: engine.ContentToolCall, ToolName: "search", ToolCallID: "c1", Input: json.RawMessage(`{"q":"go"}`)}}}},
 		Tools: []engine.ToolInfo{{Name: "search", Kind: engine.ToolKindHTTP, InputSchema: json.RawMessage(`{"type":"object"}`)}},
+		Attachments: []engine.Attachment{{MediaType: "image/png", Filename: "a.png", Size: 70},
+			{MediaType: "application/pdf", Size: -1, Remote: true, URL: "https://example.com/a.pdf"}},
 	}
 	sc := &engine.PrepareStepContext{Identity: tc.Identity, StepNumber: 1, Turn: tc, ActiveTools: []string{"search"},
 		Messages: []engine.ModelMessage{text("user", "a"), text("assistant", "b"), text("user", "c"), text("assistant", "d")},
@@ -237,6 +241,8 @@ func TestVariables(t *testing.T) {
 		`[turn.tools, turn.tools, turn.tools].flatten().map(t, t.name + string(t.dynamic)) == ["searchfalse", "searchfalse", "searchfalse"]`,
 		`step.messages.size() == 4 && step.messages.map(m, m.text) == ["a", "b", "c", "d"] && step.messages.filter(m, m.text > "b").size() == 2`,
 		`now == timestamp("1970-01-01T00:00:00Z")`,
+		`turn.attachments.size() == 2 && turn.attachments[0].mediaType == "image/png" && turn.attachments[0].filename == "a.png" && turn.attachments[0].size == 70 && !turn.attachments[0].remote && turn.attachments[0].url == ""`,
+		`turn.attachments.exists(a, a.remote && a.size == -1 && a.url.startsWith("https://example.com/")) && !turn.attachments.all(a, a.mediaType.startsWith("image/"))`,
 		`step.stepNumber == 1 && step.activeTools == ["search"] && step.steps.size() == 1`,
 		`step.steps[0].toolCalls[0].input.q == "go" && step.steps[0].toolResults[0].output == [1, 2]`,
 		`step.steps[0].usage.totalTokens == 15 && step.steps[0].usage.cachedInputTokens == 3 && step.steps[0].finishReason == "tool-calls"`,

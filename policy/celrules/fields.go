@@ -146,9 +146,11 @@ func init() {
 		step: func(c *engine.StepConfig, v any) { c.ProviderOptions = v.(map[string]any) }})
 	add(&fieldSpec{name: "output", want: []*types.Type{dynMapType}, decode: decodeOutput,
 		turn: func(c *engine.TurnConfig, v any) { c.Output = ptr(v.(engine.OutputSpec)) }})
+	add(&fieldSpec{name: "refuse", want: []*types.Type{types.StringType}, decode: decodeReason,
+		turn: func(c *engine.TurnConfig, v any) { c.Refuse = ptr(v.(string)) }})
 	for _, name := range []string{"model", "system", "activeTools", "toolChoice", "maxSteps", "stopWhen", "sendReasoning",
 		"maxOutputTokens", "temperature", "topP", "topK", "presencePenalty", "frequencyPenalty", "stopSequences",
-		"seed", "maxRetries", "timeout"} {
+		"seed", "maxRetries", "timeout", "refuse"} {
 		fields[name].copies = true
 	}
 	for name, m := range map[string]mergeKind{"maxSteps": mergeMin, "maxOutputTokens": mergeMin, "maxRetries": mergeMin,
@@ -176,6 +178,15 @@ func decodeString(v ref.Val) (any, error) {
 		return nil, fmt.Errorf("want string, got %s", typeName(v))
 	}
 	return string(s), nil
+}
+
+// decodeReason decodes refuse: a non-empty reason.
+func decodeReason(v ref.Val) (any, error) {
+	s, err := decodeString(v)
+	if err == nil && strings.TrimSpace(s.(string)) == "" {
+		return nil, fmt.Errorf("refuse needs a non-empty reason")
+	}
+	return s, err
 }
 
 func decodeBool(v ref.Val) (any, error) {

@@ -20,7 +20,8 @@ import (
 //
 //	turn:        # engine.TurnContext fields (its JSON names): system, messages,
 //	             # tools, model, continuation, body, maxSteps, agent, sessionId,
-//	             # requestId, entryPath, depth. For beforeStep, the step's turn.
+//	             # requestId, entryPath, depth, attachments. For beforeStep, the
+//	             # step's turn.
 //	step:        # beforeStep only: engine.PrepareStepContext fields: stepNumber,
 //	             # steps, model, system, messages, activeTools
 //	principal:   # tenant, subject, roles; copied into the turn's and step's identity

@@ -27,9 +27,10 @@ var (
 	toolResultType = newObjectType[engine.ToolResult]("turngate.ToolResult")
 	usageType      = newObjectType[engine.Usage]("turngate.Usage")
 	stopType       = newObjectType[engine.StopCondition]("turngate.StopCondition")
+	attachmentType = newObjectType[engine.Attachment]("turngate.Attachment")
 
 	objectTypes = []*objectType{turnType, stepType, principalType, messageType, partType,
-		toolType, stepResultType, toolCallType, toolResultType, usageType, stopType}
+		toolType, stepResultType, toolCallType, toolResultType, usageType, stopType, attachmentType}
 
 	stringListType = types.NewListType(types.StringType)
 	dynMapType     = types.NewMapType(types.StringType, types.DynType)
@@ -56,6 +57,7 @@ func init() {
 		field("context", stringMapType, func(t *engine.TurnContext) ref.Val { return types.NewStringStringMap(registry, t.Context) }),
 		field("compacted", types.BoolType, func(t *engine.TurnContext) ref.Val { return types.Bool(t.Compacted) }),
 		field("summary", types.StringType, func(t *engine.TurnContext) ref.Val { return types.String(t.Summary) }),
+		field("attachments", types.NewListType(attachmentType.typ), func(t *engine.TurnContext) ref.Val { return newObjectList(attachmentType, t.Attachments) }),
 	)
 	addFields(stepType,
 		field("stepNumber", types.IntType, func(s *engine.PrepareStepContext) ref.Val { return types.Int(s.StepNumber) }),
@@ -83,6 +85,8 @@ func init() {
 		field("input", types.DynType, func(p *engine.ContentPart) ref.Val { return jsonValue(p.Input) }),
 		field("output", types.DynType, func(p *engine.ContentPart) ref.Val { return jsonValue(p.Output) }),
 		field("isError", types.BoolType, func(p *engine.ContentPart) ref.Val { return types.Bool(p.IsError) }),
+		field("mediaType", types.StringType, func(p *engine.ContentPart) ref.Val { return types.String(p.MediaType) }),
+		field("filename", types.StringType, func(p *engine.ContentPart) ref.Val { return types.String(p.Filename) }),
 	)
 	addFields(toolType,
 		field("name", types.StringType, func(t *engine.ToolInfo) ref.Val { return types.String(t.Name) }),
@@ -122,6 +126,13 @@ func init() {
 		field("totalTokens", types.IntType, func(u *engine.Usage) ref.Val { return types.Int(u.TotalTokens) }),
 		field("reasoningTokens", types.IntType, func(u *engine.Usage) ref.Val { return types.Int(u.ReasoningTokens) }),
 		field("cachedInputTokens", types.IntType, func(u *engine.Usage) ref.Val { return types.Int(u.CachedInputTokens) }),
+	)
+	addFields(attachmentType,
+		field("mediaType", types.StringType, func(a *engine.Attachment) ref.Val { return types.String(a.MediaType) }),
+		field("filename", types.StringType, func(a *engine.Attachment) ref.Val { return types.String(a.Filename) }),
+		field("size", types.IntType, func(a *engine.Attachment) ref.Val { return types.Int(a.Size) }),
+		field("remote", types.BoolType, func(a *engine.Attachment) ref.Val { return types.Bool(a.Remote) }),
+		field("url", types.StringType, func(a *engine.Attachment) ref.Val { return types.String(a.URL) }),
 	)
 	addFields(stopType,
 		field("type", types.StringType, func(c *engine.StopCondition) ref.Val { return types.String(c.Type) }),

@@ -35,6 +35,8 @@ import (
 //	previousCalls    array    this turn's earlier calls, in order:
 //	                           {toolName, toolCallId, input, decision, success, stepNumber}
 //	messagesCount    number   how many messages the model has seen
+//	attachments      array    the files of the turn's last user message:
+//	                           {mediaType, filename, size, remote, url}
 //
 // A field holding invalid JSON appears as null; evaluating such a call fails
 // with CodeValidation.
@@ -106,6 +108,7 @@ func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache) (ast.Value,
 	items := append(callItems(&tc.Identity, tool, tc.ToolCallID, tc.StepNumber, len(tc.Messages)),
 		ast.Item(inputKey.body, body),
 		ast.Item(inputKey.previousCalls, ast.ArrayTerm(prev...)),
+		ast.Item(inputKey.attachments, attachmentsTerm(tc.Attachments)),
 	)
 	return ast.NewObject(items...), errors.Join(errs...)
 }
@@ -133,6 +136,21 @@ func toolResultInput(rc *engine.ToolCallResultContext, schemas *schemaCache) (as
 }
 
 var emptyObject = ast.ObjectTerm()
+
+// attachmentsTerm is the input's attachments array.
+func attachmentsTerm(as []engine.Attachment) *ast.Term {
+	terms := make([]*ast.Term, len(as))
+	for i, a := range as {
+		terms[i] = ast.ObjectTerm(
+			ast.Item(inputKey.mediaType, ast.StringTerm(a.MediaType)),
+			ast.Item(inputKey.filename, ast.StringTerm(a.Filename)),
+			ast.Item(inputKey.size, ast.InternedTerm(int(a.Size))),
+			ast.Item(inputKey.remote, ast.InternedTerm(a.Remote)),
+			ast.Item(inputKey.url, ast.StringTerm(a.URL)),
+		)
+	}
+	return ast.ArrayTerm(terms...)
+}
 
 // inputKey holds the input documents' key terms, built once: ast terms are
 // immutable, so every evaluation shares them.
@@ -167,6 +185,12 @@ var inputKey = struct {
 	error          *ast.Term
 	executed       *ast.Term
 	durationMs     *ast.Term
+	attachments    *ast.Term
+	mediaType      *ast.Term
+	filename       *ast.Term
+	size           *ast.Term
+	remote         *ast.Term
+	url            *ast.Term
 }{
 	agent:          ast.StringTerm("agent"),
 	sessionID:      ast.StringTerm("sessionId"),
@@ -198,6 +222,12 @@ var inputKey = struct {
 	error:          ast.StringTerm("error"),
 	executed:       ast.StringTerm("executed"),
 	durationMs:     ast.StringTerm("durationMs"),
+	attachments:    ast.StringTerm("attachments"),
+	mediaType:      ast.StringTerm("mediaType"),
+	filename:       ast.StringTerm("filename"),
+	size:           ast.StringTerm("size"),
+	remote:         ast.StringTerm("remote"),
+	url:            ast.StringTerm("url"),
 }
 
 // callItems are the fields both input documents have: the turn's identity,

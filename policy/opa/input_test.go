@@ -31,6 +31,10 @@ func fullCall() *engine.ToolCallContext {
 		{ToolCallID: "call-0", ToolName: "lookup", Input: json.RawMessage(`{"id":1}`), StepNumber: 1, Decision: engine.DecisionBlock, Success: true},
 		{ToolCallID: "call-00", ToolName: "noargs", StepNumber: 1, Decision: engine.DecisionAllow},
 	}
+	tc.Attachments = []engine.Attachment{
+		{MediaType: "image/png", Filename: "dot.png", Size: 70},
+		{MediaType: "application/pdf", Size: -1, Remote: true, URL: "https://example.com/a.pdf"},
+	}
 	return tc
 }
 

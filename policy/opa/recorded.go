@@ -203,6 +203,8 @@ func DecodeToolCallInput(data []byte) (*engine.ToolCallContext, error) {
 			Success    bool            `json:"success"`
 			StepNumber int             `json:"stepNumber"`
 		} `json:"previousCalls"`
+		// Attachments are absent from records made before files existed.
+		Attachments []engine.Attachment `json:"attachments"`
 	}
 	if err := decodeStrict(data, &doc); err != nil {
 		return nil, fmt.Errorf("decoding tool_call input: %w", err)
@@ -213,7 +215,7 @@ func DecodeToolCallInput(data []byte) (*engine.ToolCallContext, error) {
 	}
 	tc := &engine.ToolCallContext{Identity: id, Type: "tool-call", ToolCallID: doc.ToolCallID,
 		ToolName: doc.Tool.Name, Input: doc.Tool.Input, Dynamic: doc.Tool.Dynamic, Tool: doc.Tool.info(),
-		StepNumber: doc.StepNumber, Messages: msgs, Body: doc.Body,
+		StepNumber: doc.StepNumber, Messages: msgs, Body: doc.Body, Attachments: doc.Attachments,
 		PreviousCalls: make([]engine.ToolCallRecord, len(doc.PreviousCalls))}
 	for i, pc := range doc.PreviousCalls {
 		tc.PreviousCalls[i] = engine.ToolCallRecord{ToolCallID: pc.ToolCallID, ToolName: pc.ToolName,

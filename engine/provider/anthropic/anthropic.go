@@ -104,7 +104,10 @@ func (p *Provider) body(req *engine.ModelRequest) ([]byte, []string, error) {
 	if req.MaxOutputTokens != nil {
 		maxTokens = *req.MaxOutputTokens
 	}
-	turns := messages(req.Messages)
+	turns, err := p.messages(req.Messages)
+	if err != nil {
+		return nil, nil, &engine.UpstreamError{Message: err.Error()}
+	}
 	b := map[string]any{
 		"model":      req.Model,
 		"max_tokens": maxTokens,
@@ -177,8 +180,9 @@ func (p *Provider) body(req *engine.ModelRequest) ([]byte, []string, error) {
 // messages maps model messages to Messages API turns: assistant text,
 // thinking (when it carries its signature) and tool_use blocks; tool
 // results as tool_result blocks of a user turn. Consecutive turns of the
-// same role are merged, as the API expects alternating roles.
-func messages(msgs []engine.ModelMessage) []any {
+// same role are merged, as the API expects alternating roles. User files
+// become image and document blocks (fileBlock).
+func (p *Provider) messages(msgs []engine.ModelMessage) ([]any, error) {
 	type turn struct {
 		role   string
 		blocks []any
@@ -209,6 +213,12 @@ func messages(msgs []engine.ModelMessage) []any {
 				case meta.Signature != "":
 					blocks = append(blocks, map[string]any{"type": "thinking", "thinking": c.Text, "signature": meta.Signature})
 				}
+			case engine.ContentFile:
+				block, err := p.fileBlock(c)
+				if err != nil {
+					return nil, err
+				}
+				blocks = append(blocks, block)
 			case engine.ContentToolCall:
 				blocks = append(blocks, map[string]any{"type": "tool_use", "id": c.ToolCallID, "name": c.ToolName, "input": objectOrEmpty(c.Input)})
 			case engine.ContentToolResult:
@@ -230,7 +240,7 @@ func messages(msgs []engine.ModelMessage) []any {
 	for i, t := range turns {
 		out[i] = map[string]any{"role": t.role, "content": t.blocks}
 	}
-	return out
+	return out, nil
 }
 
 // thinkingMeta is what a reasoning part's providerMetadata keeps for the

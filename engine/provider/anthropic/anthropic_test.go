@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -109,6 +110,16 @@ func TestRequestBody(t *testing.T) {
 				}},
 				userMsg("And tomorrow?"),
 			}}, 0},
+		{"files", Config{}, engine.ModelRequest{Model: "claude-test", Messages: []engine.ModelMessage{
+			{Role: engine.RoleUser, Content: []engine.ContentPart{
+				{Type: engine.ContentText, Text: "What is in these?"},
+				{Type: engine.ContentFile, MediaType: "image/png", URL: "data:image/png;base64,iVBORw0KGgo=", Filename: "dot.png"},
+				{Type: engine.ContentFile, MediaType: "image/jpeg", URL: "https://example.com/cat.jpg"},
+				{Type: engine.ContentFile, MediaType: "application/pdf", URL: "data:application/pdf;base64,JVBERi0xLjQK", Filename: "report.pdf"},
+				{Type: engine.ContentFile, MediaType: "application/pdf", URL: "https://example.com/paper.pdf"},
+				{Type: engine.ContentFile, MediaType: "text/plain", URL: "data:text/plain;charset=utf-8,hello%20notes", Filename: "notes.txt"},
+			}},
+		}}, 0},
 		{"defaults", Config{MaxTokens: 2048}, engine.ModelRequest{Model: "m", Messages: []engine.ModelMessage{userMsg("Hi")},
 			ToolChoice: &engine.ToolChoice{Type: engine.ToolChoiceNone}}, 0},
 	}
@@ -198,6 +209,24 @@ func BenchmarkStreamThinkingTextTool(b *testing.B) {
 		}
 		if st.Err() != nil {
 			b.Fatal(st.Err())
+		}
+	}
+}
+
+// TestUnsupportedFiles: a file the API does not take fails the request
+// before anything is sent, naming the media type; CheckFile agrees.
+func TestUnsupportedFiles(t *testing.T) {
+	p := New(Config{BaseURL: "http://127.0.0.1:1"})
+	for _, mt := range []string{"application/zip", "audio/wav", "image/svg+xml"} {
+		_, err := p.Stream(context.Background(), &engine.ModelRequest{Model: "m", Messages: []engine.ModelMessage{
+			{Role: engine.RoleUser, Content: []engine.ContentPart{{Type: engine.ContentFile, MediaType: mt, URL: "data:" + mt + ";base64,AAAA"}}}}})
+		want := `does not accept "` + mt + `"`
+		var ue *engine.UpstreamError
+		if !errors.As(err, &ue) || ue.Retryable || !strings.Contains(ue.Message, want) {
+			t.Errorf("%s: error %v, want a non-retryable error containing %q", mt, err, want)
+		}
+		if err := p.CheckFile(mt, false); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckFile(%s) = %v", mt, err)
 		}
 	}
 }

@@ -91,9 +91,13 @@ func (p *Provider) Stream(ctx context.Context, req *engine.ModelRequest) (engine
 // body builds the request body. Keys are written sorted, so bodies are
 // byte-for-byte reproducible.
 func (p *Provider) body(req *engine.ModelRequest) ([]byte, []string, error) {
+	msgs, err := p.messages(req)
+	if err != nil {
+		return nil, nil, &engine.UpstreamError{Message: err.Error()}
+	}
 	b := map[string]any{
 		"model":          req.Model,
-		"messages":       messages(req),
+		"messages":       msgs,
 		"stream":         true,
 		"stream_options": map[string]any{"include_usage": true},
 	}
@@ -150,16 +154,23 @@ func (p *Provider) body(req *engine.ModelRequest) ([]byte, []string, error) {
 
 // messages maps the system prompt and model messages to Chat Completions
 // messages: assistant tool calls as tool_calls, each tool result as its
-// own role "tool" message. Reasoning parts are not sent back.
-func messages(req *engine.ModelRequest) []any {
+// own role "tool" message, user files as content parts (userContent).
+// Reasoning parts are not sent back.
+func (p *Provider) messages(req *engine.ModelRequest) ([]any, error) {
 	var out []any
 	if req.System != "" {
 		out = append(out, map[string]any{"role": "system", "content": req.System})
 	}
 	for _, m := range req.Messages {
 		switch m.Role {
-		case engine.RoleSystem, engine.RoleUser:
+		case engine.RoleSystem:
 			out = append(out, map[string]any{"role": m.Role, "content": m.Text()})
+		case engine.RoleUser:
+			content, err := p.userContent(m)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, map[string]any{"role": m.Role, "content": content})
 		case engine.RoleAssistant:
 			msg := map[string]any{"role": "assistant", "content": nil}
 			if text := m.Text(); text != "" {
@@ -184,7 +195,7 @@ func messages(req *engine.ModelRequest) []any {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // finishReasons maps Chat Completions finish reasons to the AI SDK's.

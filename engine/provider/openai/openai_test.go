@@ -109,6 +109,17 @@ func TestRequestBody(t *testing.T) {
 					{Type: engine.ContentToolResult, ToolCallID: "call_0003", ToolName: "get_weather", Output: json.RawMessage(`"tool failed: timeout"`), IsError: true},
 				}},
 			}}},
+		{"files", Config{}, engine.ModelRequest{Model: "gpt-test", Messages: []engine.ModelMessage{
+			{Role: engine.RoleUser, Content: []engine.ContentPart{
+				{Type: engine.ContentText, Text: "What is in these?"},
+				{Type: engine.ContentFile, MediaType: "image/png", URL: "data:image/png;base64,iVBORw0KGgo=", Filename: "dot.png"},
+				{Type: engine.ContentFile, MediaType: "image/jpeg", URL: "https://example.com/cat.jpg"},
+				{Type: engine.ContentFile, MediaType: "application/pdf", URL: "data:application/pdf;base64,JVBERi0xLjQK", Filename: "report.pdf"},
+				{Type: engine.ContentFile, MediaType: "application/pdf", URL: "data:application/pdf,%25PDF-1.4%0A"},
+				{Type: engine.ContentFile, MediaType: "audio/wav", URL: "data:audio/wav;base64,UklGRg=="},
+			}},
+			userMsg("text only stays a string"),
+		}}},
 		{"json_object_output", Config{APIKey: "sk-x"}, engine.ModelRequest{Model: "m", Messages: []engine.ModelMessage{userMsg("x")},
 			Output: &engine.OutputSpec{}, ToolChoice: &engine.ToolChoice{Type: engine.ToolChoiceNone}}},
 	}
@@ -153,6 +164,30 @@ func TestRequestBody(t *testing.T) {
 				t.Errorf("no topK warning in the finish part:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestUnsupportedFiles: a file the API does not take fails the request
+// before anything is sent, naming the media type; CheckFile agrees.
+func TestUnsupportedFiles(t *testing.T) {
+	p := New(Config{BaseURL: "http://127.0.0.1:1"})
+	for _, tc := range []struct {
+		mediaType, url, want string
+	}{
+		{"application/zip", "data:application/zip;base64,UEs=", `does not accept "application/zip"`},
+		{"text/plain", "data:text/plain,hi", `does not accept "text/plain"`},
+		{"application/pdf", "https://example.com/a.pdf", "must be sent inline"},
+		{"audio/mpeg", "https://example.com/a.mp3", "must be sent inline"},
+	} {
+		_, err := p.Stream(context.Background(), &engine.ModelRequest{Model: "m", Messages: []engine.ModelMessage{
+			{Role: engine.RoleUser, Content: []engine.ContentPart{{Type: engine.ContentFile, MediaType: tc.mediaType, URL: tc.url}}}}})
+		var ue *engine.UpstreamError
+		if !errors.As(err, &ue) || ue.Retryable || !strings.Contains(ue.Message, tc.want) {
+			t.Errorf("%s %s: error %v, want a non-retryable error containing %q", tc.mediaType, tc.url, err, tc.want)
+		}
+		if err := p.CheckFile(tc.mediaType, !strings.HasPrefix(tc.url, "data:")); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("CheckFile(%s) = %v, want %q", tc.mediaType, err, tc.want)
+		}
 	}
 }
 

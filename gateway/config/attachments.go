@@ -1,0 +1,151 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"mime"
+	"strings"
+	"time"
+)
+
+// Attachments limits the file parts of user messages: limits.attachments
+// for every agent, and an agent's attachments, whose set fields override
+// the gateway's.
+type Attachments struct {
+	// MaxBytes bounds each file's decoded size (a data: URL's payload, or
+	// a fetched remote file's body). Over it: 413.
+	MaxBytes int64 `yaml:"maxBytes"`
+	// MaxCount bounds the files of one user message. Over it: 400.
+	MaxCount int `yaml:"maxCount"`
+	// AllowedMediaTypes, when set, are the media types accepted:
+	// "image/png", or "image/*" for a whole type. Empty: any type the
+	// agent's model provider can take.
+	AllowedMediaTypes []string `yaml:"allowedMediaTypes"`
+	// FetchRemote makes the gateway fetch https file URLs itself (bounded
+	// by MaxBytes and FetchTimeout, never from private addresses) and send
+	// the content inline. Off (the default), a URL is passed to providers
+	// that take URLs and refused for the others.
+	FetchRemote *bool `yaml:"fetchRemote"`
+	// FetchTimeout bounds one fetch (default 10s).
+	FetchTimeout time.Duration `yaml:"fetchTimeout"`
+}
+
+// Defaults of limits.attachments.
+const (
+	// DefaultAttachmentMaxBytes fits a file base64-encoded (4/3 larger) in
+	// the default limits.maxBodyBytes (4 MiB) with room for the message.
+	DefaultAttachmentMaxBytes     = 2 << 20
+	DefaultAttachmentMaxCount     = 4
+	DefaultAttachmentFetchTimeout = 10 * time.Second
+)
+
+// setDefaults fills the gateway-wide defaults.
+func (a *Attachments) setDefaults() {
+	if a.MaxBytes == 0 {
+		a.MaxBytes = DefaultAttachmentMaxBytes
+	}
+	if a.MaxCount == 0 {
+		a.MaxCount = DefaultAttachmentMaxCount
+	}
+	if a.FetchTimeout == 0 {
+		a.FetchTimeout = DefaultAttachmentFetchTimeout
+	}
+	if a.FetchRemote == nil {
+		a.FetchRemote = new(false)
+	}
+}
+
+// Fetches reports whether remote files are fetched.
+func (a *Attachments) Fetches() bool { return a.FetchRemote != nil && *a.FetchRemote }
+
+// AttachmentLimits returns the limits of a's user files: the gateway's,
+// with the fields a sets replacing them.
+func (c *Config) AttachmentLimits(a *Agent) Attachments {
+	l := c.Limits.Attachments
+	if o := a.Attachments; o != nil {
+		if o.MaxBytes != 0 {
+			l.MaxBytes = o.MaxBytes
+		}
+		if o.MaxCount != 0 {
+			l.MaxCount = o.MaxCount
+		}
+		if o.AllowedMediaTypes != nil {
+			l.AllowedMediaTypes = o.AllowedMediaTypes
+		}
+		if o.FetchRemote != nil {
+			l.FetchRemote = o.FetchRemote
+		}
+		if o.FetchTimeout != 0 {
+			l.FetchTimeout = o.FetchTimeout
+		}
+	}
+	return l
+}
+
+// validate reports a's errors through add, each prefixed with at (the
+// field path of a). bodyBytes is limits.maxBodyBytes: a file of maxBytes,
+// base64-encoded, must fit in a request body with room to spare, or
+// no file of the allowed size could ever be sent.
+func (a *Attachments) validate(at string, bodyBytes int64, add func(format string, args ...any)) {
+	if a == nil {
+		return
+	}
+	if need := encodedSize(cmp.Or(a.MaxBytes, DefaultAttachmentMaxBytes)) + bodyRoom; a.MaxBytes >= 0 && cmp.Or(bodyBytes, DefaultMaxBodyBytes) < need {
+		add("%s.maxBytes: a file of %d bytes is %d bytes in base64, more than limits.maxBodyBytes (%d) allows with %d bytes for the rest of the message; raise limits.maxBodyBytes to at least %d or lower maxBytes",
+			at, cmp.Or(a.MaxBytes, DefaultAttachmentMaxBytes), encodedSize(cmp.Or(a.MaxBytes, DefaultAttachmentMaxBytes)), cmp.Or(bodyBytes, DefaultMaxBodyBytes), bodyRoom, need)
+	}
+	if a.MaxBytes < 0 {
+		add("%s.maxBytes: must not be negative, not %d", at, a.MaxBytes)
+	}
+	if a.MaxCount < 0 {
+		add("%s.maxCount: must not be negative, not %d", at, a.MaxCount)
+	}
+	if a.FetchTimeout < 0 {
+		add("%s.fetchTimeout: must not be negative, not %s", at, a.FetchTimeout)
+	}
+	for i, p := range a.AllowedMediaTypes {
+		if err := checkMediaPattern(p); err != nil {
+			add("%s.allowedMediaTypes[%d]: %v", at, i, err)
+		}
+	}
+}
+
+// bodyRoom is the request body room validate keeps beside one file of
+// maxBytes for the rest of the request.
+const bodyRoom = 64 << 10
+
+// encodedSize is the length of n bytes in padded base64.
+func encodedSize(n int64) int64 { return (n + 2) / 3 * 4 }
+
+// checkMediaPattern accepts "type/subtype" and "type/*", lower-case.
+func checkMediaPattern(p string) error {
+	typ, sub, ok := strings.Cut(p, "/")
+	if !ok || typ == "" || sub == "" || typ == "*" {
+		return fmt.Errorf("%q is not a media type (type/subtype or type/*)", p)
+	}
+	if p != strings.ToLower(p) {
+		return fmt.Errorf("%q must be lower-case", p)
+	}
+	if sub == "*" {
+		sub = "x"
+	}
+	if mt, params, err := mime.ParseMediaType(typ + "/" + sub); err != nil || len(params) > 0 || mt != typ+"/"+sub {
+		return fmt.Errorf("%q is not a media type (type/subtype or type/*)", p)
+	}
+	return nil
+}
+
+// MediaTypeAllowed reports whether mediaType (lower-case, without
+// parameters) matches one of patterns; every type matches an empty list.
+func MediaTypeAllowed(patterns []string, mediaType string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	typ, _, _ := strings.Cut(mediaType, "/")
+	for _, p := range patterns {
+		if p == mediaType || p == typ+"/*" {
+			return true
+		}
+	}
+	return false
+}
