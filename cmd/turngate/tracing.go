@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turngate/turngate/gateway/config"
@@ -32,6 +33,9 @@ func startTracing(cfg config.Tracing, log *slog.Logger) (tracer trace.Tracer, st
 	if err != nil {
 		return nil, nil, err
 	}
+	// The SDK's own errors (an export the collector refused or never
+	// answered) are logged like the gateway's, not by the SDK's logger.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing: export failed", "err", err) }))
 	log.Info("tracing on", "endpoint", cfg.Endpoint, "sampleRatio", cfg.Ratio())
 	return p.Tracer(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), tracingShutdownTimeout)

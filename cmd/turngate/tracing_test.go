@@ -473,3 +473,31 @@ func TestTracingOpenAIEndpoint(t *testing.T) {
 		parentOf(t, lookups[0], incomingTraceID)
 	}
 }
+
+// TestTracingCollectorDown checks that a collector that cannot be reached
+// never fails a turn: the chat is answered, shutdown ends (the last export
+// is bounded) and the export failures are logged as the gateway's logs.
+func TestTracingCollectorDown(t *testing.T) {
+	r := startServe(t, writeServeConfig(t, "tracing: {enabled: true, endpoint: \"http://127.0.0.1:1\"}\n"))
+	body := `{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"weather in Paris"}]}]}`
+	resp, err := http.Post("http://"+r.addr+"/v1/agents/demo/chat", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"tool-output-available"`) {
+		t.Fatalf("chat with the collector down: %d %s", resp.StatusCode, data)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	for line := range strings.Lines(r.stderr.String()) {
+		if !strings.HasPrefix(line, "time=") {
+			t.Errorf("stderr line not logged by the gateway's logger: %q", line)
+		}
+	}
+	if !strings.Contains(r.stderr.String(), "tracing: export failed") {
+		t.Errorf("no export failure logged:\n%s", r.stderr)
+	}
+}
