@@ -422,3 +422,28 @@ func TestHistorySearch(t *testing.T) {
 		t.Errorf("search_history is not offered: %s", body)
 	}
 }
+
+// TestSessionOnOpenAIEndpoint: a turn of the OpenAI-compatible endpoint
+// has no stored session, so it gets the static blocks, the writable block
+// shown empty, and neither the session tools nor a compaction.
+func TestSessionOnOpenAIEndpoint(t *testing.T) {
+	up := newScriptUpstream(t, func(int, string) reply { return reply{text: "Hi.", promptTokens: 99999} })
+	g := sessionGateway(t, up, config.ProviderOpenAI, `
+context:
+  - {name: soul, text: You are terse.}
+  - {name: memory, writable: true, maxTokens: 10}
+compaction: {after: 10}
+historySearch: true
+`)
+	for range 2 {
+		g.doJSON("POST", "/v1/chat/completions", map[string]any{"model": "mem",
+			"messages": []any{map[string]any{"role": "user", "content": "hello"}}}, http.StatusOK, nil)
+	}
+	body := up.body(-1)
+	if !strings.Contains(body, `"## soul\nYou are terse.\n\n## memory (writable with the update_context tool, at most 10 tokens)\n(empty)"`) {
+		t.Errorf("system prompt: %s", body)
+	}
+	if strings.Contains(body, "update_context\"") || strings.Contains(body, "search_history") || len(up.bodies) != 2 {
+		t.Errorf("session tools offered or a compaction ran (%d requests): %s", len(up.bodies), body)
+	}
+}

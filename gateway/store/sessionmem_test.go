@@ -141,3 +141,23 @@ func TestSearchMessages(t *testing.T) {
 		}
 	})
 }
+
+// FuzzSearchMessages: whatever the query (a model writes it), a SQLite
+// search answers hits or ErrInvalid, never a query error.
+func FuzzSearchMessages(f *testing.F) {
+	db := freshSQLite(f)
+	s := open(f, db)
+	ctx := context.Background()
+	m := engine.UIMessage{ID: "m1", Role: engine.RoleUser, Parts: []engine.UIPart{{Type: engine.PartText, Text: "the weather in Paris"}}}
+	if _, err := s.Admit(ctx, "t1", "a", "s1", nil, &m); err != nil {
+		f.Fatal(err)
+	}
+	for _, q := range []string{"paris", `"paris`, "NEAR(a b)", "a* OR -b", "ünïcode ∑ 東京", "' ; DROP TABLE messages; --", "^x", "col:paris"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		if _, err := s.SearchMessages(ctx, "t1", "s1", q, 5); err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("search %q: %v", q, err)
+		}
+	})
+}
