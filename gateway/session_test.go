@@ -440,10 +440,10 @@ historySearch: true
 			"messages": []any{map[string]any{"role": "user", "content": "hello"}}}, http.StatusOK, nil)
 	}
 	body := up.body(-1)
-	if !strings.Contains(body, `"## soul\nYou are terse.\n\n## memory (writable with the update_context tool, at most 10 tokens)\n(empty)"`) {
+	if !strings.Contains(body, `"## soul\nYou are terse.\n\n## memory\n(empty)"`) {
 		t.Errorf("system prompt: %s", body)
 	}
-	if strings.Contains(body, "update_context\"") || strings.Contains(body, "search_history") || len(up.bodies) != 2 {
+	if strings.Contains(body, "update_context") || strings.Contains(body, "search_history") || len(up.bodies) != 2 {
 		t.Errorf("session tools offered or a compaction ran (%d requests): %s", len(up.bodies), body)
 	}
 }

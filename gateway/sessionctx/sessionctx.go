@@ -116,7 +116,7 @@ func (a *Agent) Prepare(ctx context.Context, id engine.Identity, history []engin
 			return nil, fmt.Errorf("loading session state: %w", err)
 		}
 	}
-	blocks, contents, err := a.render(ctx, state.Blocks)
+	blocks, contents, err := a.render(ctx, state.Blocks, stored)
 	if err != nil {
 		return nil, err
 	}
@@ -176,8 +176,9 @@ func (a *Agent) Observe(ctx context.Context, id engine.Identity, res *engine.Tur
 // render renders the context blocks in their order (static blocks first
 // with cachedPrompt), with writable blocks' stored content, and returns
 // the blocks and the content by name. Without context blocks, the agent's
-// own system prompt is the one block.
-func (a *Agent) render(ctx context.Context, stored map[string]string) ([]engine.SystemBlock, map[string]string, error) {
+// own system prompt is the one block. withTool says whether the turn
+// offers update_context (a writable block's heading names it).
+func (a *Agent) render(ctx context.Context, stored map[string]string, withTool bool) ([]engine.SystemBlock, map[string]string, error) {
 	if len(a.cfg.Context) == 0 {
 		if a.system == "" {
 			return nil, nil, nil
@@ -204,7 +205,7 @@ func (a *Agent) render(ctx context.Context, stored map[string]string) ([]engine.
 			}
 		}
 		contents[b.Name] = content
-		block := engine.SystemBlock{Text: renderBlock(b, content)}
+		block := engine.SystemBlock{Text: renderBlock(b, content, withTool)}
 		if b.Writable && a.cfg.CachedPrompt {
 			writable = append(writable, block)
 		} else {
@@ -218,12 +219,13 @@ func (a *Agent) render(ctx context.Context, stored map[string]string) ([]engine.
 }
 
 // renderBlock renders one block: a heading with its name, its
-// description, and its content.
-func renderBlock(b *config.ContextBlock, content string) string {
+// description, and its content. A writable block's heading says how the
+// model writes it, when the turn offers the tool.
+func renderBlock(b *config.ContextBlock, content string, withTool bool) string {
 	var sb strings.Builder
 	sb.WriteString("## ")
 	sb.WriteString(b.Name)
-	if b.Writable {
+	if b.Writable && withTool {
 		fmt.Fprintf(&sb, " (writable with the %s tool, at most %d tokens)", UpdateToolName, b.MaxTokens)
 	}
 	sb.WriteByte('\n')
