@@ -220,9 +220,8 @@ func (tt *turnTrace) toolContext(ctx context.Context, cs *callState) context.Con
 	return trace.ContextWithSpan(ctx, cs.span)
 }
 
-// endTool closes a tool call's span with its decision and outcome. It is
-// safe to call more than once (resolveTools closes every span it opened,
-// settled or not).
+// endTool closes a settled tool call's span with its decision and
+// outcome (settle runs once every tool of the step has returned).
 func (tt *turnTrace) endTool(cs *callState) {
 	if tt == nil || cs.span == nil {
 		return
@@ -243,13 +242,25 @@ func (tt *turnTrace) endTool(cs *callState) {
 	span.End()
 }
 
-// endTools closes the spans of calls that were never settled (client
-// calls awaiting their result, calls of an aborted step).
+// endTools closes the spans of the calls that were never settled: client
+// calls awaiting their result, and the calls of a step that was aborted or
+// timed out, whose tools may still be running. It reads only what decide
+// set, never what a running tool writes.
 func (tt *turnTrace) endTools(states []callState) {
 	if tt == nil {
 		return
 	}
 	for i := range states {
-		tt.endTool(&states[i])
+		cs := &states[i]
+		if cs.span == nil {
+			continue // settled: endTool closed it
+		}
+		cs.span.SetAttributes(attrDecision.String(cs.decision))
+		if cs.pending {
+			cs.span.SetAttributes(attrToolPending.Bool(true))
+		} else {
+			cs.span.SetStatus(codes.Error, "the turn ended before the call was settled")
+		}
+		cs.span.End()
 	}
 }

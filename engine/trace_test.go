@@ -1,0 +1,95 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/engine/provider/scripted"
+)
+
+// TestTraceSpansAlwaysEnd checks the engine's span tree and that every
+// span it starts ends, however the turn ends: completed, with a client
+// tool call left pending, aborted while a tool runs.
+func TestTraceSpansAlwaysEnd(t *testing.T) {
+	tests := []struct {
+		name   string
+		tool   func(cancel context.CancelFunc) engine.Executor
+		status string
+		want   []string // span names, in end order
+		check  func(t *testing.T, spans []sdktrace.ReadOnlySpan)
+	}{
+		{name: "completed", status: engine.StatusCompleted,
+			want: []string{"chat up-scripted", "execute_tool weather", "turngate.step", "chat up-scripted", "turngate.step", "invoke_agent a"}},
+		{name: "client tool pending", status: engine.StatusCompleted, tool: func(context.CancelFunc) engine.Executor { return nil },
+			want: []string{"chat up-scripted", "execute_tool weather", "turngate.step", "invoke_agent a"},
+			check: func(t *testing.T, spans []sdktrace.ReadOnlySpan) {
+				if !hasAttr(spans[1], "turngate.tool.pending", "true") || !hasAttr(spans[1], "turngate.tool.decision", "client") {
+					t.Errorf("the pending client call's span: %v", spans[1].Attributes())
+				}
+			}},
+		{name: "aborted while the tool runs", status: engine.StatusAborted,
+			tool: func(cancel context.CancelFunc) engine.Executor {
+				return engine.ExecutorFunc(func(ctx context.Context, _ engine.ToolExecution) (json.RawMessage, error) {
+					cancel()
+					<-ctx.Done()
+					return nil, ctx.Err()
+				})
+			},
+			want: []string{"chat up-scripted", "execute_tool weather", "turngate.step", "invoke_agent a"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			eng := engine.New(engine.Options{Models: models{"scripted": scripted.Default()}, Logger: quiet, Tracer: tp.Tracer("test")})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req := weatherTurn()
+			req.Model = "scripted"
+			if tc.tool != nil {
+				req.Tools[0].Executor = tc.tool(cancel)
+			}
+			if res := eng.Run(ctx, req); res.Status != tc.status {
+				t.Fatalf("status %s (%s), want %s", res.Status, res.Error, tc.status)
+			}
+			ended := rec.Ended()
+			if len(rec.Started()) != len(ended) {
+				t.Fatalf("%d spans started, %d ended", len(rec.Started()), len(ended))
+			}
+			var names []string
+			for _, s := range ended {
+				names = append(names, s.Name())
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Errorf("spans %q, want %q", names, tc.want)
+			}
+			turn := ended[len(ended)-1]
+			for _, s := range ended[:len(ended)-1] {
+				if s.SpanContext().TraceID() != turn.SpanContext().TraceID() {
+					t.Errorf("span %s is not in the turn's trace", s.Name())
+				}
+			}
+			if !hasAttr(turn, "turngate.turn.status", tc.status) {
+				t.Errorf("turn span attributes %v, want status %s", turn.Attributes(), tc.status)
+			}
+			if tc.check != nil {
+				tc.check(t, ended)
+			}
+		})
+	}
+}
+
+func hasAttr(s sdktrace.ReadOnlySpan, key, value string) bool {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.Emit() == value
+		}
+	}
+	return false
+}
