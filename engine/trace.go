@@ -26,6 +26,8 @@ const (
 	attrFinish      = attribute.Key("turngate.finish_reason")
 	attrErrorStage  = attribute.Key("turngate.error.stage")
 	attrToolPending = attribute.Key("turngate.tool.pending")
+	// attrToolApproval marks a call held until a person approves it.
+	attrToolApproval = attribute.Key("turngate.tool.awaiting_approval")
 )
 
 // turnTrace holds the open spans of a traced turn: the turn (GenAI
@@ -243,7 +245,7 @@ func (tt *turnTrace) endTool(cs *callState) {
 }
 
 // endTools closes the spans of the calls that were never settled: client
-// calls awaiting their result, and the calls of a step that was aborted or
+// calls awaiting their result, calls held for approval, and the calls of a step that was aborted or
 // timed out, whose tools may still be running. It reads only what decide
 // set, never what a running tool writes.
 func (tt *turnTrace) endTools(states []callState) {
@@ -256,9 +258,12 @@ func (tt *turnTrace) endTools(states []callState) {
 			continue // settled: endTool closed it
 		}
 		cs.span.SetAttributes(attrDecision.String(cs.decision))
-		if cs.pending {
+		switch {
+		case cs.pending:
 			cs.span.SetAttributes(attrToolPending.Bool(true))
-		} else {
+		case cs.approval != nil:
+			cs.span.SetAttributes(attrToolApproval.Bool(true))
+		default:
 			cs.span.SetStatus(codes.Error, "the turn ended before the call was settled")
 		}
 		cs.span.End()

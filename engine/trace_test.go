@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -19,6 +20,7 @@ import (
 func TestTraceSpansAlwaysEnd(t *testing.T) {
 	tests := []struct {
 		name   string
+		hooks  engine.Hooks
 		tool   func(cancel context.CancelFunc) engine.Executor
 		status string
 		want   []string // span names, in end order
@@ -31,6 +33,13 @@ func TestTraceSpansAlwaysEnd(t *testing.T) {
 			check: func(t *testing.T, spans []sdktrace.ReadOnlySpan) {
 				if !hasAttr(spans[1], "turngate.tool.pending", "true") || !hasAttr(spans[1], "turngate.tool.decision", "client") {
 					t.Errorf("the pending client call's span: %v", spans[1].Attributes())
+				}
+			}},
+		{name: "held for approval", status: engine.StatusCompleted, hooks: approveAll{},
+			want: []string{"chat up-scripted", "execute_tool weather", "turngate.step", "invoke_agent a"},
+			check: func(t *testing.T, spans []sdktrace.ReadOnlySpan) {
+				if !hasAttr(spans[1], "turngate.tool.awaiting_approval", "true") || spans[1].Status().Code != codes.Unset {
+					t.Errorf("the held call's span: %v %v", spans[1].Attributes(), spans[1].Status())
 				}
 			}},
 		{name: "aborted while the tool runs", status: engine.StatusAborted,
@@ -54,6 +63,9 @@ func TestTraceSpansAlwaysEnd(t *testing.T) {
 			req.Model = "scripted"
 			if tc.tool != nil {
 				req.Tools[0].Executor = tc.tool(cancel)
+			}
+			if tc.hooks != nil {
+				req.Hooks = tc.hooks
 			}
 			if res := eng.Run(ctx, req); res.Status != tc.status {
 				t.Fatalf("status %s (%s), want %s", res.Status, res.Error, tc.status)
@@ -83,6 +95,13 @@ func TestTraceSpansAlwaysEnd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// approveAll holds every tool call for a person's approval.
+type approveAll struct{ engine.NopHooks }
+
+func (approveAll) BeforeToolCall(context.Context, *engine.ToolCallContext) (*engine.ToolCallDecision, error) {
+	return &engine.ToolCallDecision{Action: engine.ActionApproval, Approvals: []engine.ApprovalReason{{Reason: "check first"}}}, nil
 }
 
 func hasAttr(s sdktrace.ReadOnlySpan, key, value string) bool {
