@@ -79,7 +79,7 @@ func (r *fileRules) filePart(p engine.UIPart, field string) (engine.UIPart, erro
 		}
 	}
 	if r.provider != nil {
-		if err := r.provider.CheckFile(mt, remote && !r.limits.Fetches()); err != nil {
+		if err := r.provider.CheckFile(mt, remote); err != nil {
 			return engine.UIPart{}, invalid("%v", err)
 		}
 	}

@@ -61,6 +61,7 @@ var exampleCases = []exampleCase{
 	{"restrict-active-tools", exampleRestrictActiveTools, nil},
 	{"shadow-rollout", exampleShadowRollout, nil},
 	{"selected-file-context", exampleSelectedFileContext, nil},
+	{"file-attachments", exampleFileAttachments, nil},
 	{"session-memory", exampleSessionMemory, nil},
 	{"stop-on-final-answer", exampleStopOnFinalAnswer, nil},
 	{"structured-output", exampleStructuredOutput, nil},
@@ -338,6 +339,47 @@ func exampleContinuationTurns(t *testing.T, x *exampleRun) {
 		if !fired(got[0], rule) {
 			t.Errorf("rulesFired = %v, want %s", got[0]["rulesFired"], rule)
 		}
+	}
+}
+
+// exampleFileAttachments: a picture reaches the model and comes back
+// intact from the history; a PDF is refused by the no-pdf rule before any
+// model call (the stream's error chunk, the decision record); a zip is a
+// 400 naming the part.
+func exampleFileAttachments(t *testing.T, x *exampleRun) {
+	const png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
+	withFile := func(id, text, mediaType, url, name string) chatBody {
+		b := userChat(id, "u-"+id, text, nil)
+		b["messages"].([]map[string]any)[0]["parts"] = []map[string]any{{"type": "text", "text": text},
+			{"type": "file", "mediaType": mediaType, "url": url, "filename": name}}
+		return b
+	}
+	s := x.chat("vision", withFile("img-1", "What is in this picture?", "image/png", png, "dot.png"))
+	if s.text() != "I see your picture." {
+		t.Errorf("the picture turn answered %q:\n%s", s.text(), s)
+	}
+	var h struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	x.json(http.MethodGet, "/v1/agents/vision/sessions/img-1/messages", nil, http.StatusOK, &h)
+	if len(h.Messages) != 2 || !strings.Contains(string(h.Messages[0]), `{"type":"file","mediaType":"image/png","url":"`+png+`","filename":"dot.png"}`) {
+		t.Errorf("history = %s", h.Messages)
+	}
+
+	s = x.chat("vision", withFile("pdf-1", "Summarise this document.", "application/pdf", "data:application/pdf;base64,JVBERi0xLjQKJSVFT0YK", "report.pdf"))
+	const reason = "PDF files are not accepted here; paste the relevant text instead."
+	if e, ok := s.first("error"); !ok || e.Fields["errorText"] != reason || s.text() != "" || s.finishReason() != "error" {
+		t.Errorf("the PDF turn was not refused:\n%s", s)
+	}
+	recs := decisions(x.turnAudit("pdf-1", 1), "beforeTurn")
+	if len(recs) != 1 || mustJSON(t, recs[0]["rulesFired"]) != `["attachments.yaml#no-pdf"]` || mustJSON(t, recs[0]["decision"]) != `{"refuse":"`+reason+`"}` {
+		t.Errorf("beforeTurn records = %v", recs)
+	}
+
+	var e struct{ Code, Pointer string }
+	x.json(http.MethodPost, "/v1/agents/vision/chat", withFile("zip-1", "Unpack this.", "application/zip", "data:application/zip;base64,UEsFBg==", "a.zip"), http.StatusBadRequest, &e)
+	if e.Code != "invalid_attachment" || e.Pointer != "/messages/0/parts/1" {
+		t.Errorf("zip answered %+v", e)
 	}
 }
 

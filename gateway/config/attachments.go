@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"mime"
 	"strings"
-	"time"
 )
 
 // Attachments limits the file parts of user messages: limits.attachments
 // for every agent, and an agent's attachments, whose set fields override
-// the gateway's.
+// the gateway's. The gateway never fetches a remote (https) file: its URL
+// goes to providers that take URLs and is refused (400) for the others.
 type Attachments struct {
-	// MaxBytes bounds each file's decoded size (a data: URL's payload, or
-	// a fetched remote file's body). Over it: 413.
+	// MaxBytes bounds each inline file's decoded size (a data: URL's
+	// payload). Over it: 413.
 	MaxBytes int64 `yaml:"maxBytes"`
 	// MaxCount bounds the files of one user message. Over it: 400.
 	MaxCount int `yaml:"maxCount"`
@@ -21,22 +21,14 @@ type Attachments struct {
 	// "image/png", or "image/*" for a whole type. Empty: any type the
 	// agent's model provider can take.
 	AllowedMediaTypes []string `yaml:"allowedMediaTypes"`
-	// FetchRemote makes the gateway fetch https file URLs itself (bounded
-	// by MaxBytes and FetchTimeout, never from private addresses) and send
-	// the content inline. Off (the default), a URL is passed to providers
-	// that take URLs and refused for the others.
-	FetchRemote *bool `yaml:"fetchRemote"`
-	// FetchTimeout bounds one fetch (default 10s).
-	FetchTimeout time.Duration `yaml:"fetchTimeout"`
 }
 
 // Defaults of limits.attachments.
 const (
 	// DefaultAttachmentMaxBytes fits a file base64-encoded (4/3 larger) in
 	// the default limits.maxBodyBytes (4 MiB) with room for the message.
-	DefaultAttachmentMaxBytes     = 2 << 20
-	DefaultAttachmentMaxCount     = 4
-	DefaultAttachmentFetchTimeout = 10 * time.Second
+	DefaultAttachmentMaxBytes = 2 << 20
+	DefaultAttachmentMaxCount = 4
 )
 
 // setDefaults fills the gateway-wide defaults.
@@ -47,16 +39,7 @@ func (a *Attachments) setDefaults() {
 	if a.MaxCount == 0 {
 		a.MaxCount = DefaultAttachmentMaxCount
 	}
-	if a.FetchTimeout == 0 {
-		a.FetchTimeout = DefaultAttachmentFetchTimeout
-	}
-	if a.FetchRemote == nil {
-		a.FetchRemote = new(false)
-	}
 }
-
-// Fetches reports whether remote files are fetched.
-func (a *Attachments) Fetches() bool { return a.FetchRemote != nil && *a.FetchRemote }
 
 // AttachmentLimits returns the limits of a's user files: the gateway's,
 // with the fields a sets replacing them.
@@ -71,12 +54,6 @@ func (c *Config) AttachmentLimits(a *Agent) Attachments {
 		}
 		if o.AllowedMediaTypes != nil {
 			l.AllowedMediaTypes = o.AllowedMediaTypes
-		}
-		if o.FetchRemote != nil {
-			l.FetchRemote = o.FetchRemote
-		}
-		if o.FetchTimeout != 0 {
-			l.FetchTimeout = o.FetchTimeout
 		}
 	}
 	return l
@@ -99,9 +76,6 @@ func (a *Attachments) validate(at string, bodyBytes int64, add func(format strin
 	}
 	if a.MaxCount < 0 {
 		add("%s.maxCount: must not be negative, not %d", at, a.MaxCount)
-	}
-	if a.FetchTimeout < 0 {
-		add("%s.fetchTimeout: must not be negative, not %s", at, a.FetchTimeout)
 	}
 	for i, p := range a.AllowedMediaTypes {
 		if err := checkMediaPattern(p); err != nil {
