@@ -68,6 +68,9 @@ const (
 	decideApprovalSQL = `UPDATE approvals SET state = ?, decided_by = ?, reason = ?, decided_at = ?
 		WHERE tenant = ? AND id = ? AND state = 'pending' AND (expires_at > ? OR ? = 'expired')
 		RETURNING ` + approvalColumns
+	// anyExpiredSQL lets the sweep skip its write when nothing expired
+	// (an index seek on approvals_pending).
+	anyExpiredSQL      = `SELECT 1 FROM approvals WHERE state = 'pending' AND expires_at <= ? LIMIT 1`
 	expireApprovalsSQL = `UPDATE approvals SET state = 'expired', reason = 'expired', decided_at = ?
 		WHERE state = 'pending' AND expires_at <= ? RETURNING ` + approvalColumns
 )

@@ -78,8 +78,16 @@ func (s *SQLite) DecideApproval(ctx context.Context, tenant, id, state, decidedB
 	return a, nil
 }
 
-// ExpireApprovals implements Store.
+// ExpireApprovals implements Store. A reader checks first, so the sweep
+// takes the writer only when something expired.
 func (s *SQLite) ExpireApprovals(ctx context.Context, at time.Time) ([]Approval, error) {
+	var one int
+	switch err := s.r.QueryRowContext(ctx, anyExpiredSQL, nanos(at)).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return []Approval{}, nil
+	case err != nil:
+		return nil, fmt.Errorf("expiring approvals: %w", err)
+	}
 	var out []Approval
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, expireApprovalsSQL, nanos(at), nanos(at))
@@ -102,6 +110,7 @@ var (
 	pgGetApproval     = placeholders(getApprovalSQL)
 	pgDecideApproval  = placeholders(decideApprovalSQL)
 	pgExpireApprovals = placeholders(expireApprovalsSQL)
+	pgAnyExpired      = placeholders(anyExpiredSQL)
 )
 
 // CreateApprovals implements Store.
@@ -172,8 +181,16 @@ func (s *Postgres) DecideApproval(ctx context.Context, tenant, id, state, decide
 	return a, nil
 }
 
-// ExpireApprovals implements Store.
+// ExpireApprovals implements Store. A read checks first, so the sweep
+// writes only when something expired.
 func (s *Postgres) ExpireApprovals(ctx context.Context, at time.Time) ([]Approval, error) {
+	var one int
+	switch err := s.pool.QueryRow(ctx, pgAnyExpired, nanos(at)).Scan(&one); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return []Approval{}, nil
+	case err != nil:
+		return nil, fmt.Errorf("expiring approvals: %w", pgError(err))
+	}
 	var out []Approval
 	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, pgExpireApprovals, nanos(at), nanos(at))
