@@ -29,6 +29,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/metrics"
+	"github.com/turngate/turngate/internal/tracing"
 	"github.com/turngate/turngate/policy/celrules"
 )
 
@@ -104,6 +105,9 @@ type delivery struct {
 	hook     string
 	identity engine.Identity
 	snapshot any // a snapshot value, or a ChunkSnapshot for onChunk
+	// ctx is the worker's context carrying the turn's trace context, so
+	// the delivery's request continues the turn's trace.
+	ctx context.Context
 }
 
 // New starts the extensions of cfgs (exec extensions' processes and every
@@ -279,7 +283,7 @@ func (x *ext) send(d delivery, wait bool) *delivery {
 	if d.hook == HookOnChunk {
 		return x.sendChunks(d, wait)
 	}
-	x.deliver(x.ctx, d.hook, &d.identity, d.snapshot, nil)
+	x.deliver(d.ctx, d.hook, &d.identity, d.snapshot, nil)
 	return nil
 }
 
@@ -319,7 +323,7 @@ collect:
 		}
 		batch = append(batch, d.snapshot.(ChunkSnapshot))
 	}
-	x.deliver(x.ctx, HookOnChunk, &first.identity, nil, batch)
+	x.deliver(first.ctx, HookOnChunk, &first.identity, nil, batch)
 	return next
 }
 
@@ -381,28 +385,28 @@ func (h *hooks) BeforeTurn(ctx context.Context, tc *engine.TurnContext) (*engine
 
 func (h *hooks) BeforeToolCall(ctx context.Context, tc *engine.ToolCallContext) (*engine.ToolCallDecision, error) {
 	d, err := h.Hooks.BeforeToolCall(ctx, tc)
-	h.set.observe(HookBeforeToolCall, &tc.Identity, func() any { return toolCallSnapshot(tc) })
+	h.set.observe(ctx, HookBeforeToolCall, &tc.Identity, func() any { return toolCallSnapshot(tc) })
 	return d, err
 }
 
 func (h *hooks) AfterToolCall(ctx context.Context, rc *engine.ToolCallResultContext) {
 	h.Hooks.AfterToolCall(ctx, rc)
-	h.set.observe(HookAfterToolCall, &rc.Identity, func() any { return toolResultSnapshot(rc) })
+	h.set.observe(ctx, HookAfterToolCall, &rc.Identity, func() any { return toolResultSnapshot(rc) })
 }
 
 func (h *hooks) OnStepFinish(ctx context.Context, r *engine.StepResult) {
 	h.Hooks.OnStepFinish(ctx, r)
-	h.set.observe(HookOnStepFinish, &r.Identity, func() any { return stepSnapshot(r) })
+	h.set.observe(ctx, HookOnStepFinish, &r.Identity, func() any { return stepSnapshot(r) })
 }
 
 func (h *hooks) OnChunk(ctx context.Context, c *engine.ChunkContext) {
 	h.Hooks.OnChunk(ctx, c)
-	h.set.observe(HookOnChunk, &c.Identity, func() any { return chunkSnapshot(&c.Chunk) })
+	h.set.observe(ctx, HookOnChunk, &c.Identity, func() any { return chunkSnapshot(&c.Chunk) })
 }
 
 // observe queues an observation for every extension subscribed to hook
 // for the turn's agent; snapshot is built once, only if one is.
-func (s *Set) observe(hook string, id *engine.Identity, snapshot func() any) {
+func (s *Set) observe(ctx context.Context, hook string, id *engine.Identity, snapshot func() any) {
 	var snap any
 	for _, x := range s.exts {
 		if !x.subscribed(hook, id.Agent) {
@@ -411,7 +415,7 @@ func (s *Set) observe(hook string, id *engine.Identity, snapshot func() any) {
 		if snap == nil {
 			snap = snapshot()
 		}
-		x.enqueue(delivery{hook: hook, identity: *id, snapshot: snap})
+		x.enqueue(delivery{hook: hook, identity: *id, snapshot: snap, ctx: tracing.Follow(x.ctx, ctx)})
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
 )
@@ -305,5 +307,28 @@ func TestOverrides(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("errors %q lack %q", got, want)
 		}
+	}
+}
+
+// TestObservationTraceContext: a queued observation's request carries
+// the trace context of the turn that produced it, though it is sent
+// later by the worker.
+func TestObservationTraceContext(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Traceparent")
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	cfg := httpExt("traced", srv.URL)
+	cfg.Hooks = []string{HookAfterToolCall}
+	set := New([]config.Extension{cfg}, Options{Logger: slog.New(slog.DiscardHandler)})
+	defer set.Close(context.Background())
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled})
+	ctx, cancel := context.WithCancel(trace.ContextWithSpanContext(context.Background(), sc))
+	set.Wrap(engine.NopHooks{}).AfterToolCall(ctx, &engine.ToolCallResultContext{ToolName: "search", Success: true})
+	cancel() // the turn's context ends; the delivery does not depend on it
+	if tp := <-got; tp != "00-01020300000000000000000000000000-0405060000000000-01" {
+		t.Errorf("traceparent %q, want the turn's trace", tp)
 	}
 }

@@ -67,8 +67,8 @@ func (c Carrier) Restore(ctx context.Context) context.Context {
 // wrapper costs one context lookup when tracing is off.
 //
 // Every outgoing HTTP client of a turn is wrapped here: the model
-// providers, HTTP tools and MCP servers over HTTP (and, once they exist,
-// extensions).
+// providers, HTTP tools, MCP servers over HTTP and http extensions
+// (extension.NewHTTPClient).
 func Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
