@@ -41,6 +41,11 @@ func TestAuditAndMetrics(t *testing.T) {
 	g.key = "secret-key-123"
 	readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "delete /tmp/x")))
 	readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u2", "weather in Lima")))
+	// onChatResponse is recorded once the response is written, which the
+	// client can see end before the record reaches the sink.
+	waitFor(t, "two onChatResponse records", func() bool {
+		return strings.Count(buf.String(), `"kind":"`+audit.KindOnChatResponse+`"`) >= 2
+	})
 
 	var decisions, turns, steps, responses int
 	calls := map[string]map[string]any{}
