@@ -4,58 +4,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  AbstractChat,
   DefaultChatTransport,
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
 } from 'ai';
-import { chatAPI, history, partsOfType, textOf, uniqueId } from './gateway.js';
+import { Chat, chatAPI, history, partsOfType, textOf, uniqueId } from './gateway.js';
 
 // maxPosts bounds the requests one conversation may make: a gateway that
 // provokes the automatic resubmission loop (protocols.md A.8) gets an error
 // response instead of being hit without end.
 const maxPosts = 6;
-
-// NodeChatState is the minimal in-memory ChatState, as @ai-sdk/react's Chat
-// keeps it (chat.react.ts) minus the React subscriptions.
-class NodeChatState {
-  status = 'ready';
-  error = undefined;
-  messages;
-
-  constructor(messages = []) {
-    this.messages = messages;
-  }
-
-  pushMessage = message => {
-    this.messages = this.messages.concat(message);
-  };
-
-  popMessage = () => {
-    this.messages = this.messages.slice(0, -1);
-  };
-
-  replaceMessage = (index, message) => {
-    this.messages = [
-      ...this.messages.slice(0, index),
-      this.snapshot(message),
-      ...this.messages.slice(index + 1),
-    ];
-  };
-
-  snapshot = thing => structuredClone(thing);
-}
-
-// Chat is what useChat instantiates, without React.
-class Chat extends AbstractChat {
-  constructor({ messages, ...init }) {
-    super({ ...init, state: new NodeChatState(messages) });
-  }
-
-  get messages() {
-    return this.state.messages;
-  }
-}
 
 // countingFetch counts the POSTs and their bodies, refusing any beyond
 // maxPosts.

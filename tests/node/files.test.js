@@ -2,35 +2,8 @@
 // FileUIPart array (what a FileList becomes in the browser).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AbstractChat, DefaultChatTransport } from 'ai';
-import { chatAPI, history, partsOfType, textOf, uniqueId } from './gateway.js';
-
-// ChatState without React, as in chat.test.js.
-class NodeChatState {
-  status = 'ready';
-  error = undefined;
-  messages = [];
-  pushMessage = message => {
-    this.messages = this.messages.concat(message);
-  };
-  popMessage = () => {
-    this.messages = this.messages.slice(0, -1);
-  };
-  replaceMessage = (index, message) => {
-    this.messages = [...this.messages.slice(0, index), structuredClone(message), ...this.messages.slice(index + 1)];
-  };
-  snapshot = thing => structuredClone(thing);
-}
-
-class Chat extends AbstractChat {
-  constructor(init) {
-    super({ ...init, state: new NodeChatState() });
-  }
-
-  get messages() {
-    return this.state.messages;
-  }
-}
+import { DefaultChatTransport } from 'ai';
+import { Chat, chatAPI, history, partsOfType, textOf, uniqueId } from './gateway.js';
 
 // A 1x1 PNG and a one-line PDF as data: URLs, as FileReader.readAsDataURL writes them.
 const png = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg==';

@@ -2,6 +2,7 @@
 // TURNGATE_URL is set by the Go test that starts the gateway
 // (tests/node_test.go, with tests/testdata/node/turngate.yaml).
 import assert from 'node:assert/strict';
+import { AbstractChat } from 'ai';
 
 export const baseURL = process.env.TURNGATE_URL;
 if (!baseURL) {
@@ -48,4 +49,46 @@ export function textOf(message) {
   return partsOfType(message, 'text')
     .map(p => p.text)
     .join('');
+}
+
+// NodeChatState is the minimal in-memory ChatState, as @ai-sdk/react's Chat
+// keeps it (chat.react.ts) minus the React subscriptions.
+class NodeChatState {
+  status = 'ready';
+  error = undefined;
+  messages;
+
+  constructor(messages = []) {
+    this.messages = messages;
+  }
+
+  pushMessage = message => {
+    this.messages = this.messages.concat(message);
+  };
+
+  popMessage = () => {
+    this.messages = this.messages.slice(0, -1);
+  };
+
+  replaceMessage = (index, message) => {
+    this.messages = [
+      ...this.messages.slice(0, index),
+      this.snapshot(message),
+      ...this.messages.slice(index + 1),
+    ];
+  };
+
+  snapshot = thing => structuredClone(thing);
+}
+
+// Chat is what useChat instantiates, without React (chat.test.js,
+// files.test.js).
+export class Chat extends AbstractChat {
+  constructor({ messages, ...init }) {
+    super({ ...init, state: new NodeChatState(messages) });
+  }
+
+  get messages() {
+    return this.state.messages;
+  }
 }
