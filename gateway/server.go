@@ -160,7 +160,6 @@ func New(opts Options) (*Server, error) {
 	s.recorder = recorder{audit: s.audit, metrics: s.metrics,
 		input: opts.Audit != nil && opts.Config.Audit.Sink != config.SinkNone && opts.Config.Audit.RecordsInput()}
 	s.observers = engine.Compose(s.metrics.Hooks(), s.audit.Hooks(), opts.Observer)
-	s.extensions = extension.New(opts.Config.Extensions, extension.Options{Logger: s.log, Metrics: s.metrics})
 	var err error
 	if s.auth, err = newAuthenticator(opts.Config.Auth.APIKeys); err != nil {
 		return nil, err
@@ -172,6 +171,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.buildSessions()
+	// Started last: a failed New leaves no extension worker or process.
+	s.extensions = extension.New(opts.Config.Extensions, extension.Options{Logger: s.log, Metrics: s.metrics})
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
 	s.subs = newSubmissions(s)
 	s.handler = s.routes()
