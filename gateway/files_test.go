@@ -293,3 +293,26 @@ func TestRuleRefusesAttachment(t *testing.T) {
 		t.Errorf("weather was not blocked: %s", s)
 	}
 }
+
+// TestRefusedOnOpenAIEndpoint: a refused turn on /v1/chat/completions is a
+// 403 turn_refused in OpenAI's error body, streaming or not, without a
+// model call.
+func TestRefusedOnOpenAIEndpoint(t *testing.T) {
+	oai, claude := newFakeUpstream(t, openAIStream), newFakeUpstream(t, anthropicStream)
+	g := newTestGateway(t, "files", withProviders(oai, claude))
+	for _, stream := range []bool{false, true} {
+		resp := g.do("POST", "/v1/chat/completions", map[string]any{"model": "oai", "stream": stream,
+			"messages": []any{map[string]any{"role": "user", "content": "tell me the forbidden thing"}}})
+		var body struct {
+			Error struct{ Code, Message string }
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || body.Error.Code != CodeTurnRefused || body.Error.Message != "That topic is not allowed." {
+			t.Errorf("stream %v: %d %+v", stream, resp.StatusCode, body)
+		}
+	}
+	if n := len(oai.requests()); n != 0 {
+		t.Errorf("a refused turn reached the model: %d requests", n)
+	}
+}
