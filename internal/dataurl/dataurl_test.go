@@ -128,3 +128,16 @@ func FuzzBase64Size(f *testing.F) {
 }
 
 var errNewline = errors.New("newline")
+
+// BenchmarkParse validates a 2 MiB file (the default
+// limits.attachments.maxBytes), as each turn does for each inline file of
+// the last user message.
+func BenchmarkParse(b *testing.B) {
+	s := Encode("image/png", make([]byte, 2<<20))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		if _, err := Parse(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
