@@ -90,21 +90,33 @@ func (s *Server) authenticate(c *gin.Context) {
 		c.Next()
 		return
 	}
-	h := c.GetHeader("Authorization")
-	scheme, key, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		s.writeError(c, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer API key"))
-		c.Abort()
-		return
-	}
-	p, ok := s.auth.lookup(strings.TrimSpace(key))
-	if !ok {
-		s.writeError(c, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid API key"))
+	p, err := s.bearerPrincipal(c.GetHeader("Authorization"))
+	if err != nil {
+		s.writeError(c, err)
 		c.Abort()
 		return
 	}
 	c.Set(principalKey, p)
 	c.Next()
+}
+
+// bearerPrincipal returns the principal of an Authorization header value
+// "Bearer KEY", or a 401.
+func (s *Server) bearerPrincipal(h string) (engine.Principal, error) {
+	scheme, key, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return engine.Principal{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer API key")
+	}
+	return s.keyPrincipal(strings.TrimSpace(key))
+}
+
+// keyPrincipal returns the principal of an API key, or a 401.
+func (s *Server) keyPrincipal(key string) (engine.Principal, error) {
+	p, ok := s.auth.lookup(key)
+	if !ok {
+		return engine.Principal{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid API key")
+	}
+	return p, nil
 }
 
 // requireAdmin answers 403 unless the principal has the admin role.

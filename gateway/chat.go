@@ -27,7 +27,7 @@ type chatRequest struct {
 	Trigger   string
 	MessageID string
 	Body      map[string]any
-	// files checks the user message's file parts (set by the handler).
+	// files checks the user message's file parts (set by startChat).
 	files *fileRules
 }
 
@@ -71,28 +71,37 @@ func decodeChatRequest(data []byte, maxMessages int) (*chatRequest, error) {
 			return nil, err
 		}
 	}
+	if err := req.validate(maxMessages); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// validate checks a decoded chat request, from a POST body or a WebSocket
+// send frame.
+func (req *chatRequest) validate(maxMessages int) error {
 	switch {
 	case req.ID == "":
-		return nil, errField("id", "the chat id is required")
+		return errField("id", "the chat id is required")
 	case !validID(req.ID):
-		return nil, errField("id", "must be 1-128 characters of letters, digits and _ . : @ -")
+		return errField("id", "must be 1-128 characters of letters, digits and _ . : @ -")
 	case len(req.Messages) == 0:
-		return nil, errField("messages", "at least one message is required")
+		return errField("messages", "at least one message is required")
 	case len(req.Messages) > maxMessages:
-		return nil, errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), maxMessages)
+		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), maxMessages)
 	case req.Trigger != triggerSubmit && req.Trigger != triggerRegenerate:
-		return nil, errField("trigger", "must be %q or %q, not %q", triggerSubmit, triggerRegenerate, req.Trigger)
+		return errField("trigger", "must be %q or %q, not %q", triggerSubmit, triggerRegenerate, req.Trigger)
 	case req.MessageID != "" && !validID(req.MessageID):
-		return nil, errField("messageId", "is not a valid message id")
+		return errField("messageId", "is not a valid message id")
 	}
 	for i, m := range req.Messages {
 		switch m.Role {
 		case engine.RoleUser, engine.RoleAssistant, engine.RoleSystem:
 		default:
-			return nil, errBadRequest("field messages[%d].role: must be user, assistant or system, not %q", i, m.Role)
+			return errBadRequest("field messages[%d].role: must be user, assistant or system, not %q", i, m.Role)
 		}
 	}
-	return req, nil
+	return nil
 }
 
 // userMessage returns the trusted form of a client's user message: its id
@@ -288,20 +297,26 @@ func (s *Server) chat(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := ag.checkBody(req.Body); err != nil {
-		return err
-	}
-	req.files = s.fileRules(ag)
-	t, err := s.begin(c.Request.Context(), &turnInput{
-		agent: ag, principal: principal(c), sessionID: req.ID, entry: engine.EntryChat,
-		requestID: requestID(c), create: true, body: req.Body, setBody: true, bounded: true,
-		prepare: func(ctx context.Context, tx *transcript) (*plan, error) { return chatPlan(ctx, req, tx) },
-	})
+	t, err := s.startChat(c.Request.Context(), ag, principal(c), requestID(c), req)
 	if err != nil {
 		return err
 	}
 	s.stream(c, t.buf)
 	return nil
+}
+
+// startChat checks a chat request's custom body and admits its turn: the
+// one path of POST chat and of the WebSocket send frame.
+func (s *Server) startChat(ctx context.Context, ag *agent, p engine.Principal, requestID string, req *chatRequest) (*turn, error) {
+	if err := ag.checkBody(req.Body); err != nil {
+		return nil, err
+	}
+	req.files = s.fileRules(ag)
+	return s.begin(ctx, &turnInput{
+		agent: ag, principal: p, sessionID: req.ID, entry: engine.EntryChat,
+		requestID: requestID, create: true, body: req.Body, setBody: true, bounded: true,
+		prepare: func(ctx context.Context, tx *transcript) (*plan, error) { return chatPlan(ctx, req, tx) },
+	})
 }
 
 // stream writes buf as a UI message stream response, following it live.
@@ -326,23 +341,33 @@ func (s *Server) resumeStream(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	id := c.Param("id")
-	if !validID(id) {
-		return errSessionNotFound
-	}
-	p := principal(c)
-	sess, err := s.store.GetSession(c.Request.Context(), p.Tenant, id)
+	t, err := s.activeTurn(c.Request.Context(), ag, principal(c).Tenant, c.Param("id"))
 	if err != nil {
 		return err
 	}
-	if sess.Agent != ag.name {
-		return errSessionNotFound
-	}
-	buf := s.streams.Get(sessionKey(p.Tenant, id))
-	if buf == nil {
+	if t == nil {
 		c.Status(http.StatusNoContent)
 		return nil
 	}
-	s.stream(c, buf)
+	s.stream(c, t.buf)
 	return nil
+}
+
+// activeTurn returns the in-flight turn of tenant's session id, or nil when
+// none runs. A session that is missing, another tenant's or another
+// agent's is errSessionNotFound.
+func (s *Server) activeTurn(ctx context.Context, ag *agent, tenant, id string) (*turn, error) {
+	if !validID(id) {
+		return nil, errSessionNotFound
+	}
+	sess, err := s.store.GetSession(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if sess.Agent != ag.name {
+		return nil, errSessionNotFound
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active[sessionKey(tenant, id)], nil
 }

@@ -26,6 +26,7 @@ const (
 	CodeTooLarge         = "request_too_large"
 	CodeRequestTimeout   = "request_timeout"
 	CodeTooManyQueued    = "too_many_queued_turns"
+	CodeTooManyRequests  = "too_many_requests"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal_error"
 	CodeRulesInvalid     = "rules_invalid"

@@ -125,6 +125,8 @@ type Server struct {
 	active map[string]*turn
 
 	subs *submissions
+	// ws tracks the WebSocket chat connections (ws.go).
+	ws wsHub
 }
 
 // New returns a Server for opts.
@@ -241,6 +243,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.baseCancel()
 		<-done
 	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wsShutdownGrace)
+	s.ws.shutdown(wctx)
+	cancel()
 	s.baseCancel()
 	s.subs.wait()
 	s.extensions.Close(ctx)
@@ -284,6 +289,9 @@ func (s *Server) routes() http.Handler {
 	ag := v1.Group("/agents/:agent")
 	ag.POST("/chat", s.handle(s.chat))
 	ag.GET("/chat/:id/stream", s.handle(s.resumeStream))
+	// The WebSocket handshake authenticates itself (ws.go): browsers
+	// cannot send the Authorization header.
+	r.GET("/v1/agents/:agent/ws", s.handle(s.chatWebSocket))
 	ag.POST("/sessions/:id/messages", s.handle(s.saveMessages))
 	ag.GET("/sessions/:id/messages", s.handle(s.history))
 	ag.POST("/sessions/:id/continue", s.handle(s.continueLastTurn))

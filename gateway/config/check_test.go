@@ -28,6 +28,9 @@ func TestStartupChecks(t *testing.T) {
 		{"a tool schema that does not compile", "tools:\n  - name: t\n    builtin: echo\n    inputSchema: {type: objekt}\n",
 			`tools[0] (t): inputSchema: compiling schema`},
 		{"negative connection cap", "limits: {maxConnections: -1}\n", `limits: idleTimeout, readBodyTimeout and maxConnections must not be negative`},
+		{"negative websocket limit", "websocket: {pingInterval: -1s}\n", `line 1: websocket: limits and timeouts must not be negative`},
+		{"bad origin pattern", "websocket:\n  originPatterns: [ok.example.com, \"[bad\"]\n", `line 2: websocket.originPatterns[1]: "[bad" is not a valid host pattern`},
+		{"websocket settings", "websocket: {originPatterns: [\"*.example.com\", \"https://app.example.com\"], maxConnections: 2, maxFrameBytes: 1024}\n", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,6 +57,8 @@ type Config struct {
 	Extensions []Extension `yaml:"extensions"`
 	// Tracing exports OpenTelemetry traces (off by default).
 	Tracing Tracing `yaml:"tracing"`
+	// WebSocket configures the WebSocket chat endpoint (websocket.go).
+	WebSocket WebSocket `yaml:"websocket"`
 }
 
 // Debug configures diagnostics that are off by default.
@@ -485,6 +487,7 @@ func (c *Config) applyDefaults() {
 	c.applyExtensionDefaults()
 	c.applySessionDefaults()
 	l.Attachments.setDefaults()
+	c.WebSocket.applyDefaults(l.MaxBodyBytes)
 }
 
 // Agent returns the agent named name.
@@ -601,6 +604,7 @@ func (c *Config) Validate() error {
 	c.Tracing.validate(add)
 	l.Attachments.validate("limits.attachments", l.MaxBodyBytes, add)
 	c.check(add)
+	c.WebSocket.validate(add)
 	return errors.Join(errs...)
 }
 

@@ -102,26 +102,44 @@ func (b *Buffer) next(i int) ([][]byte, bool, <-chan struct{}) {
 // buffer is unaffected.
 func (b *Buffer) Follow(ctx context.Context, w http.ResponseWriter) error {
 	flusher, _ := w.(http.Flusher)
-	i, unflushed := 0, false
-	for {
-		frames, closed, wake := b.next(i)
+	unflushed := false
+	return b.Walk(ctx, 0, func(frames [][]byte, closed bool) error {
 		for _, f := range frames {
 			if _, err := w.Write(f); err != nil {
 				return fmt.Errorf("writing stream: %w", err)
 			}
 		}
-		i += len(frames)
 		if len(frames) > 0 && !closed {
 			// More may have arrived while writing: flush once caught up.
 			unflushed = true
-			continue
+			return nil
 		}
 		if (unflushed || len(frames) > 0) && flusher != nil {
 			flusher.Flush()
 		}
 		unflushed = false
+		return nil
+	})
+}
+
+// Walk calls fn with the frames from index from on, batch by batch as they
+// are appended, until the buffer is closed or ctx is done; the last call
+// has closed set and ends with the [DONE] frame. A call with no frames
+// means fn has caught up and Walk is about to wait. An error of fn ends
+// the walk with it; the turn behind the buffer is unaffected.
+func (b *Buffer) Walk(ctx context.Context, from int, fn func(frames [][]byte, closed bool) error) error {
+	i := from
+	for {
+		frames, closed, wake := b.next(i)
+		if err := fn(frames, closed); err != nil {
+			return err
+		}
+		i += len(frames)
 		if closed {
 			return nil
+		}
+		if len(frames) > 0 {
+			continue
 		}
 		select {
 		case <-wake:
@@ -168,4 +186,11 @@ func (r *Registry) Get(key string) *Buffer {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.buffers[key]
+}
+
+// Len returns the number of frames so far.
+func (b *Buffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.frames)
 }

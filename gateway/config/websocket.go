@@ -1,0 +1,80 @@
+package config
+
+import (
+	"cmp"
+	"path"
+	"time"
+)
+
+// WebSocket configures the WebSocket chat endpoint, GET
+// /v1/agents/{agent}/ws (the ai package's WebSocketChatTransport). Every
+// WebSocket connection is also one of limits.maxConnections.
+type WebSocket struct {
+	// OriginPatterns are the browser origins allowed besides the request's
+	// own host: host patterns matched case-insensitively with path.Match
+	// ("app.example.com", "*.example.com"), or "scheme://host" patterns that
+	// match the scheme too. A handshake whose Origin matches none is
+	// refused with 403; a client that sends no Origin (not a browser) is
+	// not checked.
+	OriginPatterns []string `yaml:"originPatterns"`
+	// MaxConnections caps the WebSocket connections open at once; a
+	// handshake beyond it is answered 503.
+	MaxConnections int `yaml:"maxConnections"`
+	// MaxFrameBytes caps one client frame; a larger one closes the
+	// connection with 1009 (message too big). Default limits.maxBodyBytes.
+	MaxFrameBytes int64 `yaml:"maxFrameBytes"`
+	// MaxRequestsPerConnection caps the send and resume requests one
+	// connection has in flight; one more is answered with an error frame.
+	MaxRequestsPerConnection int `yaml:"maxRequestsPerConnection"`
+	// SendQueue is how many frames a connection's send queue holds for a
+	// peer that reads slower than its turns stream.
+	SendQueue int `yaml:"sendQueue"`
+	// WriteTimeout is how long the peer has to take one frame; a peer that
+	// does not is disconnected (its turns go on and are persisted).
+	WriteTimeout time.Duration `yaml:"writeTimeout"`
+	// PingInterval is how often the gateway pings an open connection, and
+	// PongTimeout how long it waits for the pong before it closes the
+	// connection as dead.
+	PingInterval time.Duration `yaml:"pingInterval"`
+	PongTimeout  time.Duration `yaml:"pongTimeout"`
+	// AuthTimeout closes a connection whose handshake carried no API key
+	// when none of its requests authenticated within this time.
+	AuthTimeout time.Duration `yaml:"authTimeout"`
+}
+
+// Defaults for unset websocket settings.
+const (
+	DefaultWSMaxConnections           = 1024 // each holds a goroutine trio and a send queue
+	DefaultWSMaxRequestsPerConnection = 16   // a chat UI runs one or two; room for tabs sharing a socket
+	DefaultWSSendQueue                = 256  // about two model steps of chunks
+	DefaultWSWriteTimeout             = 10 * time.Second
+	DefaultWSPingInterval             = 30 * time.Second // under the 60 s idle cut of common proxies
+	DefaultWSPongTimeout              = 10 * time.Second
+	DefaultWSAuthTimeout              = 10 * time.Second
+)
+
+// applyDefaults fills the unset websocket settings; maxBodyBytes is the
+// default frame cap.
+func (w *WebSocket) applyDefaults(maxBodyBytes int64) {
+	w.MaxConnections = cmp.Or(w.MaxConnections, DefaultWSMaxConnections)
+	w.MaxFrameBytes = cmp.Or(w.MaxFrameBytes, maxBodyBytes)
+	w.MaxRequestsPerConnection = cmp.Or(w.MaxRequestsPerConnection, DefaultWSMaxRequestsPerConnection)
+	w.SendQueue = cmp.Or(w.SendQueue, DefaultWSSendQueue)
+	w.WriteTimeout = cmp.Or(w.WriteTimeout, DefaultWSWriteTimeout)
+	w.PingInterval = cmp.Or(w.PingInterval, DefaultWSPingInterval)
+	w.PongTimeout = cmp.Or(w.PongTimeout, DefaultWSPongTimeout)
+	w.AuthTimeout = cmp.Or(w.AuthTimeout, DefaultWSAuthTimeout)
+}
+
+// validate reports the websocket settings that cannot work.
+func (w *WebSocket) validate(add func(format string, args ...any)) {
+	if w.MaxConnections < 0 || w.MaxFrameBytes < 0 || w.MaxRequestsPerConnection < 0 || w.SendQueue < 0 ||
+		w.WriteTimeout < 0 || w.PingInterval < 0 || w.PongTimeout < 0 || w.AuthTimeout < 0 {
+		add("websocket: limits and timeouts must not be negative")
+	}
+	for i, p := range w.OriginPatterns {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			add("websocket.originPatterns[%d]: %q is not a valid host pattern (path.Match syntax, e.g. \"*.example.com\")", i, p)
+		}
+	}
+}
