@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -199,7 +200,7 @@ func FuzzDecodeSaveRequest(f *testing.F) {
 	f.Add([]byte(`{"messages":[{"role":"user","parts":[{"type":"file","mediaType":"image/png","url":"https://example.com/a.png"}]}]}`))
 	files := &fileRules{limits: config.Attachments{MaxBytes: 8, MaxCount: 2, AllowedMediaTypes: []string{"image/*"}}}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		req, err := decodeSaveRequest(data, 10, files)
+		req, err := decodeSaveRequest(context.Background(), data, 10, files)
 		if rejected(t, "decoder", err) {
 			return
 		}

@@ -312,6 +312,9 @@ func (s *Server) startChat(ctx context.Context, ag *agent, p engine.Principal, r
 		return nil, err
 	}
 	req.files = s.fileRules(ag)
+	if err := req.files.fetchFiles(ctx, &req.Messages[len(req.Messages)-1], lastField(req)); err != nil {
+		return nil, err
+	}
 	return s.begin(ctx, &turnInput{
 		agent: ag, principal: p, sessionID: req.ID, entry: engine.EntryChat,
 		requestID: requestID, create: true, body: req.Body, setBody: true, bounded: true,

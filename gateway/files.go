@@ -23,11 +23,12 @@ const CodeInvalidAttachment = "invalid_attachment"
 // maxFilenameBytes bounds a file part's filename.
 const maxFilenameBytes = 1024
 
-// fileRules is how an agent's requests check user files: the limits, and
+// fileRules is how one request to an agent checks user files: the limits, and
 // the checker of the agent's model provider (nil: every type passes).
 type fileRules struct {
 	limits   config.Attachments
 	provider engine.FileChecker
+	fetched  int // remote files fetched for this request (fetch.go)
 }
 
 // fileRules returns ag's file rules.

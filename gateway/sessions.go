@@ -51,8 +51,9 @@ func newTurnResponse(t *turn) *turnResponse {
 }
 
 // decodeSaveRequest parses and checks a saveMessages body, returning the
-// trusted user messages (text and file parts only, ids assigned).
-func decodeSaveRequest(data []byte, maxMessages int, files *fileRules) (*saveRequest, error) {
+// trusted user messages (text and file parts only, ids assigned), remote
+// files fetched first when the agent's attachments say so (fetch.go).
+func decodeSaveRequest(ctx context.Context, data []byte, maxMessages int, files *fileRules) (*saveRequest, error) {
 	var req saveRequest
 	if err := decodeStrictJSON(data, &req); err != nil {
 		return nil, err
@@ -70,6 +71,9 @@ func decodeSaveRequest(data []byte, maxMessages int, files *fileRules) (*saveReq
 		return nil, errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), maxMessages)
 	}
 	for i, m := range req.Messages {
+		if err := files.fetchFiles(ctx, &m, "messages["+strconv.Itoa(i)+"]"); err != nil {
+			return nil, err
+		}
 		um, err := userMessage(m, "messages["+strconv.Itoa(i)+"]", files)
 		if err != nil {
 			return nil, err
@@ -121,7 +125,7 @@ func (s *Server) saveMessages(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeSaveRequest(data, s.cfg.Limits.MaxMessages, s.fileRules(ag))
+	req, err := decodeSaveRequest(c.Request.Context(), data, s.cfg.Limits.MaxMessages, s.fileRules(ag))
 	if err != nil {
 		return err
 	}

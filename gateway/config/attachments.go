@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"mime"
 	"strings"
+	"time"
 )
 
 // Attachments limits the file parts of user messages: limits.attachments
 // for every agent, and an agent's attachments, whose set fields override
-// the gateway's. The gateway never fetches a remote (https) file: its URL
-// goes to providers that take URLs and is refused (400) for the others.
+// the gateway's. Unless FetchRemote is on, the gateway never fetches a
+// remote (https) file: its URL goes to providers that take URLs and is
+// refused (400) for the others.
 type Attachments struct {
 	// MaxBytes bounds each inline file's decoded size (a data: URL's
 	// payload). Over it: 413.
@@ -21,7 +23,27 @@ type Attachments struct {
 	// "image/png", or "image/*" for a whole type. Empty: any type the
 	// agent's model provider can take.
 	AllowedMediaTypes []string `yaml:"allowedMediaTypes"`
+	// FetchRemote, when true, makes the gateway fetch each https file
+	// at the door and keep it inline (a data: URL), checked as an inline
+	// file. Default false: remote URLs are never fetched.
+	FetchRemote *bool `yaml:"fetchRemote"`
+	// FetchTimeout bounds one fetch (connect to last byte). Default 10s.
+	FetchTimeout time.Duration `yaml:"fetchTimeout"`
+	// FetchAllowPrivate lets fetches connect to loopback, private,
+	// link-local, unspecified and multicast addresses. Dangerous (SSRF
+	// into the gateway's network): for tests and on-prem file servers only.
+	FetchAllowPrivate *bool `yaml:"fetchAllowPrivate"`
 }
+
+// DefaultAttachmentFetchTimeout bounds one remote fetch by default.
+const DefaultAttachmentFetchTimeout = 10 * time.Second
+
+// Fetches reports whether remote files are fetched (fetchRemote).
+func (a Attachments) Fetches() bool { return a.FetchRemote != nil && *a.FetchRemote }
+
+// FetchesPrivate reports whether fetches may reach private addresses
+// (fetchAllowPrivate).
+func (a Attachments) FetchesPrivate() bool { return a.FetchAllowPrivate != nil && *a.FetchAllowPrivate }
 
 // Defaults of limits.attachments.
 const (
@@ -39,6 +61,9 @@ func (a *Attachments) setDefaults() {
 	if a.MaxCount == 0 {
 		a.MaxCount = DefaultAttachmentMaxCount
 	}
+	if a.FetchTimeout == 0 {
+		a.FetchTimeout = DefaultAttachmentFetchTimeout
+	}
 }
 
 // AttachmentLimits returns the limits of a's user files: the gateway's,
@@ -54,6 +79,15 @@ func (c *Config) AttachmentLimits(a *Agent) Attachments {
 		}
 		if o.AllowedMediaTypes != nil {
 			l.AllowedMediaTypes = o.AllowedMediaTypes
+		}
+		if o.FetchRemote != nil {
+			l.FetchRemote = o.FetchRemote
+		}
+		if o.FetchTimeout != 0 {
+			l.FetchTimeout = o.FetchTimeout
+		}
+		if o.FetchAllowPrivate != nil {
+			l.FetchAllowPrivate = o.FetchAllowPrivate
 		}
 	}
 	return l
@@ -76,6 +110,9 @@ func (a *Attachments) validate(at string, bodyBytes int64, add func(format strin
 	}
 	if a.MaxCount < 0 {
 		add("%s.maxCount: must not be negative, not %d", at, a.MaxCount)
+	}
+	if a.FetchTimeout < 0 {
+		add("%s.fetchTimeout: must be positive, not %s", at, a.FetchTimeout)
 	}
 	for i, p := range a.AllowedMediaTypes {
 		if err := checkMediaPattern(p); err != nil {

@@ -85,6 +85,8 @@ func TestParseErrors(t *testing.T) {
 		{"negative maxToolOutputBytes", "limits: {maxToolOutputBytes: -5}\n", []string{"limits.maxToolOutputBytes: must be positive, not -5"}},
 		{"negative attachment maxBytes", "limits: {attachments: {maxBytes: -1}}\n", []string{"line 1: limits.attachments.maxBytes: must not be negative, not -1"}},
 		{"negative attachment maxCount", "limits:\n  attachments:\n    maxCount: -2\n", []string{"line 3: limits.attachments.maxCount: must not be negative"}},
+		{"negative attachment fetchTimeout", "limits:\n  attachments:\n    fetchRemote: true\n    fetchTimeout: -1s\n", []string{"line 4: limits.attachments.fetchTimeout: must be positive, not -1s"}},
+		{"attachment fetchRemote not a bool", "limits: {attachments: {fetchRemote: sometimes}}\n", []string{"line 1"}},
 		{"bad media type pattern", "limits:\n  attachments:\n    allowedMediaTypes: [image/png, 'image', '*/*', Image/PNG]\n", []string{
 			`line 3: limits.attachments.allowedMediaTypes[1]: "image" is not a media type`,
 			`limits.attachments.allowedMediaTypes[2]: "*/*" is not a media type`,

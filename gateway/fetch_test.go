@@ -1,0 +1,221 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/config"
+	goldenfile "github.com/turngate/turngate/internal/golden"
+)
+
+// fileServer is a remote file host at the edge of the world: a real TLS
+// server whose certificate the gateway's fetches trust (fetchRootCAs).
+type fileServer struct {
+	*httptest.Server
+	hits atomic.Int32
+}
+
+// fetchLimit is the maxBytes of the fetch tests.
+const fetchLimit = 1024
+
+func newFileServer(t *testing.T) *fileServer {
+	t.Helper()
+	f := &fileServer{}
+	pdf := []byte("%PDF-1.4\n%%EOF\n")
+	big := strings.Repeat("x", fetchLimit+1)
+	mux := http.NewServeMux()
+	serve := func(path, contentType string, body []byte) {
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", contentType)
+			_, _ = w.Write(body)
+		})
+	}
+	serve("/dot.png", "image/png", pngBytes)
+	serve("/report.pdf", "application/pdf; qs=1", pdf)
+	serve("/big.png", "image/png", []byte(big))
+	serve("/page.png", "text/html; charset=utf-8", []byte("<html></html>"))
+	mux.HandleFunc("/chunked.png", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		for range fetchLimit/100 + 2 { // no Content-Length: the reading stops at the limit
+			_, _ = io.WriteString(w, big[:100])
+			w.(http.Flusher).Flush()
+		}
+	})
+	mux.HandleFunc("/to-https", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/dot.png", http.StatusFound)
+	})
+	mux.HandleFunc("/to-http", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://"+r.Host+"/dot.png", http.StatusFound)
+	})
+	mux.HandleFunc("/missing.png", http.NotFound)
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.hits.Add(1)
+		mux.ServeHTTP(w, r)
+	}))
+	f.StartTLS()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// withFetch sets limits.attachments for the fetch tests: fetchRemote on,
+// private addresses allowed or not.
+func withFetch(fetch, allowPrivate bool) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Limits.Attachments.FetchRemote = &fetch
+		c.Limits.Attachments.FetchAllowPrivate = &allowPrivate
+		c.Limits.Attachments.MaxBytes = fetchLimit
+	}
+}
+
+// trustFileServer makes the gateway's fetches trust f's certificate for
+// the test (not parallel: fetchRootCAs is package state).
+func trustFileServer(t *testing.T, f *fileServer) {
+	fetchRootCAs = f.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	t.Cleanup(func() { fetchRootCAs = nil })
+}
+
+// TestFetchRemoteFiles: with fetchRemote, https files are fetched at the
+// door and reach the OpenAI upstream inline (a PDF too, which OpenAI only
+// takes inline), and are stored inline; every failure is a 400/413 naming
+// the part, with nothing stored and no model called.
+func TestFetchRemoteFiles(t *testing.T) {
+	files := newFileServer(t)
+	trustFileServer(t, files)
+	oai, claude := newFakeUpstream(t, openAIStream), newFakeUpstream(t, anthropicStream)
+	g := newTestGateway(t, "basic", withProviders(oai, claude), withFetch(true, true))
+
+	msg := userWith("u1", "What is in these?", filePart("image/png", files.URL+"/dot.png", "dot.png"),
+		filePart("image/png", files.URL+"/to-https", ""))
+	resp := g.do("POST", "/v1/agents/oai/chat", map[string]any{"id": "f1", "messages": []any{msg}})
+	frames := decodeSSE[map[string]any](t, resp.Body)
+	resp.Body.Close()
+	if last := frames[len(frames)-1]; last["type"] != "finish" || last["finishReason"] != "stop" {
+		t.Fatalf("chat stream ended with %v", last)
+	}
+	var r turnResponse
+	pdf := userWith("u2", "Summarise it.", filePart("application/pdf", files.URL+"/report.pdf", "report.pdf"))
+	g.doJSON("POST", "/v1/agents/oai/sessions/f1/messages", map[string]any{"messages": []any{pdf}}, http.StatusOK, &r)
+	if r.Status != engine.StatusCompleted {
+		t.Fatalf("saveMessages: %+v", r)
+	}
+	bodies := oai.requests()
+	if len(bodies) != 2 {
+		t.Fatalf("upstream got %d requests, want 2", len(bodies))
+	}
+	goldenfile.CheckJSON(t, filepath.Join("testdata", "files", "oai_fetched_image.json"), bodies[0])
+	goldenfile.CheckJSON(t, filepath.Join("testdata", "files", "oai_fetched_pdf.json"), bodies[1])
+	h := g.history("oai", "f1")
+	if len(h) != 4 || h[0].Parts[1].URL != pngURL || !strings.HasPrefix(h[2].Parts[1].URL, "data:application/pdf;base64,") {
+		t.Fatalf("history does not keep the fetched files inline: %+v", h)
+	}
+
+	for _, tc := range []struct {
+		name, path, mediaType string
+		status                int
+		code, message         string
+	}{
+		{"over maxBytes", "/big.png", "image/png", http.StatusRequestEntityTooLarge, CodeTooLarge, "more than the limit of 1024 bytes"},
+		{"over maxBytes without Content-Length", "/chunked.png", "image/png", http.StatusRequestEntityTooLarge, CodeTooLarge, "more than the limit of 1024 bytes"},
+		{"wrong content type", "/page.png", "image/png", http.StatusBadRequest, CodeInvalidAttachment, `Content-Type "text/html" is not the part's mediaType "image/png"`},
+		{"content type of another part", "/dot.png", "image/jpeg", http.StatusBadRequest, CodeInvalidAttachment, `Content-Type "image/png" is not the part's mediaType "image/jpeg"`},
+		{"redirect to http", "/to-http", "image/png", http.StatusBadRequest, CodeInvalidAttachment, "redirected to a URL that is not https"},
+		{"not found", "/missing.png", "image/png", http.StatusBadRequest, CodeInvalidAttachment, "the server answered 404"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := userWith("u1", "look", filePart(tc.mediaType, files.URL+tc.path, ""))
+			for _, path := range []string{"/v1/agents/oai/chat", "/v1/agents/oai/sessions/bad/messages"} {
+				body := map[string]any{"messages": []any{m}}
+				if strings.HasSuffix(path, "/chat") {
+					body["id"] = "bad"
+				}
+				resp := g.do("POST", path, body)
+				var e struct{ Code, Message, Pointer string }
+				_ = json.NewDecoder(resp.Body).Decode(&e)
+				resp.Body.Close()
+				if resp.StatusCode != tc.status || e.Code != tc.code || e.Pointer != "/messages/0/parts/1" || !strings.Contains(e.Message, tc.message) {
+					t.Errorf("%s: %d %+v, want %d %s %q at /messages/0/parts/1", path, resp.StatusCode, e, tc.status, tc.code, tc.message)
+				}
+			}
+		})
+	}
+	if n := len(oai.requests()); n != 2 {
+		t.Errorf("a refused file reached the model: %d upstream requests", n)
+	}
+	g.doJSON("GET", "/v1/agents/oai/sessions/bad/messages", nil, http.StatusNotFound, nil) // nothing stored
+}
+
+// TestFetchRefusesPrivateAddresses: without fetchAllowPrivate, the
+// dial-time check refuses the file server on 127.0.0.1 (whatever the host
+// name resolved to), before any byte is sent to it.
+func TestFetchRefusesPrivateAddresses(t *testing.T) {
+	files := newFileServer(t)
+	trustFileServer(t, files)
+	oai, claude := newFakeUpstream(t, openAIStream), newFakeUpstream(t, anthropicStream)
+	g := newTestGateway(t, "basic", withProviders(oai, claude), withFetch(true, false))
+	for _, host := range []string{files.URL, strings.Replace(files.URL, "127.0.0.1", "localhost", 1)} {
+		m := userWith("u1", "look", filePart("image/png", host+"/dot.png", ""))
+		resp := g.do("POST", "/v1/agents/oai/sessions/p1/messages", map[string]any{"messages": []any{m}})
+		var e struct{ Code, Message, Pointer string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || e.Code != CodeInvalidAttachment || e.Pointer != "/messages/0/parts/1" ||
+			!strings.Contains(e.Message, "loopback, private, link-local or multicast address") {
+			t.Errorf("%s: %d %+v, want 400 invalid_attachment naming the private address", host, resp.StatusCode, e)
+		}
+	}
+	if n := files.hits.Load(); n != 0 {
+		t.Errorf("the file server got %d requests", n)
+	}
+	if n := len(oai.requests()); n != 0 {
+		t.Errorf("the model was called %d times", n)
+	}
+}
+
+// TestFetchRemoteOff: without fetchRemote (the default) nothing is
+// fetched: an https PDF is refused for OpenAI as before, and an https
+// image is passed on as its URL.
+func TestFetchRemoteOff(t *testing.T) {
+	files := newFileServer(t)
+	trustFileServer(t, files)
+	oai, claude := newFakeUpstream(t, openAIStream), newFakeUpstream(t, anthropicStream)
+	g := newTestGateway(t, "basic", withProviders(oai, claude), withFetch(false, true))
+	m := userWith("u1", "look", filePart("application/pdf", files.URL+"/report.pdf", ""))
+	resp := g.do("POST", "/v1/agents/oai/sessions/o1/messages", map[string]any{"messages": []any{m}})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("remote PDF to OpenAI: status %d, want 400", resp.StatusCode)
+	}
+	img := files.URL + "/dot.png"
+	g.doJSON("POST", "/v1/agents/oai/sessions/o2/messages", map[string]any{"messages": []any{userWith("u2", "look", filePart("image/png", img, ""))}}, http.StatusOK, nil)
+	if bodies := oai.requests(); len(bodies) != 1 || !strings.Contains(string(bodies[0]), `"url":"`+img+`"`) {
+		t.Errorf("the remote image did not reach the model as its URL: %s", bodies)
+	}
+	if h := g.history("oai", "o2"); len(h) != 2 || h[0].Parts[1].URL != img {
+		t.Errorf("history = %+v", h)
+	}
+	if n := files.hits.Load(); n != 0 {
+		t.Errorf("the file server got %d requests", n)
+	}
+}
+
+func TestPublicAddr(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"93.184.216.34": true, "2606:4700::1111": true,
+		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false,
+		"169.254.169.254": false, "fe80::1": false, "0.0.0.0": false, "::": false, "0.1.2.3": false,
+		"224.0.0.1": false, "ff02::1": false, "fd00::1": false, "100.64.0.1": false, "::ffff:127.0.0.1": false,
+		"::ffff:10.0.0.1": false,
+	} {
+		if got := publicAddr(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("publicAddr(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
