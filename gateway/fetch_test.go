@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
@@ -56,12 +57,17 @@ func newFileServer(t *testing.T) *fileServer {
 		http.Redirect(w, r, "http://"+r.Host+"/dot.png", http.StatusFound)
 	})
 	mux.HandleFunc("/missing.png", http.NotFound)
+	stop := make(chan struct{})
+	mux.HandleFunc("/hang.png", func(http.ResponseWriter, *http.Request) {
+		<-stop // answers nothing while the test runs
+	})
 	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.hits.Add(1)
 		mux.ServeHTTP(w, r)
 	}))
 	f.StartTLS()
 	t.Cleanup(f.Close)
+	t.Cleanup(func() { close(stop) }) // first: lets f.Close finish
 	return f
 }
 
@@ -90,7 +96,12 @@ func TestFetchRemoteFiles(t *testing.T) {
 	files := newFileServer(t)
 	trustFileServer(t, files)
 	oai, claude := newFakeUpstream(t, openAIStream), newFakeUpstream(t, anthropicStream)
-	g := newTestGateway(t, "basic", withProviders(oai, claude), withFetch(true, true))
+	off := false
+	g := newTestGateway(t, "basic", withProviders(oai, claude), withFetch(true, true), func(c *config.Config) {
+		c.Agents = append(c.Agents, // per-agent overrides
+			config.Agent{Name: "impatient", Model: "oai", Attachments: &config.Attachments{FetchTimeout: 50 * time.Millisecond}},
+			config.Agent{Name: "nofetch", Model: "oai", Attachments: &config.Attachments{FetchRemote: &off}})
+	})
 
 	msg := userWith("u1", "What is in these?", filePart("image/png", files.URL+"/dot.png", "dot.png"),
 		filePart("image/png", files.URL+"/to-https", ""))
@@ -150,6 +161,26 @@ func TestFetchRemoteFiles(t *testing.T) {
 		t.Errorf("a refused file reached the model: %d upstream requests", n)
 	}
 	g.doJSON("GET", "/v1/agents/oai/sessions/bad/messages", nil, http.StatusNotFound, nil) // nothing stored
+
+	// Per agent: a fetch past the agent's fetchTimeout, and an agent that
+	// does not fetch (an https PDF cannot go to OpenAI: refused as before).
+	for _, tc := range []struct{ agent, path, mediaType, message string }{
+		{"impatient", "/hang.png", "image/png", "fetching the url: timed out (limits.attachments.fetchTimeout)"},
+		{"nofetch", "/report.pdf", "application/pdf", "files must be sent inline (a data: URL)"},
+	} {
+		hits := files.hits.Load()
+		m := userWith("u1", "look", filePart(tc.mediaType, files.URL+tc.path, ""))
+		resp := g.do("POST", "/v1/agents/"+tc.agent+"/sessions/s/messages", map[string]any{"messages": []any{m}})
+		var e struct{ Code, Message, Pointer string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || e.Code != CodeInvalidAttachment || e.Pointer != "/messages/0/parts/1" || !strings.Contains(e.Message, tc.message) {
+			t.Errorf("%s: %d %+v, want 400 invalid_attachment %q", tc.agent, resp.StatusCode, e, tc.message)
+		}
+		if fetched := files.hits.Load() > hits; fetched != (tc.agent != "nofetch") {
+			t.Errorf("%s: the file server was asked: %v", tc.agent, fetched)
+		}
+	}
 }
 
 // TestFetchRefusesPrivateAddresses: without fetchAllowPrivate, the
