@@ -315,7 +315,7 @@ func (s *Server) resumeAfter(ctx context.Context, a *store.Approval) {
 	raw, _ := json.Marshal(submissionRequest{Principal: prin, ResumeMessage: a.MessageID, Trace: tracing.Save(ctx)})
 	_, _, err = s.store.CreateSubmission(ctx, &store.Submission{
 		Tenant: a.Tenant, SessionID: a.SessionID, Agent: a.Agent, IdempotencyKey: approvalResumeKey(a.RequestID), Request: raw,
-	})
+	}, store.QueueLimits{}) // the resume of a decided turn is never refused for a full queue
 	if err != nil {
 		s.log.Error("queueing the resume of an approved turn", "session", a.SessionID, "approval", a.ID, "err", err)
 		return

@@ -27,6 +27,7 @@ const (
 	CodeRequestTimeout   = "request_timeout"
 	CodeTooManyQueued    = "too_many_queued_turns"
 	CodeTooManyRequests  = "too_many_requests"
+	CodeQueueFull        = "too_many_queued_submissions"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal_error"
 	CodeRulesInvalid     = "rules_invalid"
@@ -92,6 +93,7 @@ func (s *Server) handle(h handlerFunc) gin.HandlerFunc {
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	var mbe *http.MaxBytesError
+	var qfe *store.QueueFullError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -104,6 +106,16 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, errQueueFull):
 		ae := errorf(http.StatusTooManyRequests, CodeTooManyQueued,
 			"too many turns are queued for this session; retry when the current turn has finished")
+		ae.RetryAfter = time.Second
+		return ae
+	case errors.As(err, &qfe):
+		ae := errorf(http.StatusTooManyRequests, CodeQueueFull,
+			"the %s already has %d queued submissions; retry when some have run, or drop them", qfe.Scope, qfe.Limit)
+		ae.RetryAfter = submissionQueueRetry
+		return ae
+	case errors.Is(err, store.ErrFenced):
+		ae := errorf(http.StatusServiceUnavailable, CodeUnavailable,
+			"another replica took this session's turn over; retry")
 		ae.RetryAfter = time.Second
 		return ae
 	case errors.Is(err, errShuttingDown):

@@ -30,7 +30,7 @@ type testGateway struct {
 	cfg   *config.Config
 	srv   *Server
 	http  *httptest.Server
-	store *store.SQLite
+	store store.Store
 	// audit collects the audit log (unless Options.Audit was given).
 	audit *syncBuffer
 	// key is the bearer key sent by do (empty: none).
@@ -53,10 +53,7 @@ func testConfig(t testing.TB, rules string) *config.Config {
 // startGateway starts a gateway for cfg; opts may set an Observer.
 func startGateway(t testing.TB, cfg *config.Config, opts Options) *testGateway {
 	t.Helper()
-	st, err := store.OpenSQLite(cfg.Store.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openTestStore(t, cfg)
 	rules, err := ruleset.NewManager(cfg.Rules.Dir, ruleset.Options{}, discardLogger())
 	if err != nil {
 		t.Fatal(err)

@@ -299,6 +299,7 @@ func (s *Server) routes() http.Handler {
 	ag.GET("/sessions/:id/submissions/:sid", s.handle(s.submissionStatus))
 	v1.GET("/approvals", s.handle(s.listApprovals))
 	v1.POST("/approvals/:id", s.handle(s.decideApproval))
+	ag.DELETE("/sessions/:id/submissions", s.handle(s.dropSubmissions))
 
 	oai := r.Group("/v1", func(c *gin.Context) { c.Set(errorFormatKey, formatOpenAI) }, s.authenticate)
 	oai.POST("/chat/completions", s.handle(s.chatCompletions))

@@ -202,6 +202,8 @@ func (s *Server) submit(c *gin.Context, ag *agent, sessionID string, req *saveRe
 	}
 	stored, existing, err := s.store.CreateSubmission(c.Request.Context(), &store.Submission{
 		Tenant: p.Tenant, SessionID: sessionID, Agent: ag.name, IdempotencyKey: key, Request: raw,
+	}, store.QueueLimits{
+		PerSession: s.cfg.Limits.MaxQueuedSubmissionsPerSession, PerTenant: s.cfg.Limits.MaxQueuedSubmissionsPerTenant,
 	})
 	if err != nil {
 		return err

@@ -90,7 +90,7 @@ func (w *submissions) loop() {
 		if w.ctx.Err() != nil {
 			return
 		}
-		sub, err := w.s.store.ClaimSubmission(w.ctx)
+		sub, err := w.s.store.ClaimSubmission(w.ctx, w.s.cfg.Replica.ID, w.s.cfg.Replica.LeaseTTL)
 		switch {
 		case err == nil:
 			w.run(sub)
@@ -114,9 +114,17 @@ func (w *submissions) loop() {
 func (w *submissions) run(sub *store.Submission) {
 	s := w.s
 	ctx := context.WithoutCancel(w.ctx)
+	stopRenewing := w.renew(sub)
 	finish := func(status string, result any) {
+		stopRenewing()
 		raw, _ := json.Marshal(result)
-		if err := s.store.FinishSubmission(ctx, sub.ID, status, raw); err != nil {
+		err := s.store.FinishSubmission(ctx, sub.ID, sub.Attempts, status, raw)
+		switch {
+		case errors.Is(err, store.ErrFenced):
+			// Its claim expired and another replica took it over: that
+			// replica's outcome is the submission's.
+			s.log.Warn("submission taken over by another replica; outcome dropped", "submission", sub.ID, "attempt", sub.Attempts)
+		case err != nil:
 			s.log.Error("finishing submission", "submission", sub.ID, "err", err)
 		}
 	}
@@ -142,14 +150,16 @@ func (w *submissions) run(sub *store.Submission) {
 	t, err := s.begin(req.Trace.Restore(ctx), in)
 	if err != nil {
 		if errors.Is(err, errShuttingDown) {
-			return // stays running; requeued at the next start
+			stopRenewing()
+			return // stays running; requeued at the next start (SQLite) or taken over once its claim expires
 		}
 		finish(store.StatusError, map[string]string{"error": toAPIError(err).Message})
 		return
 	}
 	_ = t.wait(ctx)
 	if t.status == engine.StatusAborted && s.closing.Load() {
-		return // interrupted by shutdown: requeued at the next start
+		stopRenewing()
+		return // interrupted by shutdown: requeued at the next start, or taken over
 	}
 	finish(t.status, newTurnResponse(t))
 }

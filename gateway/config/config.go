@@ -59,6 +59,8 @@ type Config struct {
 	Tracing Tracing `yaml:"tracing"`
 	// WebSocket configures the WebSocket chat endpoint (websocket.go).
 	WebSocket WebSocket `yaml:"websocket"`
+	// Replica names this process among the replicas of one database.
+	Replica Replica `yaml:"replica"`
 }
 
 // Debug configures diagnostics that are off by default.
@@ -356,6 +358,11 @@ type Limits struct {
 	ApprovalExpiry time.Duration `yaml:"approvalExpiry"`
 	// Attachments limits user messages' file parts (attachments.go).
 	Attachments Attachments `yaml:"attachments"`
+	// MaxQueuedSubmissionsPerSession and MaxQueuedSubmissionsPerTenant
+	// bound the queued submissions of one session and of one tenant; a
+	// submission beyond either is answered 429.
+	MaxQueuedSubmissionsPerSession int `yaml:"maxQueuedSubmissionsPerSession"`
+	MaxQueuedSubmissionsPerTenant  int `yaml:"maxQueuedSubmissionsPerTenant"`
 }
 
 // Defaults for unset limits.
@@ -488,6 +495,9 @@ func (c *Config) applyDefaults() {
 	c.applySessionDefaults()
 	l.Attachments.setDefaults()
 	c.WebSocket.applyDefaults(l.MaxBodyBytes)
+	l.MaxQueuedSubmissionsPerSession = cmp.Or(l.MaxQueuedSubmissionsPerSession, DefaultMaxQueuedSubmissionsPerSession)
+	l.MaxQueuedSubmissionsPerTenant = cmp.Or(l.MaxQueuedSubmissionsPerTenant, DefaultMaxQueuedSubmissionsPerTenant)
+	c.Replica.applyDefaults()
 }
 
 // Agent returns the agent named name.
@@ -563,6 +573,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateSessions(add)
 	c.Store.validate(add)
+	c.Replica.validate(add)
 	for i, k := range c.Auth.APIKeys {
 		if (k.Key == "") == (k.KeySHA256 == "") {
 			add("auth.apiKeys[%d]: set exactly one of key and keySha256", i)
@@ -585,7 +596,8 @@ func (c *Config) Validate() error {
 	}
 	l := c.Limits
 	if l.MaxBodyBytes < 0 || l.MaxMessages < 0 || l.TurnTimeout < 0 || l.MaxQueuedTurnsPerSession < 0 ||
-		l.ReadHeaderTimeout < 0 || l.ShutdownTimeout < 0 || l.SubmissionWorkers < 0 {
+		l.ReadHeaderTimeout < 0 || l.ShutdownTimeout < 0 || l.SubmissionWorkers < 0 ||
+		l.MaxQueuedSubmissionsPerSession < 0 || l.MaxQueuedSubmissionsPerTenant < 0 {
 		add("limits: values must not be negative")
 	}
 	if l.ApprovalExpiry < 0 {

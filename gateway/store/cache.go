@@ -173,6 +173,10 @@ func (c *transcriptCache) admit(k cacheKey, sess *Session, created bool, user *c
 		return
 	}
 	e := el.Value.(*cacheEntry)
+	if !e.follows(s.version) {
+		c.remove(el)
+		return
+	}
 	delta := len(s.LastBody) - len(e.sess.LastBody)
 	e.sess = s
 	if user != nil {
@@ -185,10 +189,14 @@ func (c *transcriptCache) admit(k cacheKey, sess *Session, created bool, user *c
 // put applies a committed write of m to k's session at updated: with
 // replace, the message with m's id is replaced in place when there is one;
 // else m is appended.
-func (c *transcriptCache) put(k cacheKey, updated time.Time, m cachedMessage, replace bool) {
+//
+// version is the session's stored version after the write (0 on a store
+// without versions): an entry that is not at the version before it misses
+// another process's writes and is dropped instead.
+func (c *transcriptCache) put(k cacheKey, updated time.Time, version int64, m cachedMessage, replace bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.change(k)
+	e := c.change(k, version)
 	if e == nil {
 		return
 	}
@@ -216,22 +224,52 @@ func (c *transcriptCache) put(k cacheKey, updated time.Time, m cachedMessage, re
 	c.grow(e, delta)
 }
 
-// change counts a change a committed write makes to k's session and
-// returns k's entry, nil when k is not cached. c.mu must be held.
-func (c *transcriptCache) change(k cacheKey) *cacheEntry {
+// change counts a change a committed write makes to k's session, which
+// left it at version, and returns k's entry, nil when k is not cached or
+// its entry does not hold the version before (then it is dropped). c.mu
+// must be held.
+func (c *transcriptCache) change(k cacheKey, version int64) *cacheEntry {
 	c.seq++
 	el, ok := c.entries[k]
 	if !ok {
 		return nil
 	}
-	return el.Value.(*cacheEntry)
+	e := el.Value.(*cacheEntry)
+	if !e.follows(version) {
+		c.remove(el)
+		return nil
+	}
+	e.sess.version = version
+	return e
+}
+
+// follows reports whether a write that left the session at version applies
+// to e: always without versions (0, SQLite), else when e holds the version
+// just before it. Another replica's write in between makes e miss it.
+func (e *cacheEntry) follows(version int64) bool {
+	return version == 0 || e.sess.version == version-1
+}
+
+// stale drops k's entry if it holds version, which is no longer the stored
+// one, and returns a fill token for the read that replaces it (0 when it
+// must not fill; see get).
+func (c *transcriptCache) stale(k cacheKey, version int64) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[k]; ok && el.Value.(*cacheEntry).sess.version == version {
+		c.remove(el)
+	}
+	if c.committing > 0 {
+		return 0
+	}
+	return c.seq
 }
 
 // setLastBody applies a committed SetLastBody; the cache takes body.
-func (c *transcriptCache) setLastBody(k cacheKey, body json.RawMessage, updated time.Time) {
+func (c *transcriptCache) setLastBody(k cacheKey, body json.RawMessage, updated time.Time, version int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.change(k)
+	e := c.change(k, version)
 	if e == nil {
 		return
 	}

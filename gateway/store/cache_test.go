@@ -193,11 +193,11 @@ func TestCacheCoherence(t *testing.T) {
 			return err
 		}, nil},
 		{"create a submission in a new session", func(s Store) error {
-			_, _, err := s.CreateSubmission(ctx, &Submission{Tenant: "acme", SessionID: "new", Agent: "demo", Request: json.RawMessage(`{}`)})
+			_, _, err := s.CreateSubmission(ctx, &Submission{Tenant: "acme", SessionID: "new", Agent: "demo", Request: json.RawMessage(`{}`)}, QueueLimits{})
 			return err
 		}, nil},
 		{"create a submission in an existing session", func(s Store) error {
-			_, _, err := s.CreateSubmission(ctx, &Submission{Tenant: "acme", SessionID: "s1", Agent: "demo", Request: json.RawMessage(`{}`)})
+			_, _, err := s.CreateSubmission(ctx, &Submission{Tenant: "acme", SessionID: "s1", Agent: "demo", Request: json.RawMessage(`{}`)}, QueueLimits{})
 			return err
 		}, nil},
 		{"record a turn", func(s Store) error { return s.RecordTurn(ctx, rec("s1")) }, nil},

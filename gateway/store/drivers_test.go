@@ -1,28 +1,16 @@
 package store
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/turngate/turngate/gateway/store/storetest"
 )
 
-// defaultTestPGDSN is the PostgreSQL database of the tests: the machine's
-// local server, trust auth. TURNGATE_TEST_PG_DSN overrides it.
-const defaultTestPGDSN = "postgres://postgres@127.0.0.1:5432/test"
-
-// testPGDSN returns the tests' PostgreSQL DSN.
-func testPGDSN() string {
-	return cmp.Or(os.Getenv("TURNGATE_TEST_PG_DSN"), defaultTestPGDSN)
-}
+// defaultTestPGDSN is the PostgreSQL database of the tests (see storetest).
+const defaultTestPGDSN = storetest.DefaultDSN
 
 // testDB is a fresh database of one driver, its own: a SQLite file or a
 // PostgreSQL schema.
@@ -151,74 +139,13 @@ type postgresDB struct {
 	ref *referenceStore
 }
 
-// pgAdmin is the tests' connection pool for creating and dropping schemas.
-var pgAdmin = sync.OnceValues(func() (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(context.Background(), testPGDSN())
-	if err != nil {
-		return nil, err
-	}
-	if err := pool.Ping(context.Background()); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
-})
-
-// freshPostgres creates a uniquely named schema, dropped with everything in
-// it when the test ends. An unreachable server fails the test: the
-// PostgreSQL tests are never skipped.
+// freshPostgres is a schema of its own (storetest.Schema), dropped with
+// everything in it when the test ends.
 func freshPostgres(tb testing.TB) testDB {
 	tb.Helper()
-	admin, err := pgAdmin()
-	if err != nil {
-		tb.Fatalf("PostgreSQL at %s (TURNGATE_TEST_PG_DSN) is unreachable: %v\n"+
-			"Start it: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (.ci/run does)", testPGDSN(), err)
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	schema := "store_test_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		tb.Fatalf("creating schema %s: %v", schema, err)
-	}
-	tb.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			tb.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	d := postgresDB{withSearchPath(tb, testPGDSN(), schema), &referenceStore{}}
+	d := postgresDB{storetest.Schema(tb), &referenceStore{}}
 	tb.Cleanup(d.ref.close) // before the schema is dropped
 	return d
-}
-
-// withSearchPath returns dsn, a URL or key=value pairs, with search_path
-// set to schema. A test's commits also do not wait for the server's WAL
-// flush (synchronous_commit=off): the tests close their stores before
-// reading what a restart reads, and a commit's disk sync is a few
-// milliseconds on a busy machine, times thousands of commits. Benchmarks
-// keep the server's default (on), the durability SQLite's full matches.
-func withSearchPath(tb testing.TB, dsn, schema string) string {
-	tb.Helper()
-	params := [][2]string{{"search_path", schema}}
-	if _, bench := tb.(*testing.B); !bench {
-		params = append(params, [2]string{"synchronous_commit", "off"})
-	}
-	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-		for _, p := range params {
-			dsn += " " + p[0] + "=" + p[1]
-		}
-		return dsn
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		tb.Fatalf("TURNGATE_TEST_PG_DSN: %v", err)
-	}
-	q := u.Query()
-	for _, p := range params {
-		q.Set(p[0], p[1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 func (postgresDB) driver() string { return "postgres" }

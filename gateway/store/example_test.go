@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/store"
@@ -39,10 +40,10 @@ func ExampleOpenSQLite() {
 
 	// A durable submission, claimed by a worker and finished.
 	sub, _, _ := s.CreateSubmission(ctx, &store.Submission{Tenant: "acme", SessionID: "chat-1", Agent: "demo",
-		IdempotencyKey: "req-1", Request: json.RawMessage(`{"messages":[]}`)})
-	claimed, _ := s.ClaimSubmission(ctx)
+		IdempotencyKey: "req-1", Request: json.RawMessage(`{"messages":[]}`)}, store.QueueLimits{})
+	claimed, _ := s.ClaimSubmission(ctx, "replica-1", time.Minute)
 	fmt.Println("claimed:", claimed.ID == sub.ID, claimed.Status)
-	_ = s.FinishSubmission(ctx, sub.ID, store.StatusCompleted, json.RawMessage(`{"messageId":"a1"}`))
+	_ = s.FinishSubmission(ctx, sub.ID, claimed.Attempts, store.StatusCompleted, json.RawMessage(`{"messageId":"a1"}`))
 	done, _ := s.GetSubmission(ctx, "acme", "chat-1", sub.ID)
 	fmt.Println("status:", done.Status, string(done.Result))
 	// Output:

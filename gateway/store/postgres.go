@@ -40,10 +40,12 @@ const defaultPoolConns = 16
 // decoded transcripts as SQLite's. A write that changes a session holds the
 // session's lock in this process from its BEGIN until its changes are
 // applied to the cache, so they reach the cache in commit order; a commit
-// that fails drops the session from the cache. So the cache is right only
-// while this process is the database's one gateway: several replicas on one
-// database would each serve transcripts stale by the others' writes, and
-// are not supported yet.
+// that fails drops the session from the cache. Several replicas may share
+// the database: every write bumps the session's version (Session.version)
+// in the statement that locks its row, a cache hit is served only once a
+// read of the stored version matches the entry's, and a write is applied
+// to an entry only when the entry holds the version just before it (else
+// another replica wrote in between and the entry is dropped).
 type Postgres struct {
 	pool *pgxpool.Pool
 
@@ -94,6 +96,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Postgres, e
 	}
 	s := &Postgres{pool: pool, seed: maphash.MakeSeed()}
 	s.read = s.readTranscript
+	s.version = s.readVersion
 	s.cache = o.newCache()
 	return s, nil
 }
@@ -161,16 +164,21 @@ const (
 	// One statement, so the session and its transcript are one snapshot:
 	// no session gives no rows, an empty transcript one row with a NULL
 	// body.
-	pgTranscript = `SELECT s.agent, s.last_body, s.created_at, s.updated_at, m.message_id, m.body
+	pgTranscript = `SELECT s.agent, s.last_body, s.created_at, s.updated_at, s.version, m.message_id, m.body
 		FROM sessions s LEFT JOIN messages m ON m.session_pk = s.pk
 		WHERE s.tenant = $1 AND s.id = $2 ORDER BY m.position`
-	pgInsertSession = `INSERT INTO sessions (tenant, id, agent, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $4) ON CONFLICT (tenant, id) DO NOTHING RETURNING pk`
-	pgSessionPK    = `SELECT pk FROM sessions WHERE tenant = $1 AND id = $2`
-	pgTouchSession = `UPDATE sessions SET updated_at = $1 WHERE tenant = $2 AND id = $3 RETURNING pk`
-	pgSetLastBody  = `UPDATE sessions SET last_body = $1, updated_at = $2 WHERE tenant = $3 AND id = $4`
-	pgAdmitSession = `UPDATE sessions SET last_body = $1, updated_at = $2
-		WHERE tenant = $3 AND id = $4 AND agent = $5 RETURNING pk, created_at`
+	pgInsertSession = `INSERT INTO sessions (tenant, id, agent, created_at, updated_at, version)
+		VALUES ($1, $2, $3, $4, $4, 1) ON CONFLICT (tenant, id) DO NOTHING RETURNING pk`
+	pgSessionPK = `SELECT pk FROM sessions WHERE tenant = $1 AND id = $2`
+	// Every write that changes a session or its transcript bumps its
+	// version in the statement that locks its row (see Session.version).
+	pgTouchSession = `UPDATE sessions SET updated_at = $1, version = version + 1
+		WHERE tenant = $2 AND id = $3 RETURNING pk, version`
+	pgSetLastBody = `UPDATE sessions SET last_body = $1, updated_at = $2, version = version + 1
+		WHERE tenant = $3 AND id = $4 RETURNING version`
+	pgAdmitSession = `UPDATE sessions SET last_body = $1, updated_at = $2, version = version + 1
+		WHERE tenant = $3 AND id = $4 AND agent = $5 RETURNING pk, created_at, version`
+	pgSessionVersion = `SELECT version FROM sessions WHERE tenant = $1 AND id = $2`
 	// pgAppendMessage inserts a message after the session's last one.
 	pgAppendMessage = `INSERT INTO messages (session_pk, position, message_id, role, body, created_at, updated_at)
 		SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3, $4, $5, $5 FROM messages WHERE session_pk = $1`
@@ -189,25 +197,7 @@ const (
 		(id, session_pk, tenant, session_id, agent, idempotency_key, request, status, attempts, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8)
 		ON CONFLICT (session_pk, idempotency_key) DO NOTHING RETURNING ` + submissionColumns
-	// The oldest queued submission whose session has no earlier one queued
-	// or running. SKIP LOCKED passes over a row another claimer has locked;
-	// the submissions after it in its session wait, since it is still
-	// queued in this statement's snapshot.
-	pgClaimSubmission = `WITH next AS (
-			SELECT q.seq FROM submissions q
-			WHERE q.status = 'queued' AND NOT EXISTS (
-				SELECT 1 FROM submissions e
-				WHERE e.session_pk = q.session_pk AND e.seq < q.seq AND e.status IN ('queued', 'running'))
-			ORDER BY q.seq LIMIT 1
-			FOR UPDATE SKIP LOCKED)
-		UPDATE submissions s SET status = 'running', attempts = s.attempts + 1, updated_at = $1
-		FROM next WHERE s.seq = next.seq
-		RETURNING ` + submissionColumns
-	pgFinishSubmission = `UPDATE submissions SET status = $1, result = $2, updated_at = $3
-		WHERE id = $4 AND status IN ('queued', 'running')`
-	pgSubmissionStatus = `SELECT status FROM submissions WHERE id = $1`
-	pgRequeue          = `UPDATE submissions SET status = 'queued', updated_at = $1 WHERE status = 'running'`
-	pgRecordTurn       = `INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
+	pgRecordTurn = `INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
 		error, usage, rule_revision, started_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 	pgTurns = `SELECT ` + turnColumns + ` FROM turns WHERE tenant = $1 AND session_id = $2 ORDER BY seq`
 )
@@ -315,16 +305,19 @@ func (s *Postgres) SetLastBody(ctx context.Context, tenant, id string, body json
 	if err != nil {
 		return fmt.Errorf("setting last body: %w", err)
 	}
-	var t int64
+	var t, version int64
 	k := cacheKey{tenant, id}
 	err = s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		if err := pgCheckFence(ctx, tx, tenant, id); err != nil {
+			return err
+		}
 		t = nanos(now())
-		tag, err := tx.Exec(ctx, pgSetLastBody, v, t, tenant, id)
-		if err == nil && tag.RowsAffected() == 0 {
+		err := tx.QueryRow(ctx, pgSetLastBody, v, t, tenant, id).Scan(&version)
+		if errors.Is(err, pgx.ErrNoRows) {
 			err = ErrNotFound
 		}
 		return err
-	}, s.afterSetLastBody(k, body, &t))
+	}, s.afterSetLastBody(k, body, &t, &version))
 	if err != nil {
 		return fmt.Errorf("setting last body: %w", err)
 	}
@@ -344,11 +337,14 @@ func (s *Postgres) Admit(ctx context.Context, tenant, agent, sessionID string, l
 		return nil, fmt.Errorf("admitting turn: %w", err)
 	}
 	err = s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		if err := pgCheckFence(ctx, tx, tenant, sessionID); err != nil {
+			return err
+		}
 		t := nanos(now())
 		// An existing session of agent, the common case: one statement
 		// sets its last body, touches (and locks) it and returns it.
-		var pk, createdAt int64
-		err := tx.QueryRow(ctx, pgAdmitSession, v, t, tenant, sessionID, agent).Scan(&pk, &createdAt)
+		var pk, createdAt, version int64
+		err := tx.QueryRow(ctx, pgAdmitSession, v, t, tenant, sessionID, agent).Scan(&pk, &createdAt, &version)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			// Absent (create it) or another agent's (write nothing).
@@ -358,7 +354,7 @@ func (s *Postgres) Admit(ctx context.Context, tenant, agent, sessionID string, l
 			if a.sess, err = scanSession(tx.QueryRow(ctx, pgSelectSession, tenant, sessionID), tenant, sessionID); err != nil || a.sess.Agent != agent {
 				return err
 			}
-			if _, err := tx.Exec(ctx, pgSetLastBody, v, t, tenant, sessionID); err != nil {
+			if err := tx.QueryRow(ctx, pgSetLastBody, v, t, tenant, sessionID).Scan(&version); err != nil {
 				return err
 			}
 			createdAt = nanos(a.sess.CreatedAt)
@@ -366,6 +362,7 @@ func (s *Postgres) Admit(ctx context.Context, tenant, agent, sessionID string, l
 			return err
 		}
 		a.sess, a.admitted = admitted(tenant, sessionID, agent, lastBody, createdAt, t), true
+		a.sess.version = version
 		if user == nil {
 			return nil
 		}
@@ -389,16 +386,17 @@ func (s *Postgres) readTranscript(ctx context.Context, tenant, sessionID string)
 	msgs := []cachedMessage{}
 	for rows.Next() {
 		var (
-			agent              string
-			lastBody, id, body []byte
-			created, updated   int64
+			agent                     string
+			lastBody, id, body        []byte
+			created, updated, version int64
 		)
-		if err := rows.Scan(&agent, &lastBody, &created, &updated, &id, &body); err != nil {
+		if err := rows.Scan(&agent, &lastBody, &created, &updated, &version, &id, &body); err != nil {
 			return nil, nil, err
 		}
 		if err := transcriptRow(&sess, &msgs, tenant, sessionID, agent, lastBody, created, updated, id, body); err != nil {
 			return nil, nil, err
 		}
+		sess.version = version
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, pgError(err)
@@ -447,14 +445,19 @@ func (s *Postgres) putMessage(ctx context.Context, tenant, sessionID string, m e
 		return err
 	}
 	k := cacheKey{tenant, sessionID}
-	var t int64
-	after, err := s.afterPut(k, m.ID, body, &t, replace)
+	var t, version int64
+	after, err := s.afterPut(k, m.ID, body, &t, &version, replace)
 	if err != nil {
 		return err
 	}
 	return s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		if err := pgCheckFence(ctx, tx, tenant, sessionID); err != nil {
+			return err
+		}
 		t = nanos(now())
-		pk, err := pgTouch(ctx, tx, tenant, sessionID, t)
+		var err error
+		var pk int64
+		pk, version, err = pgTouch(ctx, tx, tenant, sessionID, t)
 		if err != nil {
 			return err
 		}
@@ -489,7 +492,10 @@ func (s *Postgres) TruncateAfter(ctx context.Context, tenant, sessionID, message
 	truncated := true
 	k := cacheKey{tenant, sessionID}
 	err := s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
-		pk, err := pgTouch(ctx, tx, tenant, sessionID, nanos(now()))
+		if err := pgCheckFence(ctx, tx, tenant, sessionID); err != nil {
+			return err
+		}
+		pk, _, err := pgTouch(ctx, tx, tenant, sessionID, nanos(now()))
 		if err != nil {
 			return err
 		}
@@ -514,7 +520,7 @@ func (s *Postgres) TruncateAfter(ctx context.Context, tenant, sessionID, message
 }
 
 // CreateSubmission implements Store.
-func (s *Postgres) CreateSubmission(ctx context.Context, in *Submission) (*Submission, bool, error) {
+func (s *Postgres) CreateSubmission(ctx context.Context, in *Submission, limits QueueLimits) (*Submission, bool, error) {
 	id, key, err := submissionArgs(in)
 	if err != nil {
 		return nil, false, fmt.Errorf("creating submission: %w", err)
@@ -532,6 +538,12 @@ func (s *Postgres) CreateSubmission(ctx context.Context, in *Submission) (*Submi
 			return err
 		}
 		created = c
+		if limits != (QueueLimits{}) {
+			if out, err = pgCheckQueue(ctx, tx, in.Tenant, pk, key, limits); out != nil || err != nil {
+				existing = out != nil
+				return err
+			}
+		}
 		out, err = scanSubmission(tx.QueryRow(ctx, pgInsertSubmission,
 			id, pk, in.Tenant, in.SessionID, in.Agent, key, string(in.Request), t))
 		switch {
@@ -558,63 +570,6 @@ func (s *Postgres) GetSubmission(ctx context.Context, tenant, sessionID, id stri
 		return nil, fmt.Errorf("reading submission: %w", pgError(err))
 	}
 	return sub, nil
-}
-
-// ClaimSubmission implements Store. FOR UPDATE SKIP LOCKED makes concurrent
-// claimers, in this process or another, take different submissions.
-func (s *Postgres) ClaimSubmission(ctx context.Context) (*Submission, error) {
-	var sub *Submission
-	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		sub, err = scanSubmission(tx.QueryRow(ctx, pgClaimSubmission, nanos(now())))
-		return err
-	}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("claiming submission: %w", err)
-	}
-	return sub, nil
-}
-
-// FinishSubmission implements Store.
-func (s *Postgres) FinishSubmission(ctx context.Context, id, status string, result json.RawMessage) error {
-	v, err := finishArgs(status, result)
-	if err != nil {
-		return fmt.Errorf("finishing submission: %w", err)
-	}
-	err = s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, pgFinishSubmission, status, v, nanos(now()), id)
-		if err != nil || tag.RowsAffected() == 1 {
-			return err
-		}
-		// Finished already, or missing.
-		var cur string
-		err = tx.QueryRow(ctx, pgSubmissionStatus, id).Scan(&cur)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: submission %q is already %s", ErrConflict, id, cur)
-	}, nil)
-	if err != nil {
-		return fmt.Errorf("finishing submission: %w", err)
-	}
-	return nil
-}
-
-// RequeueRunning implements Store.
-func (s *Postgres) RequeueRunning(ctx context.Context) (int, error) {
-	var n int64
-	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, pgRequeue, nanos(now()))
-		n = tag.RowsAffected()
-		return err
-	}, nil)
-	if err != nil {
-		return 0, fmt.Errorf("requeueing submissions: %w", err)
-	}
-	return int(n), nil
 }
 
 // RecordTurn implements Store.
@@ -672,13 +627,13 @@ func pgEnsureSession(ctx context.Context, tx pgx.Tx, tenant, agent, id string, t
 	return pk, false, err
 }
 
-// pgTouch sets the updated_at of the tenant's session id to t, which locks
-// its row until the transaction ends, and returns its key, or ErrNotFound.
-func pgTouch(ctx context.Context, tx pgx.Tx, tenant, id string, t int64) (int64, error) {
-	var pk int64
-	err := tx.QueryRow(ctx, pgTouchSession, t, tenant, id).Scan(&pk)
+// pgTouch sets the updated_at of the tenant's session id to t and bumps its
+// version, which locks its row until the transaction ends, and returns its
+// key and new version, or ErrNotFound.
+func pgTouch(ctx context.Context, tx pgx.Tx, tenant, id string, t int64) (pk, version int64, err error) {
+	err = tx.QueryRow(ctx, pgTouchSession, t, tenant, id).Scan(&pk, &version)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, ErrNotFound
+		return 0, 0, ErrNotFound
 	}
-	return pk, err
+	return pk, version, err
 }

@@ -66,6 +66,10 @@ type SQLite struct {
 	closeOnce sync.Once
 	commits   atomic.Int64 // transactions writeLoop committed; tests compare it with the writes
 
+	// leases are the session leases: in memory, since the file serves one
+	// process.
+	leases *memLeases
+
 	// transcripts serves Messages and Transcript through the cache (nil
 	// when disabled): SQLite serves one gateway process, so the writes of
 	// this process are all the writes and keep it right (see writeThen).
@@ -146,6 +150,7 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 		writes:  make(chan *writeRequest, maxBatch),
 		closing: make(chan struct{}),
 		stopped: make(chan struct{}),
+		leases:  newMemLeases(),
 	}
 	s.read = s.readTranscript
 	s.cache = o.newCache()
@@ -202,9 +207,12 @@ func (s *SQLite) SetLastBody(ctx context.Context, tenant, id string, body json.R
 	if err != nil {
 		return fmt.Errorf("setting last body: %w", err)
 	}
-	var t int64
-	after := s.afterSetLastBody(cacheKey{tenant, id}, body, &t)
+	var t, version int64 // version stays 0: SQLite keeps none
+	after := s.afterSetLastBody(cacheKey{tenant, id}, body, &t, &version)
 	err = s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.leases.check(fenceOf(ctx, tenant, id)); err != nil {
+			return err
+		}
 		t = nanos(now())
 		res, err := tx.StmtContext(ctx, s.q.setLastBody).ExecContext(ctx, v, t, tenant, id)
 		if err != nil {
@@ -233,6 +241,9 @@ func (s *SQLite) Admit(ctx context.Context, tenant, agent, sessionID string, las
 	}
 	err = s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		a = admission{}
+		if err := s.leases.check(fenceOf(ctx, tenant, sessionID)); err != nil {
+			return err
+		}
 		t := nanos(now())
 		// An existing session of agent, the common case: one statement
 		// sets its last body, touches it and returns it.
@@ -331,8 +342,8 @@ func (s *SQLite) FinishTurn(ctx context.Context, tenant, sessionID string, m eng
 	if err != nil {
 		return fmt.Errorf("finishing turn: %w", err)
 	}
-	var t int64
-	after, err := s.afterPut(cacheKey{tenant, sessionID}, m.ID, body, &t, true)
+	var t, version int64
+	after, err := s.afterPut(cacheKey{tenant, sessionID}, m.ID, body, &t, &version, true)
 	if err != nil {
 		return fmt.Errorf("finishing turn: %w", err)
 	}
@@ -369,8 +380,8 @@ func (s *SQLite) putMessage(ctx context.Context, tenant, sessionID string, m eng
 	if err != nil {
 		return err
 	}
-	var t int64
-	after, err := s.afterPut(cacheKey{tenant, sessionID}, m.ID, body, &t, replace)
+	var t, version int64
+	after, err := s.afterPut(cacheKey{tenant, sessionID}, m.ID, body, &t, &version, replace)
 	if err != nil {
 		return err
 	}
@@ -383,6 +394,9 @@ func (s *SQLite) putMessage(ctx context.Context, tenant, sessionID string, m eng
 // putMessageTx is putMessage inside tx at time t, with m already encoded
 // as body.
 func (s *SQLite) putMessageTx(ctx context.Context, tx *sql.Tx, tenant, sessionID string, m engine.UIMessage, body string, t int64, replace bool) error {
+	if err := s.leases.check(fenceOf(ctx, tenant, sessionID)); err != nil {
+		return err
+	}
 	pk, err := s.touchSession(ctx, tx, tenant, sessionID, t)
 	if err != nil {
 		return err
@@ -409,6 +423,9 @@ func (s *SQLite) putMessageAt(ctx context.Context, tx *sql.Tx, pk int64, m engin
 func (s *SQLite) TruncateAfter(ctx context.Context, tenant, sessionID, messageID string, inclusive bool) error {
 	truncated := true
 	err := s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.leases.check(fenceOf(ctx, tenant, sessionID)); err != nil {
+			return err
+		}
 		pk, err := s.touchSession(ctx, tx, tenant, sessionID, nanos(now()))
 		if err != nil {
 			return err
@@ -438,7 +455,7 @@ const submissionColumns = `id, tenant, session_id, agent, COALESCE(idempotency_k
 	attempts, created_at, updated_at`
 
 // CreateSubmission implements Store.
-func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission) (*Submission, bool, error) {
+func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission, limits QueueLimits) (*Submission, bool, error) {
 	id, key, err := submissionArgs(in)
 	if err != nil {
 		return nil, false, fmt.Errorf("creating submission: %w", err)
@@ -469,6 +486,15 @@ func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission) (*Submiss
 				return err
 			}
 		}
+		if limits != (QueueLimits{}) {
+			var session, all int
+			if err := tx.StmtContext(ctx, s.q.countQueue).QueryRowContext(ctx, pk, in.Tenant).Scan(&session, &all); err != nil {
+				return err
+			}
+			if err := queueFull(session, all, limits); err != nil {
+				return err
+			}
+		}
 		out, err = scanSubmission(tx.StmtContext(ctx, s.q.insertSubmission).QueryRowContext(ctx,
 			id, pk, in.Tenant, in.SessionID, in.Agent, key, string(in.Request), StatusQueued, nanos(t), nanos(t)))
 		if isConstraint(err) {
@@ -489,65 +515,6 @@ func (s *SQLite) GetSubmission(ctx context.Context, tenant, sessionID, id string
 		return nil, fmt.Errorf("reading submission: %w", err)
 	}
 	return sub, nil
-}
-
-// ClaimSubmission implements Store. The single writer connection makes the
-// select-and-update one atomic step, so two claimers never get the same row.
-func (s *SQLite) ClaimSubmission(ctx context.Context) (*Submission, error) {
-	var sub *Submission
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		var err error
-		sub, err = scanSubmission(tx.StmtContext(ctx, s.q.claimSubmission).QueryRowContext(ctx, nanos(now())))
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claiming submission: %w", err)
-	}
-	return sub, nil
-}
-
-// FinishSubmission implements Store.
-func (s *SQLite) FinishSubmission(ctx context.Context, id, status string, result json.RawMessage) error {
-	v, err := finishArgs(status, result)
-	if err != nil {
-		return fmt.Errorf("finishing submission: %w", err)
-	}
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		var cur string
-		err := tx.StmtContext(ctx, s.q.submissionStatus).QueryRowContext(ctx, id).Scan(&cur)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if finalStatus(cur) {
-			return fmt.Errorf("%w: submission %q is already %s", ErrConflict, id, cur)
-		}
-		_, err = tx.StmtContext(ctx, s.q.finishSubmission).ExecContext(ctx, status, v, nanos(now()), id)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("finishing submission: %w", err)
-	}
-	return nil
-}
-
-// RequeueRunning implements Store.
-func (s *SQLite) RequeueRunning(ctx context.Context) (int, error) {
-	var n int64
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, s.q.requeue).ExecContext(ctx, nanos(now()))
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("requeueing submissions: %w", err)
-	}
-	return int(n), nil
 }
 
 // RecordTurn implements Store.

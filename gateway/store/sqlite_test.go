@@ -481,7 +481,7 @@ func TestTenantIsolation(t *testing.T) {
 			t.Fatal(err)
 		}
 		sub, _, err := s.CreateSubmission(ctx, &Submission{Tenant: "a", SessionID: "s1", Agent: "demo",
-			IdempotencyKey: "k", Request: json.RawMessage(`{}`)})
+			IdempotencyKey: "k", Request: json.RawMessage(`{}`)}, QueueLimits{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -529,7 +529,7 @@ func TestTenantIsolation(t *testing.T) {
 			t.Errorf("b's transcript = %v, %v; want empty", msgs, err)
 		}
 		bsub, existing, err := s.CreateSubmission(ctx, &Submission{Tenant: "b", SessionID: "s1", Agent: "demo",
-			IdempotencyKey: "k", Request: json.RawMessage(`{}`)})
+			IdempotencyKey: "k", Request: json.RawMessage(`{}`)}, QueueLimits{})
 		if err != nil || existing || bsub.ID == sub.ID {
 			t.Errorf("CreateSubmission as b with a's key = %+v, existing=%v, %v; want a new submission", bsub, existing, err)
 		}
@@ -550,7 +550,7 @@ func TestTenantIsolation(t *testing.T) {
 func createSub(t testing.TB, s Store, tenant, session, key string) *Submission {
 	t.Helper()
 	sub, _, err := s.CreateSubmission(context.Background(), &Submission{Tenant: tenant, SessionID: session, Agent: "demo",
-		IdempotencyKey: key, Request: json.RawMessage(`{"messages":[]}`)})
+		IdempotencyKey: key, Request: json.RawMessage(`{"messages":[]}`)}, QueueLimits{})
 	if err != nil {
 		t.Fatalf("CreateSubmission: %v", err)
 	}
@@ -568,7 +568,7 @@ func TestSubmissionIdempotency(t *testing.T) {
 			t.Errorf("CreateSubmission did not create the session: %v", err)
 		}
 		again, existing, err := s.CreateSubmission(ctx, &Submission{Tenant: "acme", SessionID: "s1", Agent: "demo",
-			IdempotencyKey: "key-1", Request: json.RawMessage(`{"different":true}`)})
+			IdempotencyKey: "key-1", Request: json.RawMessage(`{"different":true}`)}, QueueLimits{})
 		if err != nil || !existing {
 			t.Fatalf("repeated key: existing=%v err=%v, want existing", existing, err)
 		}
@@ -584,10 +584,10 @@ func TestSubmissionIdempotency(t *testing.T) {
 		}
 
 		given := &Submission{ID: "sub-fixed", Tenant: "acme", SessionID: "s1", Agent: "demo", Request: json.RawMessage(`1`)}
-		if got, _, err := s.CreateSubmission(ctx, given); err != nil || got.ID != "sub-fixed" {
+		if got, _, err := s.CreateSubmission(ctx, given, QueueLimits{}); err != nil || got.ID != "sub-fixed" {
 			t.Errorf("CreateSubmission with an id = %+v, %v", got, err)
 		}
-		if _, _, err := s.CreateSubmission(ctx, given); !errors.Is(err, ErrConflict) {
+		if _, _, err := s.CreateSubmission(ctx, given, QueueLimits{}); !errors.Is(err, ErrConflict) {
 			t.Errorf("CreateSubmission with a taken id: err = %v, want ErrConflict", err)
 		}
 
@@ -603,7 +603,7 @@ func TestSubmissionIdempotency(t *testing.T) {
 		}
 		for _, tt := range invalid {
 			t.Run(tt.name, func(t *testing.T) {
-				if _, _, err := s.CreateSubmission(ctx, &tt.sub); !errors.Is(err, ErrInvalid) {
+				if _, _, err := s.CreateSubmission(ctx, &tt.sub, QueueLimits{}); !errors.Is(err, ErrInvalid) {
 					t.Errorf("err = %v, want ErrInvalid", err)
 				}
 			})
@@ -615,7 +615,7 @@ func TestSubmissionIdempotency(t *testing.T) {
 // ErrNotFound, and returns its id or "".
 func claim(t *testing.T, s Store) string {
 	t.Helper()
-	sub, err := s.ClaimSubmission(context.Background())
+	sub, err := s.ClaimSubmission(context.Background(), testOwner, time.Minute)
 	if errors.Is(err, ErrNotFound) {
 		return ""
 	}
@@ -628,10 +628,20 @@ func claim(t *testing.T, s Store) string {
 	return sub.ID
 }
 
+// testOwner is the owner of the tests' claims and leases.
+const testOwner = "replica-test"
+
+// claimOf returns the claim that finishes submission id: its attempts when
+// it runs, 0 when it is queued.
+func claimOf(t *testing.T, s Store, id string) int {
+	t.Helper()
+	return queryInt(t, s, "SELECT CASE WHEN status = 'running' THEN attempts ELSE 0 END FROM submissions WHERE id = '"+id+"'")
+}
+
 // finish completes submission id.
 func finish(t *testing.T, s Store, id string) {
 	t.Helper()
-	if err := s.FinishSubmission(context.Background(), id, StatusCompleted, json.RawMessage(`{"status":"completed"}`)); err != nil {
+	if err := s.FinishSubmission(context.Background(), id, claimOf(t, s, id), StatusCompleted, json.RawMessage(`{"status":"completed"}`)); err != nil {
 		t.Fatalf("FinishSubmission: %v", err)
 	}
 }
@@ -673,7 +683,7 @@ func TestSkipQueuedSubmission(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
 		ctx := context.Background()
 		sub := createSub(t, s, "acme", "A", "")
-		if err := s.FinishSubmission(ctx, sub.ID, StatusSkipped, nil); err != nil {
+		if err := s.FinishSubmission(ctx, sub.ID, 0, StatusSkipped, nil); err != nil {
 			t.Fatalf("skipping a queued submission: %v", err)
 		}
 		if got := claim(t, s); got != "" {
@@ -688,7 +698,7 @@ func TestFinishSubmission(t *testing.T) {
 		sub := createSub(t, s, "acme", "A", "")
 		claim(t, s)
 		result := json.RawMessage(`{"messageId":"a1","status":"error","error":"upstream failed"}`)
-		if err := s.FinishSubmission(ctx, sub.ID, StatusError, result); err != nil {
+		if err := s.FinishSubmission(ctx, sub.ID, 1, StatusError, result); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.GetSubmission(ctx, "acme", "A", sub.ID)
@@ -713,7 +723,7 @@ func TestFinishSubmission(t *testing.T) {
 		}
 		for _, tt := range errs {
 			t.Run(tt.name, func(t *testing.T) {
-				if err := s.FinishSubmission(ctx, tt.id, tt.status, tt.result); !errors.Is(err, tt.want) {
+				if err := s.FinishSubmission(ctx, tt.id, 1, tt.status, tt.result); !errors.Is(err, tt.want) {
 					t.Errorf("err = %v, want %v", err, tt.want)
 				}
 			})
@@ -755,7 +765,7 @@ func TestClaimConcurrentNoDoubleClaims(t *testing.T) {
 			}
 			wg.Go(func() {
 				for {
-					sub, err := st.ClaimSubmission(ctx)
+					sub, err := st.ClaimSubmission(ctx, testOwner, time.Minute)
 					if errors.Is(err, ErrNotFound) {
 						mu.Lock()
 						finished := done == sessions*perSession
@@ -779,7 +789,7 @@ func TestClaimConcurrentNoDoubleClaims(t *testing.T) {
 					seen[sub.ID] = true
 					claimed[sub.SessionID] = append(claimed[sub.SessionID], sub.ID)
 					mu.Unlock()
-					if err := st.FinishSubmission(ctx, sub.ID, StatusCompleted, nil); err != nil {
+					if err := st.FinishSubmission(ctx, sub.ID, sub.Attempts, StatusCompleted, nil); err != nil {
 						errs <- err
 						return
 					}
@@ -817,10 +827,17 @@ func TestRequeueAfterCrash(t *testing.T) {
 			t.Fatalf("claimed %s while the crashed submission is still running", got)
 		}
 		n, err := s.RequeueRunning(ctx)
-		if err != nil || n != 1 {
-			t.Fatalf("RequeueRunning = %d, %v; want 1", n, err)
+		// SQLite's file serves one process: what runs at startup is a dead
+		// process's. On PostgreSQL another replica may run it: only an
+		// expired claim is requeued.
+		want := map[string]int{"sqlite": 1, "postgres": 0}[db.driver()]
+		if err != nil || n != want {
+			t.Fatalf("RequeueRunning = %d, %v; want %d", n, err, want)
 		}
-		sub, err := s.ClaimSubmission(ctx)
+		if db.driver() == "postgres" {
+			execSQL(t, s, "UPDATE submissions SET lease_until = 0 WHERE id = '"+first.ID+"'") // the claim expires
+		}
+		sub, err := s.ClaimSubmission(ctx, testOwner, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -831,8 +848,9 @@ func TestRequeueAfterCrash(t *testing.T) {
 		if got := claim(t, s); got != second.ID {
 			t.Errorf("claimed %q, want %s", got, second.ID)
 		}
-		if n, err := s.RequeueRunning(ctx); err != nil || n != 1 {
-			t.Errorf("RequeueRunning = %d, %v; want 1", n, err)
+		want = map[string]int{"sqlite": 1, "postgres": 0}[db.driver()]
+		if n, err := s.RequeueRunning(ctx); err != nil || n != want {
+			t.Errorf("RequeueRunning = %d, %v; want %d", n, err, want)
 		}
 	})
 }
@@ -877,7 +895,7 @@ func TestConcurrentWriters(t *testing.T) {
 						if err := st.RecordTurn(ctx, &TurnRecord{RequestID: fmt.Sprint(i), Tenant: "acme", SessionID: session, Agent: "demo", Status: "completed"}); err != nil {
 							return err
 						}
-						if _, _, err := st.CreateSubmission(ctx, &Submission{Tenant: "acme", SessionID: session, Agent: "demo", IdempotencyKey: "same", Request: json.RawMessage(`{}`)}); err != nil {
+						if _, _, err := st.CreateSubmission(ctx, &Submission{Tenant: "acme", SessionID: session, Agent: "demo", IdempotencyKey: "same", Request: json.RawMessage(`{}`)}, QueueLimits{}); err != nil {
 							return err
 						}
 					}

@@ -24,6 +24,7 @@ type statements struct {
 	messagePosition, truncate                                    *sql.Stmt
 	submissionByKey, insertSubmission, claimSubmission           *sql.Stmt
 	submissionStatus, finishSubmission, requeue, recordTurn      *sql.Stmt
+	renewSubmission, dropQueued, countQueue                      *sql.Stmt
 
 	// The writer's savepoint around each write of a batch (see write).
 	savepoint, release, rollbackTo *sql.Stmt
@@ -78,18 +79,29 @@ func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
 		{w, &q.insertSubmission, `INSERT INTO submissions
 			(id, session_pk, tenant, session_id, agent, idempotency_key, request, status, attempts, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING ` + submissionColumns},
+		// The oldest queued submission, or running one whose claim
+		// expired, whose session has no earlier one queued or running.
 		{w, &q.claimSubmission, `UPDATE submissions
-			SET status = 'running', attempts = attempts + 1, updated_at = ?
+			SET status = 'running', attempts = attempts + 1, updated_at = ?1, claimed_by = ?2, lease_until = ?1 + ?3
 			WHERE seq = (
 				SELECT q.seq FROM submissions q
-				WHERE q.status = 'queued' AND NOT EXISTS (
+				WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_until <= ?1)) AND NOT EXISTS (
 					SELECT 1 FROM submissions e
 					WHERE e.session_pk = q.session_pk AND e.seq < q.seq AND e.status IN ('queued', 'running'))
 				ORDER BY q.seq LIMIT 1)
 			RETURNING ` + submissionColumns},
+		{w, &q.renewSubmission, `UPDATE submissions SET lease_until = ? WHERE id = ? AND status = 'running' AND attempts = ?`},
 		{w, &q.submissionStatus, `SELECT status FROM submissions WHERE id = ?`},
-		{w, &q.finishSubmission, `UPDATE submissions SET status = ?, result = ?, updated_at = ? WHERE id = ?`},
-		{w, &q.requeue, `UPDATE submissions SET status = 'queued', updated_at = ? WHERE status = 'running'`},
+		// claim 0 finishes a queued submission; any other, the running
+		// one of that claim.
+		{w, &q.finishSubmission, `UPDATE submissions SET status = ?1, result = ?2, updated_at = ?3, lease_until = NULL
+			WHERE id = ?4 AND ((status = 'queued' AND ?5 = 0) OR (status = 'running' AND attempts = ?5))`},
+		{w, &q.requeue, `UPDATE submissions SET status = 'queued', updated_at = ?, claimed_by = NULL, lease_until = NULL
+			WHERE status = 'running'`},
+		{w, &q.dropQueued, `UPDATE submissions SET status = 'aborted', result = ?, updated_at = ?
+			WHERE tenant = ? AND session_id = ? AND status = 'queued'`},
+		{w, &q.countQueue, `SELECT COALESCE(SUM(session_pk = ?1), 0), COUNT(*) FROM submissions
+			WHERE tenant = ?2 AND status = 'queued'`},
 		{w, &q.recordTurn, `INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
 			error, usage, rule_revision, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{w, &q.savepoint, `SAVEPOINT write`},

@@ -9,14 +9,18 @@
 // Store is the interface the gateway uses. SQLite (a file, the embedded
 // default) and Postgres (a PostgreSQL database) implement it with the same
 // semantics, and the store's tests run against both. Each keeps an
-// in-process transcript cache that its own writes keep right, so each
-// database serves one gateway process.
+// in-process transcript cache. SQLite's serves the one process of its file.
+// PostgreSQL's serves several gateway replicas on one database: its cache
+// entries carry the session's stored version, checked on every read (see
+// Postgres), and session leases with fencing tokens (Lease) keep one turn
+// per session across replicas.
 package store
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/turngate/turngate/engine"
@@ -35,6 +39,36 @@ var ErrConflict = errors.New("store: conflict")
 // id, agent, message id or role, JSON that does not parse, or a status that
 // does not fit.
 var ErrInvalid = errors.New("store: invalid argument")
+
+// ErrQueueFull reports a submission refused because its session's or its
+// tenant's queue is full (see QueueFullError).
+var ErrQueueFull = errors.New("store: submission queue is full")
+
+// QueueLimits bound the queued submissions CreateSubmission accepts; 0 is
+// no bound.
+type QueueLimits struct {
+	// PerSession bounds the queued submissions of one session.
+	PerSession int
+	// PerTenant bounds the queued submissions of one tenant, over all of
+	// its sessions.
+	PerTenant int
+}
+
+// QueueFullError is CreateSubmission's refusal of a submission beyond
+// QueueLimits.
+type QueueFullError struct {
+	// Scope is "session" or "tenant": the bound that was reached.
+	Scope string
+	// Limit is that bound.
+	Limit int
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("%v: the %s already has %d queued submissions", ErrQueueFull, e.Scope, e.Limit)
+}
+
+// Unwrap makes errors.Is(err, ErrQueueFull) hold.
+func (e *QueueFullError) Unwrap() error { return ErrQueueFull }
 
 // ErrSchemaTooNew reports a database migrated by a newer binary than this one.
 var ErrSchemaTooNew = errors.New("store: database schema is newer than this binary")
@@ -90,25 +124,66 @@ type Store interface {
 	// CreateSubmission stores s as queued (creating its session when absent)
 	// and returns the stored copy. When s.IdempotencyKey repeats a key of the
 	// same tenant and session, the earlier submission is returned unchanged
-	// with existing true. An empty s.ID is filled with a new UUID.
-	CreateSubmission(ctx context.Context, s *Submission) (stored *Submission, existing bool, err error)
+	// with existing true. An empty s.ID is filled with a new UUID. When
+	// limits bound the queue and the session, or the tenant, already has
+	// that many queued submissions, nothing is stored and the error is a
+	// *QueueFullError (errors.Is ErrQueueFull); the check and the insert are
+	// atomic across processes.
+	CreateSubmission(ctx context.Context, s *Submission, limits QueueLimits) (stored *Submission, existing bool, err error)
 	// GetSubmission returns the tenant's submission id in sessionID, or
 	// ErrNotFound.
 	GetSubmission(ctx context.Context, tenant, sessionID, id string) (*Submission, error)
-	// ClaimSubmission marks the oldest claimable queued submission running,
-	// counts the attempt and returns it; ErrNotFound when none is claimable.
-	// A submission is claimable when no earlier submission of its session is
-	// queued or running, so each session's submissions run one at a time in
-	// order.
-	ClaimSubmission(ctx context.Context) (*Submission, error)
+	// ClaimSubmission marks the oldest claimable submission running,
+	// claimed by owner (a replica id) until ttl from now, counts the
+	// attempt and returns it; ErrNotFound when none is claimable. A queued
+	// submission is claimable, and so is a running one whose claim has
+	// expired (its replica died or stopped renewing): another replica takes
+	// it over. A submission is claimable only when no earlier submission of
+	// its session is queued or running, so each session's submissions run
+	// one at a time in order. Concurrent claimers, in one process or
+	// several, never get the same claim. The returned Attempts names the
+	// claim (see FinishSubmission).
+	ClaimSubmission(ctx context.Context, owner string, ttl time.Duration) (*Submission, error)
+	// RenewSubmission extends the claim sub (as ClaimSubmission returned
+	// it) to ttl from now; ErrFenced when it is no longer sub's claim:
+	// taken over by another claimer or finished.
+	RenewSubmission(ctx context.Context, sub *Submission, ttl time.Duration) error
 	// FinishSubmission records a final status (completed, error, aborted or
-	// skipped) and result for a queued or running submission; ErrConflict
-	// when it is already finished.
-	FinishSubmission(ctx context.Context, id, status string, result json.RawMessage) error
-	// RequeueRunning puts every running submission back in the queue and
-	// returns how many it moved. Call it at startup, before any worker
-	// claims: running rows then belong to a process that died.
+	// skipped) and result for a submission. claim is the Attempts of the
+	// claim that ran it, 0 for a queued submission finished without
+	// running. ErrConflict when it is already finished; ErrFenced when it
+	// is running under another claim than claim (or claim is 0), or queued
+	// again after claim: nothing is stored.
+	FinishSubmission(ctx context.Context, id string, claim int, status string, result json.RawMessage) error
+	// RequeueRunning puts back in the queue the running submissions that no
+	// live process holds, and returns how many it moved. On SQLite, whose
+	// file serves one process, that is every running submission: call it at
+	// startup, before any worker claims. On PostgreSQL it is those whose
+	// claim has expired (which ClaimSubmission takes over anyway), so
+	// replicas that start while others run leave the others' work alone.
 	RequeueRunning(ctx context.Context) (int, error)
+	// DropQueued finishes every queued submission of the tenant's session
+	// as aborted (result {"error": "dropped"}) and returns how many; a
+	// running one is left to its turn.
+	DropQueued(ctx context.Context, tenant, sessionID string) (int, error)
+
+	// AcquireLease takes the turn lease of the tenant's session for owner
+	// until ttl from now, with a fencing token greater than every earlier
+	// acquisition's; ErrLeaseHeld while another holding has not expired
+	// (one of owner's own too: a lease is not reentrant). The session need
+	// not exist. See Lease and WithLease.
+	AcquireLease(ctx context.Context, tenant, sessionID, owner string, ttl time.Duration) (*Lease, error)
+	// RenewLease extends l to ttl from now (updating l.Expires) and reports
+	// whether CancelLease asked its turn to stop; ErrFenced when l is no
+	// longer the session's lease.
+	RenewLease(ctx context.Context, l *Lease, ttl time.Duration) (cancelled bool, err error)
+	// ReleaseLease ends l, if it is still the session's lease, so the next
+	// acquisition need not wait for it to expire.
+	ReleaseLease(ctx context.Context, l *Lease) error
+	// CancelLease asks the holder of the session's unexpired lease to
+	// cancel its turn (RenewLease reports it) and reports whether there
+	// was one.
+	CancelLease(ctx context.Context, tenant, sessionID string) (bool, error)
 
 	// RecordTurn appends a turn outcome to the audit.
 	RecordTurn(ctx context.Context, t *TurnRecord) error
@@ -165,6 +240,12 @@ type Session struct {
 	LastBody  json.RawMessage
 	CreatedAt time.Time
 	UpdatedAt time.Time
+
+	// version counts the writes that changed the session or its
+	// transcript (PostgreSQL; 0 on SQLite): the transcript cache's entries
+	// carry it, and a replica serves an entry only while it is the stored
+	// one.
+	version int64
 }
 
 // Submission is a durable submitMessages request.

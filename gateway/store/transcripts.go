@@ -19,6 +19,10 @@ type transcripts struct {
 	// read reads the tenant's session and its messages with one statement,
 	// so they are one snapshot; ErrNotFound when there is no such session.
 	read func(ctx context.Context, tenant, sessionID string) (*Session, []cachedMessage, error)
+	// version, when not nil, reads the session's stored version (see
+	// Session.version): a store shared by several processes checks every
+	// cache hit with it. nil when this process makes all the writes.
+	version func(ctx context.Context, tenant, sessionID string) (int64, error)
 
 	// Test hooks, nil outside tests: testAfterCommit runs right after a
 	// commit, before its changes reach the cache; testAfterRead runs after
@@ -61,6 +65,17 @@ func (s *transcripts) transcript(ctx context.Context, tenant, sessionID string) 
 	}
 	k := cacheKey{tenant, sessionID}
 	sess, out, token, hit := c.get(k)
+	if hit && s.version != nil {
+		// Another process may have written since: serve the entry only
+		// while it holds the stored version.
+		v, err := s.version(ctx, tenant, sessionID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if v != sess.version {
+			hit, token = false, c.stale(k, sess.version)
+		}
+	}
 	if hit {
 		return sess, out, nil
 	}
@@ -103,8 +118,9 @@ func transcriptRow(sess **Session, msgs *[]cachedMessage, tenant, sessionID, age
 }
 
 // afterSetLastBody returns the after of a write that sets the session's
-// last body to body at *t (set by the write); nil without a cache.
-func (s *transcripts) afterSetLastBody(k cacheKey, body json.RawMessage, t *int64) func() {
+// last body to body at *t, leaving it at *version (both set by the write);
+// nil without a cache.
+func (s *transcripts) afterSetLastBody(k cacheKey, body json.RawMessage, t, version *int64) func() {
 	c := s.cache
 	if c == nil {
 		return nil
@@ -113,7 +129,7 @@ func (s *transcripts) afterSetLastBody(k cacheKey, body json.RawMessage, t *int6
 	if len(body) > 0 {
 		cached = cloneRaw(body)
 	}
-	return func() { c.setLastBody(k, cached, fromNanos(*t)) }
+	return func() { c.setLastBody(k, cached, fromNanos(*t), *version) }
 }
 
 // admission is what the last run of an Admit's write did, for its after.
@@ -148,9 +164,10 @@ func (s *transcripts) afterAdmit(k cacheKey, user *engine.UIMessage, body string
 }
 
 // afterPut returns the after of a write that puts the message id, stored as
-// body, into the session at *t (set by the write): it applies the put to
+// body, into the session at *t, leaving it at *version (both set by the
+// write; version 0 without versions): it applies the put to
 // the transcript cache. It is nil without a cache.
-func (s *transcripts) afterPut(k cacheKey, id, body string, t *int64, replace bool) (func(), error) {
+func (s *transcripts) afterPut(k cacheKey, id, body string, t, version *int64, replace bool) (func(), error) {
 	c := s.cache
 	if c == nil {
 		return nil, nil
@@ -159,7 +176,7 @@ func (s *transcripts) afterPut(k cacheKey, id, body string, t *int64, replace bo
 	if err != nil {
 		return nil, fmt.Errorf("decoding message: %w", err)
 	}
-	return func() { c.put(k, fromNanos(*t), m, replace) }, nil
+	return func() { c.put(k, fromNanos(*t), *version, m, replace) }, nil
 }
 
 // invalidateIf returns the after of a write that drops the session's cached

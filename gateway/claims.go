@@ -1,0 +1,44 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/turngate/turngate/gateway/store"
+)
+
+// renew keeps the claim of sub, a submission this replica runs, alive:
+// every third of replica.leaseTtl it renews it, so no other replica takes
+// it over while it runs. The returned stop ends the renewals and waits for
+// them; call it before finishing the submission. A renewal refused with
+// ErrFenced (the claim expired while this process was paused, and another
+// replica took the submission over) stops renewing; FinishSubmission then
+// refuses this replica's outcome.
+func (w *submissions) renew(sub *store.Submission) (stop func()) {
+	ttl := w.s.cfg.Replica.LeaseTTL
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			err := w.s.store.RenewSubmission(ctx, sub, ttl)
+			switch {
+			case errors.Is(err, store.ErrFenced):
+				w.s.log.Warn("submission claim lost", "submission", sub.ID, "attempt", sub.Attempts)
+				return
+			case err != nil && ctx.Err() == nil:
+				w.s.log.Error("renewing submission claim", "submission", sub.ID, "err", err)
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); wg.Wait() }) }
+}

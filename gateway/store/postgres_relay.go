@@ -1,0 +1,173 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Relay is what a store shared by several gateway replicas adds for them:
+// the UI message stream of a running turn relayed through the database, so
+// a client resumes it on any replica, and notifications that wake the
+// replicas. Postgres implements it; SQLite, whose file serves one process,
+// does not (its process relays streams in memory).
+type Relay interface {
+	// AppendChunk stores frames, the next batch of the stream of lease l's
+	// turn, as batch seq (0, 1, 2… in order), done marking the last, and
+	// notifies ChannelStream. One statement: the caller batches frames
+	// (see gateway/relay.go), never one round trip per frame.
+	AppendChunk(ctx context.Context, l *Lease, seq int64, frames []byte, done bool) error
+	// LiveStream returns the lease token of the session's running turn:
+	// its stream's name; ok is false when no unexpired lease is held.
+	LiveStream(ctx context.Context, tenant, sessionID string) (token int64, ok bool, err error)
+	// ReadChunks returns up to limit batches of the stream token of the
+	// session, from batch seq from on, in order.
+	ReadChunks(ctx context.Context, tenant, sessionID string, token, from int64, limit int) ([]Chunk, error)
+	// SweepStreams deletes the batches of streams older than age.
+	SweepStreams(ctx context.Context, age time.Duration) (int, error)
+	// Listen calls f with each notification of any replica (ChannelStream,
+	// ChannelCancel) on a connection of its own, until ctx is done; it
+	// returns the error that broke the connection, so the caller listens
+	// again (it may have missed notifications meanwhile).
+	Listen(ctx context.Context, ready func(), f func(Notification)) error
+}
+
+// Chunk is one batch of a relayed stream.
+type Chunk struct {
+	Seq    int64
+	Frames []byte
+	Done   bool
+}
+
+// The notification channels.
+const (
+	// ChannelStream: a batch of the session's stream was stored.
+	ChannelStream = "turngate_stream"
+	// ChannelCancel: CancelLease asked the holder of the session's lease
+	// (the one with Token) to cancel its turn.
+	ChannelCancel = "turngate_cancel"
+)
+
+// Notification is one notification a replica sent (see Relay.Listen).
+type Notification struct {
+	Channel   string `json:"-"`
+	Tenant    string `json:"t"`
+	SessionID string `json:"s"`
+	Token     int64  `json:"k"`
+}
+
+var _ Relay = (*Postgres)(nil)
+
+const (
+	pgAppendChunk = `WITH ins AS (
+			INSERT INTO stream_chunks (tenant, session_id, token, seq, frames, done, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING 1)
+		SELECT pg_notify($8, $9) FROM ins`
+	pgLiveStream = `SELECT token FROM session_leases
+		WHERE tenant = $1 AND session_id = $2 AND expires_at > ` + pgNow
+	pgReadChunks = `SELECT seq, frames, done FROM stream_chunks
+		WHERE tenant = $1 AND session_id = $2 AND token = $3 AND seq >= $4 ORDER BY seq LIMIT $5`
+	pgSweepStreams = `DELETE FROM stream_chunks WHERE created_at < $1`
+)
+
+// payload encodes a notification's payload.
+func payload(tenant, sessionID string, token int64) string {
+	b, _ := json.Marshal(Notification{Tenant: tenant, SessionID: sessionID, Token: token})
+	return string(b)
+}
+
+// pgNotify sends a notification on channel in tx: delivered when tx commits.
+func pgNotify(ctx context.Context, tx pgx.Tx, channel, tenant, sessionID string, token int64) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload(tenant, sessionID, token))
+	return err
+}
+
+// AppendChunk implements Relay.
+func (s *Postgres) AppendChunk(ctx context.Context, l *Lease, seq int64, frames []byte, done bool) error {
+	if frames == nil {
+		frames = []byte{}
+	}
+	_, err := s.pool.Exec(ctx, pgAppendChunk, l.Tenant, l.SessionID, l.Token, seq, frames, done, nanos(now()),
+		ChannelStream, payload(l.Tenant, l.SessionID, l.Token))
+	if err != nil {
+		return fmt.Errorf("relaying stream: %w", pgError(err))
+	}
+	return nil
+}
+
+// LiveStream implements Relay.
+func (s *Postgres) LiveStream(ctx context.Context, tenant, sessionID string) (int64, bool, error) {
+	var token int64
+	err := s.pool.QueryRow(ctx, pgLiveStream, tenant, sessionID).Scan(&token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("reading stream: %w", pgError(err))
+	}
+	return token, true, nil
+}
+
+// ReadChunks implements Relay.
+func (s *Postgres) ReadChunks(ctx context.Context, tenant, sessionID string, token, from int64, limit int) ([]Chunk, error) {
+	rows, err := s.pool.Query(ctx, pgReadChunks, tenant, sessionID, token, from, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading stream: %w", pgError(err))
+	}
+	chunks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Chunk, error) {
+		var c Chunk
+		err := r.Scan(&c.Seq, &c.Frames, &c.Done)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading stream: %w", pgError(err))
+	}
+	return chunks, nil
+}
+
+// SweepStreams implements Relay.
+func (s *Postgres) SweepStreams(ctx context.Context, age time.Duration) (int, error) {
+	tag, err := s.pool.Exec(ctx, pgSweepStreams, nanos(now().Add(-age)))
+	if err != nil {
+		return 0, fmt.Errorf("sweeping streams: %w", pgError(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Listen implements Relay. ready, when not nil, is called once the
+// connection listens.
+func (s *Postgres) Listen(ctx context.Context, ready func(), f func(Notification)) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	// The connection ends with LISTEN state on it: it is not given back.
+	defer func() { _ = conn.Hijack().Close(context.Background()) }()
+	for _, ch := range []string{ChannelStream, ChannelCancel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			return fmt.Errorf("listening: %w", err)
+		}
+	}
+	if ready != nil {
+		ready()
+	}
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("listening: %w", err)
+		}
+		var msg Notification
+		if json.Unmarshal([]byte(n.Payload), &msg) != nil {
+			continue
+		}
+		msg.Channel = n.Channel
+		f(msg)
+	}
+}

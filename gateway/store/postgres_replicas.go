@@ -1,0 +1,321 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The statements that coordinate replicas on one PostgreSQL database:
+// session leases, submission claims and queue limits.
+//
+// Lease and claim times are the database server's clock (pgNow), not the
+// replicas': replicas whose clocks disagree still agree on when a lease
+// expires.
+const (
+	pgNow = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000)::BIGINT`
+
+	// A free or expired lease is taken with the next token; a live one
+	// makes the statement return no row. The row is locked for the
+	// statement, so it waits for a fenced write in progress (pgFence's
+	// FOR SHARE) to commit.
+	pgAcquireLease = `INSERT INTO session_leases AS l (tenant, session_id, owner, token, expires_at)
+		VALUES ($1, $2, $3, 1, ` + pgNow + ` + $4)
+		ON CONFLICT (tenant, session_id) DO UPDATE
+		SET owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at, cancelled = false
+		WHERE l.expires_at <= ` + pgNow + `
+		RETURNING token, expires_at`
+	pgRenewLease = `UPDATE session_leases SET expires_at = ` + pgNow + ` + $4
+		WHERE tenant = $1 AND session_id = $2 AND token = $3 RETURNING expires_at, cancelled`
+	// A released lease keeps its row and token: the next acquisition
+	// counts on from it.
+	pgReleaseLease = `UPDATE session_leases SET expires_at = 0
+		WHERE tenant = $1 AND session_id = $2 AND token = $3`
+	pgCancelLease = `UPDATE session_leases SET cancelled = true
+		WHERE tenant = $1 AND session_id = $2 AND expires_at > ` + pgNow + ` RETURNING token`
+	// pgFence holds the lease row (shared) until the write's transaction
+	// ends: a new acquisition, which changes the token, waits for the write
+	// to commit, and a write after it finds the new token and no row.
+	pgFence = `SELECT 1 FROM session_leases WHERE tenant = $1 AND session_id = $2 AND token = $3 FOR SHARE`
+
+	// The oldest queued submission, or running one whose claim expired,
+	// whose session has no earlier one queued or running. SKIP LOCKED
+	// passes over a row another claimer has locked; the submissions after
+	// it in its session wait, since it is still queued in this statement's
+	// snapshot.
+	pgClaimSubmission = `WITH next AS (
+			SELECT q.seq FROM submissions q
+			WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_until <= ` + pgNow + `))
+			AND NOT EXISTS (
+				SELECT 1 FROM submissions e
+				WHERE e.session_pk = q.session_pk AND e.seq < q.seq AND e.status IN ('queued', 'running'))
+			ORDER BY q.seq LIMIT 1
+			FOR UPDATE SKIP LOCKED)
+		UPDATE submissions s SET status = 'running', attempts = s.attempts + 1, updated_at = $1,
+			claimed_by = $2, lease_until = ` + pgNow + ` + $3
+		FROM next WHERE s.seq = next.seq
+		RETURNING ` + submissionColumns
+	pgRenewSubmission = `UPDATE submissions SET lease_until = ` + pgNow + ` + $3
+		WHERE id = $1 AND status = 'running' AND attempts = $2`
+	// claim 0 finishes a queued submission; any other, the running one of
+	// that claim.
+	pgFinishSubmission = `UPDATE submissions SET status = $1, result = $2, updated_at = $3, lease_until = NULL
+		WHERE id = $4 AND ((status = 'queued' AND $5 = 0) OR (status = 'running' AND attempts = $5))`
+	pgSubmissionStatus = `SELECT status FROM submissions WHERE id = $1`
+	pgRequeue          = `UPDATE submissions SET status = 'queued', updated_at = $1, claimed_by = NULL, lease_until = NULL
+		WHERE status = 'running' AND lease_until <= ` + pgNow
+	pgDropQueued = `UPDATE submissions SET status = 'aborted', result = $1, updated_at = $2
+		WHERE tenant = $3 AND session_id = $4 AND status = 'queued'`
+
+	// pgQueueLock serializes the submissions of a tenant while it counts
+	// its queue, across replicas.
+	pgQueueLock  = `SELECT pg_advisory_xact_lock(hashtext('turngate.queue'), hashtext($1))`
+	pgCountQueue = `SELECT COUNT(*) FILTER (WHERE session_pk = $2), COUNT(*)
+		FROM submissions WHERE tenant = $1 AND status = 'queued'`
+)
+
+// droppedResult is the result DropQueued stores.
+var droppedResult = json.RawMessage(`{"error":"dropped"}`)
+
+// readVersion reads the stored version of the tenant's session.
+func (s *Postgres) readVersion(ctx context.Context, tenant, sessionID string) (int64, error) {
+	var v int64
+	err := s.pool.QueryRow(ctx, pgSessionVersion, tenant, sessionID).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	return v, pgError(err)
+}
+
+// pgCheckFence fails with ErrFenced unless the lease ctx carries for the
+// tenant's session (see WithLease), if any, is the session's current one;
+// it then holds the lease row until tx ends.
+func pgCheckFence(ctx context.Context, tx pgx.Tx, tenant, sessionID string) error {
+	l := fenceOf(ctx, tenant, sessionID)
+	if l == nil {
+		return nil
+	}
+	var one int
+	err := tx.QueryRow(ctx, pgFence, tenant, sessionID, l.Token).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrFenced
+	}
+	return err
+}
+
+// AcquireLease implements Store.
+func (s *Postgres) AcquireLease(ctx context.Context, tenant, sessionID, owner string, ttl time.Duration) (*Lease, error) {
+	if err := leaseArgs(tenant, sessionID, owner, ttl); err != nil {
+		return nil, fmt.Errorf("acquiring lease: %w", err)
+	}
+	l := &Lease{Tenant: tenant, SessionID: sessionID, Owner: owner}
+	var expires int64
+	err := s.pool.QueryRow(ctx, pgAcquireLease, tenant, sessionID, owner, ttl.Nanoseconds()).Scan(&l.Token, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrLeaseHeld
+	}
+	if err != nil {
+		return nil, fmt.Errorf("acquiring lease: %w", pgError(err))
+	}
+	l.Expires = fromNanos(expires)
+	return l, nil
+}
+
+// RenewLease implements Store.
+func (s *Postgres) RenewLease(ctx context.Context, l *Lease, ttl time.Duration) (bool, error) {
+	if ttl <= 0 {
+		return false, fmt.Errorf("renewing lease: %w: ttl %v is not positive", ErrInvalid, ttl)
+	}
+	var (
+		expires   int64
+		cancelled bool
+	)
+	err := s.pool.QueryRow(ctx, pgRenewLease, l.Tenant, l.SessionID, l.Token, ttl.Nanoseconds()).Scan(&expires, &cancelled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("renewing lease: %w", ErrFenced)
+	}
+	if err != nil {
+		return false, fmt.Errorf("renewing lease: %w", pgError(err))
+	}
+	l.Expires = fromNanos(expires)
+	return cancelled, nil
+}
+
+// ReleaseLease implements Store.
+func (s *Postgres) ReleaseLease(ctx context.Context, l *Lease) error {
+	if _, err := s.pool.Exec(ctx, pgReleaseLease, l.Tenant, l.SessionID, l.Token); err != nil {
+		return fmt.Errorf("releasing lease: %w", pgError(err))
+	}
+	return nil
+}
+
+// CancelLease implements Store. The flag reaches the holder at its next
+// renewal; a replica that listens for notifications (see Postgres.Listen)
+// hears it at once on the cancel channel.
+func (s *Postgres) CancelLease(ctx context.Context, tenant, sessionID string) (bool, error) {
+	var held bool
+	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
+		var token int64
+		err := tx.QueryRow(ctx, pgCancelLease, tenant, sessionID).Scan(&token)
+		if errors.Is(err, pgx.ErrNoRows) {
+			held = false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		held = true
+		return pgNotify(ctx, tx, ChannelCancel, tenant, sessionID, token)
+	}, nil)
+	if err != nil {
+		return false, fmt.Errorf("cancelling turn: %w", err)
+	}
+	return held, nil
+}
+
+// pgCheckQueue returns the submission of key when there is one (a repeat is
+// answered whatever the queue), else fails with a *QueueFullError when the
+// tenant's session pk or the tenant has limits' queued submissions already;
+// it holds the tenant's queue lock until tx ends.
+func pgCheckQueue(ctx context.Context, tx pgx.Tx, tenant string, pk int64, key any, limits QueueLimits) (*Submission, error) {
+	if _, err := tx.Exec(ctx, pgQueueLock, tenant); err != nil {
+		return nil, err
+	}
+	if key != nil {
+		sub, err := scanSubmission(tx.QueryRow(ctx, pgSubmissionByKey, pk, key))
+		if !errors.Is(err, ErrNotFound) {
+			return sub, err
+		}
+	}
+	var session, all int
+	if err := tx.QueryRow(ctx, pgCountQueue, tenant, pk).Scan(&session, &all); err != nil {
+		return nil, err
+	}
+	return nil, queueFull(session, all, limits)
+}
+
+// queueFull returns the *QueueFullError of a session with session queued
+// submissions in a tenant with all, nil when limits allow one more.
+func queueFull(session, all int, limits QueueLimits) error {
+	switch {
+	case limits.PerSession > 0 && session >= limits.PerSession:
+		return &QueueFullError{Scope: "session", Limit: limits.PerSession}
+	case limits.PerTenant > 0 && all >= limits.PerTenant:
+		return &QueueFullError{Scope: "tenant", Limit: limits.PerTenant}
+	}
+	return nil
+}
+
+// ClaimSubmission implements Store. FOR UPDATE SKIP LOCKED makes concurrent
+// claimers, in this process or another, take different submissions.
+func (s *Postgres) ClaimSubmission(ctx context.Context, owner string, ttl time.Duration) (*Submission, error) {
+	if err := claimArgs(owner, ttl); err != nil {
+		return nil, fmt.Errorf("claiming submission: %w", err)
+	}
+	var sub *Submission
+	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		sub, err = scanSubmission(tx.QueryRow(ctx, pgClaimSubmission, nanos(now()), owner, ttl.Nanoseconds()))
+		return err
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("claiming submission: %w", err)
+	}
+	return sub, nil
+}
+
+// RenewSubmission implements Store.
+func (s *Postgres) RenewSubmission(ctx context.Context, sub *Submission, ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("renewing submission: %w: ttl %v is not positive", ErrInvalid, ttl)
+	}
+	tag, err := s.pool.Exec(ctx, pgRenewSubmission, sub.ID, sub.Attempts, ttl.Nanoseconds())
+	if err != nil {
+		return fmt.Errorf("renewing submission: %w", pgError(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("renewing submission: %w", ErrFenced)
+	}
+	return nil
+}
+
+// FinishSubmission implements Store.
+func (s *Postgres) FinishSubmission(ctx context.Context, id string, claim int, status string, result json.RawMessage) error {
+	v, err := finishArgs(status, result)
+	if err != nil {
+		return fmt.Errorf("finishing submission: %w", err)
+	}
+	err = s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, pgFinishSubmission, status, v, nanos(now()), id, claim)
+		if err != nil || tag.RowsAffected() == 1 {
+			return err
+		}
+		// Finished already, missing, or another claim's.
+		var cur string
+		err = tx.QueryRow(ctx, pgSubmissionStatus, id).Scan(&cur)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return finishRefusal(id, cur)
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("finishing submission: %w", err)
+	}
+	return nil
+}
+
+// finishRefusal is the error of finishing submission id, whose status is
+// cur, under a claim that is not its own.
+func finishRefusal(id, cur string) error {
+	if finalStatus(cur) {
+		return fmt.Errorf("%w: submission %q is already %s", ErrConflict, id, cur)
+	}
+	return fmt.Errorf("%w: submission %q is %s under another claim", ErrFenced, id, cur)
+}
+
+// RequeueRunning implements Store: the running submissions whose claim has
+// expired.
+func (s *Postgres) RequeueRunning(ctx context.Context) (int, error) {
+	var n int64
+	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, pgRequeue, nanos(now()))
+		n = tag.RowsAffected()
+		return err
+	}, nil)
+	if err != nil {
+		return 0, fmt.Errorf("requeueing submissions: %w", err)
+	}
+	return int(n), nil
+}
+
+// DropQueued implements Store.
+func (s *Postgres) DropQueued(ctx context.Context, tenant, sessionID string) (int, error) {
+	var n int64
+	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, pgDropQueued, string(droppedResult), nanos(now()), tenant, sessionID)
+		n = tag.RowsAffected()
+		return err
+	}, nil)
+	if err != nil {
+		return 0, fmt.Errorf("dropping queued submissions: %w", err)
+	}
+	return int(n), nil
+}
+
+// claimArgs checks the arguments of ClaimSubmission.
+func claimArgs(owner string, ttl time.Duration) error {
+	if owner == "" {
+		return fmt.Errorf("%w: empty owner", ErrInvalid)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalid, ttl)
+	}
+	return nil
+}
