@@ -8,12 +8,18 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/ruleset"
 )
 
 // rulesStatus serves GET /v1/admin/rules: the live revision, its files,
 // when it loaded and the last reload error with positions.
 func (s *Server) rulesStatus(c *gin.Context) error {
-	c.JSON(http.StatusOK, s.rules.Status())
+	c.JSON(http.StatusOK, struct {
+		ruleset.Status
+		// Replica names the replica whose revision this is: each replica
+		// loads its rules itself.
+		Replica string `json:"replica"`
+	}{s.rules.Status(), s.cfg.Replica.ID})
 	return nil
 }
 

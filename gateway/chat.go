@@ -348,6 +348,12 @@ func (s *Server) resumeStream(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if t == nil && s.rep != nil {
+		// The turn may run on another replica: its stream is relayed.
+		if ok, err := s.rep.resume(c, principal(c).Tenant, c.Param("id")); ok || err != nil {
+			return err
+		}
+	}
 	if t == nil {
 		c.Status(http.StatusNoContent)
 		return nil

@@ -127,6 +127,11 @@ type Server struct {
 	subs *submissions
 	// ws tracks the WebSocket chat connections (ws.go).
 	ws wsHub
+
+	// rep coordinates the replicas of a shared store (PostgreSQL); nil on
+	// SQLite. stopRep stops its listener.
+	rep     *replicas
+	stopRep func()
 }
 
 // New returns a Server for opts.
@@ -177,6 +182,9 @@ func New(opts Options) (*Server, error) {
 	s.extensions = extension.New(opts.Config.Extensions, extension.Options{Logger: s.log, Metrics: s.metrics})
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
 	s.subs = newSubmissions(s)
+	if relay, ok := opts.Store.(store.Relay); ok {
+		s.rep = newReplicas(s, relay)
+	}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -222,6 +230,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Start requeues the submissions a previous process left running and starts
 // the submission workers. They stop at Shutdown.
 func (s *Server) Start(ctx context.Context) error {
+	if s.rep != nil {
+		s.stopRep = s.rep.start()
+	}
 	return s.subs.start(ctx)
 }
 
@@ -249,6 +260,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.baseCancel()
 	s.subs.wait()
 	s.extensions.Close(ctx)
+	if s.stopRep != nil {
+		s.stopRep()
+	}
 	return err
 }
 
@@ -425,6 +439,10 @@ func (s *Server) readyz(c *gin.Context) error {
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	c.JSON(status, gin.H{"ready": ready, "checks": checks})
+	body := gin.H{"ready": ready, "checks": checks, "replica": s.cfg.Replica.ID}
+	if rev := s.rules.Current(); rev != nil {
+		body["revision"] = rev.ID()
+	}
+	c.JSON(status, body)
 	return nil
 }

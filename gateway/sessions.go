@@ -317,6 +317,13 @@ func (s *Server) cancel(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, gin.H{"cancelled": s.cancelTurn(principal(c).Tenant, id)})
+	cancelled := s.cancelTurn(principal(c).Tenant, id)
+	if !cancelled && s.rep != nil {
+		// The turn may run on another replica.
+		if cancelled, err = s.rep.cancelRemote(c.Request.Context(), principal(c).Tenant, id); err != nil {
+			return err
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"cancelled": cancelled})
 	return nil
 }

@@ -57,6 +57,9 @@ type turnInput struct {
 	extraTools []engine.Tool
 	// onEvent also receives every event (the OpenAI encoder).
 	onEvent func(engine.Event)
+	// holding is the session's lease when replicas share the store (see
+	// replicas); nil otherwise.
+	holding *holding
 }
 
 // plan is what prepare decided.
@@ -126,6 +129,11 @@ func (s *Server) begin(ctx context.Context, in *turnInput) (*turn, error) {
 	release, err := s.locks.acquire(ctx, key, in.bounded)
 	if err != nil {
 		return nil, err
+	}
+	if s.rep != nil && !in.ephemeral {
+		if ctx, release, err = s.rep.take(ctx, in, key, release); err != nil {
+			return nil, err
+		}
 	}
 	t, err := s.admit(ctx, in, key, release)
 	if err != nil {
@@ -206,7 +214,12 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	}
 	in.body = body
 	t.buf = s.streams.Start(key)
-	runCtx, cancel := context.WithTimeout(tracing.Follow(s.baseCtx, ctx), s.cfg.Limits.TurnTimeout)
+	parent := s.baseCtx
+	if in.holding != nil {
+		parent = in.holding.ctx
+		s.rep.relayOut(in.holding, t.buf)
+	}
+	runCtx, cancel := context.WithTimeout(tracing.Follow(parent, ctx), s.cfg.Limits.TurnTimeout)
 	t.cancel = cancel
 	s.mu.Lock()
 	s.active[key] = t
@@ -327,12 +340,15 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	if res == nil {
 		res = s.runEngine(ctx, req)
 	}
+	res = fencedResult(ctx, res)
 	flush() // the events of a recovered panic or a failed session context
 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
 	s.recordApprovals(pctx, in, res)
-	s.recordTurn(pctx, in, rev.ID(), res, start, time.Now())
+	if err := s.recordTurn(pctx, in, rev.ID(), res, start, time.Now()); errors.Is(err, store.ErrFenced) {
+		fencedOut(t.buf)
+	}
 	s.observeSession(pctx, in, req, res)
 
 	t.result, t.status, t.err = res, res.Status, catcher.err
@@ -369,15 +385,16 @@ func (s *Server) runEngine(ctx context.Context, req *engine.TurnRequest) (res *e
 
 // recordTurn stores the turn's outcome, with the assistant message when it
 // has parts (the partial one too) in the same transaction, then writes it to
-// the audit log and the metrics. Ephemeral turns store nothing.
-func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string, res *engine.TurnResult, start, end time.Time) {
+// the audit log and the metrics, and returns the store's error. Ephemeral
+// turns store nothing.
+func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string, res *engine.TurnResult, start, end time.Time) error {
+	var err error
 	if !in.ephemeral {
 		rec := &store.TurnRecord{
 			RequestID: in.requestID, Tenant: in.principal.Tenant, SessionID: in.sessionID, Agent: in.agent.name,
 			Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, Usage: res.Usage,
 			RuleRevision: revision, StartedAt: start, FinishedAt: end,
 		}
-		var err error
 		if len(res.Message.Parts) > 0 {
 			err = s.store.FinishTurn(ctx, in.principal.Tenant, in.sessionID, res.Message, rec)
 		} else {
@@ -385,6 +402,9 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string,
 		}
 		if err != nil {
 			s.log.Error("recording turn", "requestId", in.requestID, "session", in.sessionID, "err", err)
+		}
+		if errors.Is(err, store.ErrFenced) {
+			fenced(res) // nothing of the turn is stored: it is an error
 		}
 	}
 	s.metrics.Turns.WithLabelValues(in.agent.name, res.Status).Inc()
@@ -394,10 +414,11 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string,
 	}
 	s.audit.Turn(&audit.Turn{
 		Time: end, RequestID: in.requestID, Tenant: in.principal.Tenant, Subject: in.principal.Subject,
-		SessionID: in.sessionID, Agent: in.agent.name, EntryPath: in.entry, Revision: revision,
+		SessionID: in.sessionID, Agent: in.agent.name, EntryPath: in.entry, Revision: revision, Replica: s.cfg.Replica.ID,
 		Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, Steps: len(res.Steps),
 		ToolCalls: calls, Usage: res.Usage, DurationMs: float64(end.Sub(start).Microseconds()) / 1000,
 	})
+	return err
 }
 
 // responseCatcher keeps the engine's onChatResponse call so the gateway can

@@ -39,14 +39,16 @@ const Redacted = "[REDACTED]"
 
 // Turn is the audit record of one turn's outcome.
 type Turn struct {
-	Time         time.Time           `json:"time"`
-	RequestID    string              `json:"requestId"`
-	Tenant       string              `json:"tenant"`
-	Subject      string              `json:"subject,omitempty"`
-	SessionID    string              `json:"sessionId"`
-	Agent        string              `json:"agent"`
-	EntryPath    string              `json:"entryPath"`
-	Revision     string              `json:"revision"`
+	Time      time.Time `json:"time"`
+	RequestID string    `json:"requestId"`
+	Tenant    string    `json:"tenant"`
+	Subject   string    `json:"subject,omitempty"`
+	SessionID string    `json:"sessionId"`
+	Agent     string    `json:"agent"`
+	EntryPath string    `json:"entryPath"`
+	Revision  string    `json:"revision"`
+	// Replica is the id of the gateway replica that ran the turn.
+	Replica      string              `json:"replica,omitempty"`
 	Status       string              `json:"status"`
 	FinishReason string              `json:"finishReason,omitempty"`
 	Error        string              `json:"error,omitempty"`

@@ -27,7 +27,8 @@ type Relay interface {
 	// ReadChunks returns up to limit batches of the stream token of the
 	// session, from batch seq from on, in order.
 	ReadChunks(ctx context.Context, tenant, sessionID string, token, from int64, limit int) ([]Chunk, error)
-	// SweepStreams deletes the batches of streams older than age.
+	// SweepStreams deletes the batches older than age of streams whose
+	// turn's lease is no longer live (the turn ended, or its replica died).
 	SweepStreams(ctx context.Context, age time.Duration) (int, error)
 	// Listen calls f with each notification of any replica (ChannelStream,
 	// ChannelCancel) on a connection of its own, until ctx is done; it
@@ -71,7 +72,11 @@ const (
 		WHERE tenant = $1 AND session_id = $2 AND expires_at > ` + pgNow
 	pgReadChunks = `SELECT seq, frames, done FROM stream_chunks
 		WHERE tenant = $1 AND session_id = $2 AND token = $3 AND seq >= $4 ORDER BY seq LIMIT $5`
-	pgSweepStreams = `DELETE FROM stream_chunks WHERE created_at < $1`
+	// Only the batches of streams whose lease is no longer live: a long
+	// turn keeps its first batches.
+	pgSweepStreams = `DELETE FROM stream_chunks c WHERE c.created_at < $1 AND NOT EXISTS (
+		SELECT 1 FROM session_leases l WHERE l.tenant = c.tenant AND l.session_id = c.session_id
+		AND l.token = c.token AND l.expires_at > ` + pgNow + `)`
 )
 
 // payload encodes a notification's payload.

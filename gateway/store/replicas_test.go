@@ -126,6 +126,12 @@ func TestRelayStream(t *testing.T) {
 	if n := <-notes; n.Channel != ChannelCancel || n.Token != l.Token {
 		t.Errorf("cancel notification %+v", n)
 	}
+	if n, err := a.SweepStreams(ctx, -time.Minute); err != nil || n != 0 {
+		t.Errorf("SweepStreams while the turn's lease is live = %d, %v; want 0", n, err)
+	}
+	if err := a.ReleaseLease(ctx, l); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := a.SweepStreams(ctx, -time.Minute); err != nil || n != len(batches) {
 		t.Errorf("SweepStreams = %d, %v; want %d", n, err, len(batches))
 	}

@@ -1,0 +1,412 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/gateway/uistream"
+)
+
+// errRemoteCancel is the cause of a turn cancelled from another replica.
+var errRemoteCancel = errors.New("cancelled from another replica")
+
+// Lease waits: a request for a session whose lease another replica holds
+// polls it, from leasePollMin doubling to leasePollMax, until its request
+// ends.
+const (
+	leasePollMin = 5 * time.Millisecond
+	leasePollMax = 200 * time.Millisecond
+)
+
+// replicas coordinates this gateway with the other replicas of a shared
+// database (a store that implements store.Relay, PostgreSQL): a session's
+// turn runs under the session's lease, its stream is relayed through the
+// database, and cancels reach it from any replica. nil on SQLite, whose
+// file serves one process.
+type replicas struct {
+	s     *Server
+	relay store.Relay
+
+	// pauseHeartbeats, set by tests, stops the lease renewals as a paused
+	// process would.
+	pauseHeartbeats atomic.Bool
+
+	mu      sync.Mutex
+	holding map[string]*holding      // this replica's leases, by session key
+	wakers  map[string]chan struct{} // readers of relayed streams, by session key
+}
+
+func newReplicas(s *Server, relay store.Relay) *replicas {
+	return &replicas{s: s, relay: relay, holding: map[string]*holding{}, wakers: map[string]chan struct{}{}}
+}
+
+// holding is a session lease this replica holds for a turn.
+type holding struct {
+	lease *store.Lease
+	// ctx is the turn's parent: cancelled with store.ErrFenced when the
+	// lease is lost, with errRemoteCancel when a cancel came for it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stop   func() // ends the heartbeat and waits for it
+	// relayed is closed when the stream's last batch is stored (nil until
+	// the turn's stream starts).
+	relayed chan struct{}
+}
+
+// acquire takes the session's lease for this replica, waiting (polling)
+// while another replica holds it until ctx ends, and starts renewing it.
+// The returned end stops the renewals, waits for the relayed stream's last
+// batch and releases the lease; then the caller's local lock.
+func (r *replicas) acquire(ctx context.Context, tenant, sessionID, key string) (*holding, error) {
+	cfg := r.s.cfg.Replica
+	wait := leasePollMin
+	for {
+		l, err := r.s.store.AcquireLease(ctx, tenant, sessionID, cfg.ID, cfg.LeaseTTL)
+		if err == nil {
+			return r.hold(key, l), nil
+		}
+		if !errors.Is(err, store.ErrLeaseHeld) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, leasePollMax)
+	}
+}
+
+// hold starts the heartbeat of l, the lease of the session key.
+func (r *replicas) hold(key string, l *store.Lease) *holding {
+	ttl := r.s.cfg.Replica.LeaseTTL
+	ctx, cancel := context.WithCancelCause(r.s.baseCtx)
+	hb, stopHB := context.WithCancel(context.Background())
+	h := &holding{lease: l, ctx: store.WithLease(ctx, l), cancel: cancel}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hb.Done():
+				return
+			case <-tick.C:
+			}
+			if r.pauseHeartbeats.Load() {
+				continue
+			}
+			cancelled, err := r.s.store.RenewLease(hb, l, ttl)
+			switch {
+			case errors.Is(err, store.ErrFenced):
+				r.s.log.Warn("session lease lost; the turn ends as an error", "session", l.SessionID, "token", l.Token)
+				cancel(store.ErrFenced)
+				return
+			case err != nil && hb.Err() == nil:
+				r.s.log.Error("renewing session lease", "session", l.SessionID, "err", err)
+			case cancelled:
+				cancel(errRemoteCancel)
+			}
+		}
+	})
+	h.stop = func() { stopHB(); wg.Wait() }
+	r.mu.Lock()
+	r.holding[key] = h
+	r.mu.Unlock()
+	return h
+}
+
+// end ends h, the holding of the session key: the renewals stop, the
+// relayed stream's last batch is waited for, and the lease is released so
+// the session's next turn, on any replica, need not wait for it to expire.
+func (r *replicas) end(key string, h *holding) {
+	h.stop()
+	if h.relayed != nil {
+		<-h.relayed
+	}
+	r.mu.Lock()
+	if r.holding[key] == h {
+		delete(r.holding, key)
+	}
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
+	defer cancel()
+	if err := r.s.store.ReleaseLease(ctx, h.lease); err != nil {
+		r.s.log.Error("releasing session lease", "session", h.lease.SessionID, "err", err)
+	}
+	h.cancel(nil)
+}
+
+// cancelRemote asks the replica running the tenant's session's turn to
+// cancel it; it reports whether one runs.
+func (r *replicas) cancelRemote(ctx context.Context, tenant, sessionID string) (bool, error) {
+	return r.s.store.CancelLease(ctx, tenant, sessionID)
+}
+
+// notified handles a notification of any replica: a cancel for a lease this
+// replica holds cancels its turn; a stored stream batch wakes the readers.
+func (r *replicas) notified(n store.Notification) {
+	key := sessionKey(n.Tenant, n.SessionID)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch n.Channel {
+	case store.ChannelCancel:
+		if h := r.holding[key]; h != nil && h.lease.Token == n.Token {
+			h.cancel(errRemoteCancel)
+		}
+	case store.ChannelStream:
+		if ch := r.wakers[key]; ch != nil {
+			close(ch)
+			delete(r.wakers, key)
+		}
+	}
+}
+
+// waker returns a channel closed at the next stream notification of key.
+func (r *replicas) waker(key string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := r.wakers[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		r.wakers[key] = ch
+	}
+	return ch
+}
+
+// listen runs the notification listener until ctx ends, listening again
+// after a broken connection; a missed notification costs only latency:
+// stream readers also poll, and a cancel also reaches the holder at its
+// next renewal.
+func (r *replicas) listen(ctx context.Context, ready func()) {
+	backoff := leasePollMax
+	for ctx.Err() == nil {
+		err := r.relay.Listen(ctx, ready, r.notified)
+		ready = nil
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		r.s.log.Error("listening for replica notifications", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// Relay batching: the owner of a turn stores its stream's frames at most
+// every relayInterval (one statement for all the frames since the last),
+// so a turn costs the database one insert per interval, not one per chunk.
+const relayInterval = 50 * time.Millisecond
+
+// relayOut relays buf, the stream of h's turn, through the database until
+// it closes; h.relayed is closed once the last batch is stored. It stores
+// the frames gathered since the last batch when it has caught up with the
+// turn, at most every relayInterval.
+func (r *replicas) relayOut(h *holding, buf *uistream.Buffer) {
+	h.relayed = make(chan struct{})
+	go func() {
+		defer close(h.relayed)
+		ctx := context.WithoutCancel(h.ctx)
+		var (
+			seq     int64
+			pending []byte
+			last    time.Time
+		)
+		err := buf.Walk(ctx, 0, func(frames [][]byte, closed bool) error {
+			for _, f := range frames {
+				pending = append(pending, f...)
+			}
+			if len(frames) > 0 && !closed {
+				return nil // more may be there: read on before storing
+			}
+			if len(pending) == 0 && !closed {
+				return nil
+			}
+			if !closed {
+				// Frames appended meanwhile wake the walk's next wait.
+				time.Sleep(time.Until(last.Add(relayInterval)))
+			}
+			if err := r.relay.AppendChunk(ctx, h.lease, seq, pending, closed); err != nil {
+				return err
+			}
+			seq, pending, last = seq+1, pending[:0], time.Now()
+			return nil
+		})
+		if err != nil {
+			r.s.log.Error("relaying stream", "session", h.lease.SessionID, "err", err)
+		}
+	}()
+}
+
+// Relay reading: a reader on another replica reads relayPage batches per
+// query, so its memory is bounded by a page whatever the stream's length,
+// and polls every relayPoll when no notification woke it.
+const (
+	relayPage = 64
+	relayPoll = 200 * time.Millisecond
+)
+
+// resume writes the stream of the tenant's session's running turn, relayed
+// through the database by the replica that runs it, from its first chunk
+// until it ends. It reports false, having written nothing, when no turn
+// runs (or it ended before its first batch).
+func (r *replicas) resume(c *gin.Context, tenant, sessionID string) (bool, error) {
+	ctx := c.Request.Context()
+	token, ok, err := r.relay.LiveStream(ctx, tenant, sessionID)
+	if err != nil || !ok {
+		return false, err
+	}
+	key := sessionKey(tenant, sessionID)
+	var (
+		from    int64
+		started bool
+		ending  bool // the turn's lease is gone: one last read
+	)
+	for {
+		wake := r.waker(key) // before the read, so no batch goes unnoticed
+		chunks, err := r.relay.ReadChunks(ctx, tenant, sessionID, token, from, relayPage)
+		if err != nil {
+			if started {
+				r.s.log.Error("reading relayed stream", "session", sessionID, "err", err)
+				return true, nil
+			}
+			return false, err
+		}
+		for _, ch := range chunks {
+			if !started {
+				r.s.metrics.ActiveStreams.Inc()
+				defer r.s.metrics.ActiveStreams.Dec()
+				uistream.SetHeaders(c.Writer.Header())
+				c.Status(http.StatusOK)
+				started = true
+			}
+			if _, err := c.Writer.Write(ch.Frames); err != nil {
+				return true, nil // the client went away
+			}
+			from = ch.Seq + 1
+			if ch.Done {
+				c.Writer.Flush()
+				return true, nil
+			}
+		}
+		if len(chunks) == relayPage {
+			continue
+		}
+		if started {
+			c.Writer.Flush()
+		}
+		if ending {
+			return started, nil
+		}
+		select {
+		case <-ctx.Done():
+			return started, nil
+		case <-wake:
+		case <-time.After(relayPoll):
+			// The turn may have ended without a last batch (its replica
+			// died): then its lease is gone or another's.
+			if tok, ok, err := r.relay.LiveStream(ctx, tenant, sessionID); err == nil && (!ok || tok != token) {
+				ending = true
+			}
+		}
+	}
+}
+
+// sweepEvery is how often a replica deletes the relayed batches of turns
+// that ended (or whose replica died) more than relayKeep ago.
+const (
+	sweepEvery = time.Minute
+	relayKeep  = time.Minute
+)
+
+// sweep deletes old relayed batches until ctx ends.
+func (r *replicas) sweep(ctx context.Context) {
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := r.relay.SweepStreams(ctx, relayKeep); err != nil && ctx.Err() == nil {
+			r.s.log.Error("sweeping relayed streams", "err", err)
+		}
+	}
+}
+
+// start starts the listener and the sweeper until stop; it waits (a short
+// while) for the listener to listen, so cancels reach this replica from
+// its first turn.
+func (r *replicas) start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	wg.Go(func() { r.listen(ctx, func() { once.Do(func() { close(ready) }) }) })
+	wg.Go(func() { r.sweep(ctx) })
+	select {
+	case <-ready:
+	case <-time.After(listenWait):
+		r.s.log.Warn("replica notifications are not listened to yet; cancels from other replicas arrive at the next lease renewal")
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+// listenWait bounds how long Start waits for the notification listener.
+const listenWait = 5 * time.Second
+
+// take takes the session's lease for in's turn, once this replica's local
+// turn lock is held (release gives that back), and returns ctx carrying
+// the lease (every transcript write of the turn is fenced by it) and the
+// release that ends the holding, then the local lock. On error it has
+// released the local lock.
+func (r *replicas) take(ctx context.Context, in *turnInput, key string, local func()) (context.Context, func(), error) {
+	h, err := r.acquire(ctx, in.principal.Tenant, in.sessionID, key)
+	if err != nil {
+		local()
+		return nil, nil, err
+	}
+	in.holding = h
+	var once sync.Once
+	return store.WithLease(ctx, h.lease), func() { once.Do(func() { r.end(key, h); local() }) }, nil
+}
+
+// fencedResult turns the result of a turn whose lease was lost (the turn
+// was cancelled with store.ErrFenced) into an error: its writes are
+// refused, so it stored nothing.
+func fencedResult(ctx context.Context, res *engine.TurnResult) *engine.TurnResult {
+	if !errors.Is(context.Cause(ctx), store.ErrFenced) {
+		return res
+	}
+	fenced(res)
+	return res
+}
+
+// fenced makes res, the result of a turn whose lease was lost, an error.
+func fenced(res *engine.TurnResult) {
+	res.Status, res.FinishReason, res.Error = engine.StatusError, engine.FinishError, errFencedText
+}
+
+// fencedOut ends the stream of a turn whose transcript writes were refused
+// because its lease was lost (it ran on, paused, while another replica took
+// the session): the client is told after the turn's last chunk.
+func fencedOut(buf *uistream.Buffer) {
+	if frame, err := uistream.EventFrame(engine.Event{Type: engine.EventError, ErrorText: errFencedText}); err == nil {
+		buf.Append(frame)
+	}
+}
+
+// errFencedText is the error of a turn fenced out of its session.
+const errFencedText = "the session's lease was lost to another replica; nothing of this turn was stored"

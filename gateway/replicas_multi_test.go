@@ -1,0 +1,266 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/store"
+)
+
+// stepGate is an observer whose BeforeStep, once armed, signals entered and
+// waits for open: the turn stands still at its first model step, as a
+// replica that is slow or paused. With honourCtx it stops waiting when the
+// turn is cancelled; without, it waits as a paused process would.
+type stepGate struct {
+	engine.NopHooks
+	armed     atomic.Bool
+	honourCtx bool
+	entered   chan struct{}
+	open      chan struct{}
+}
+
+func newStepGate(honourCtx bool) *stepGate {
+	g := &stepGate{honourCtx: honourCtx, entered: make(chan struct{}, 1), open: make(chan struct{})}
+	g.armed.Store(true)
+	return g
+}
+
+func (g *stepGate) BeforeStep(ctx context.Context, _ *engine.PrepareStepContext) (*engine.StepConfig, error) {
+	if !g.armed.Load() {
+		return nil, nil
+	}
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	if g.honourCtx {
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+		}
+	} else {
+		<-g.open
+	}
+	return nil, nil
+}
+
+// twoReplicas starts two gateways, replica-a and replica-b, on one
+// PostgreSQL schema, with observers; mods change both configs.
+func twoReplicas(t *testing.T, observers [2]engine.Hooks, mods ...func(*config.Config)) (a, b *testGateway) {
+	t.Helper()
+	pg := onPostgres(t)
+	var gs [2]*testGateway
+	for i, id := range []string{"replica-a", "replica-b"} {
+		cfg := testConfig(t, "empty")
+		pg(cfg)
+		cfg.Replica.ID = id
+		for _, m := range mods {
+			m(cfg)
+		}
+		gs[i] = startGateway(t, cfg, Options{Observer: observers[i]})
+	}
+	return gs[0], gs[1]
+}
+
+// goRead reads resp's whole body in a goroutine; wait returns it.
+func goRead(resp *http.Response) (wait func() []byte) {
+	var body []byte
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+	}()
+	return func() []byte { <-done; return body }
+}
+
+// goDo sends a request in a goroutine; wait returns its response.
+func goDo(g *testGateway, method, path string, body any) (wait func() *http.Response) {
+	ch := make(chan *http.Response, 1)
+	go func() { ch <- g.do(method, path, body) }()
+	return func() *http.Response { return <-ch }
+}
+
+// TestResumeOnOtherReplica: a chat runs on replica a; a client resumes its
+// stream on replica b, which relays it through the database from its
+// first chunk to its end, byte for byte what a's client got.
+func TestResumeOnOtherReplica(t *testing.T) {
+	gate := newStepGate(false)
+	a, b := twoReplicas(t, [2]engine.Hooks{gate, nil})
+	// The chat's headers go out with its first chunks, after the gate.
+	respA := goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "hello there"))
+	<-gate.entered
+	respB := goDo(b, "GET", "/v1/agents/demo/chat/s1/stream", nil)
+	// Open the gate once b follows the relayed stream (it registered
+	// for its notifications).
+	for !following(b, "s1") {
+		time.Sleep(time.Millisecond)
+	}
+	close(gate.open)
+	_, gotA := readUIStreamRaw(t, respA())
+	_, gotB := readUIStreamRaw(t, respB())
+	if !bytes.Equal(gotA, gotB) {
+		t.Errorf("stream resumed on b:\n%s\nwant what a sent:\n%s", gotB, gotA)
+	}
+	if !bytes.HasSuffix(gotB, []byte("data: [DONE]\n\n")) {
+		t.Errorf("resumed stream does not end with [DONE]: %q", gotB)
+	}
+	// After the turn, no stream runs: 204 on either replica.
+	for _, g := range []*testGateway{a, b} {
+		resp := g.do("GET", "/v1/agents/demo/chat/s1/stream", nil)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("%s: resume after the turn: %d, want 204", g.cfg.Replica.ID, resp.StatusCode)
+		}
+	}
+	// The turn's audit record names its replica; /readyz and the rules
+	// status name each replica and its revision.
+	if !strings.Contains(a.audit.String(), `"replica":"replica-a"`) {
+		t.Errorf("a's turn audit does not name replica-a:\n%s", a.audit.String())
+	}
+	for _, g := range []*testGateway{a, b} {
+		var ready struct{ Replica, Revision string }
+		g.doJSON("GET", "/readyz", nil, http.StatusOK, &ready)
+		var rules struct{ Replica, Revision string }
+		g.doJSON("GET", "/v1/admin/rules", nil, http.StatusOK, &rules)
+		if ready.Replica != g.cfg.Replica.ID || rules.Replica != g.cfg.Replica.ID || ready.Revision == "" || ready.Revision != rules.Revision {
+			t.Errorf("%s: readyz %+v, rules %+v", g.cfg.Replica.ID, ready, rules)
+		}
+	}
+}
+
+// following reports whether g has a reader waiting on the relayed stream
+// of session s1 of the anonymous tenant.
+func following(g *testGateway, session string) bool {
+	r := g.srv.rep
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wakers[sessionKey("default", session)] != nil
+}
+
+// TestCancelFromOtherReplica: a cancel sent to replica b reaches the turn
+// running on replica a, which ends aborted.
+func TestCancelFromOtherReplica(t *testing.T) {
+	gate := newStepGate(true)
+	a, b := twoReplicas(t, [2]engine.Hooks{gate, nil})
+	respA := goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "hello there"))
+	<-gate.entered
+	var out map[string]bool
+	b.doJSON("POST", "/v1/agents/demo/sessions/s1/cancel", nil, http.StatusOK, &out)
+	if !out["cancelled"] {
+		t.Error("b found no running turn to cancel")
+	}
+	got := goRead(respA())()
+	if !bytes.Contains(got, []byte(`"type":"abort"`)) {
+		t.Errorf("a's stream after the cancel from b:\n%s\nwant an abort", got)
+	}
+	recs, err := b.store.Turns(context.Background(), "default", "s1")
+	if err != nil || len(recs) != 1 || recs[0].Status != engine.StatusAborted {
+		t.Errorf("turn records = %+v, %v; want one aborted", recs, err)
+	}
+	// a releases the session's lease just after the stream's end.
+	for {
+		_, live, err := b.srv.rep.relay.LiveStream(context.Background(), "default", "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !live {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.doJSON("POST", "/v1/agents/demo/sessions/s1/cancel", nil, http.StatusOK, &out)
+	if out["cancelled"] {
+		t.Error("a second cancel found a turn running")
+	}
+}
+
+// TestFencedReplicaTurn: replica a's turn stands still (a paused process:
+// its lease renewals stop); its lease expires and replica b runs the
+// session's next turn; when a's turn goes on, its writes are refused, it
+// ends as an error and the transcript holds b's turn only.
+func TestFencedReplicaTurn(t *testing.T) {
+	gate := newStepGate(false)
+	a, b := twoReplicas(t, [2]engine.Hooks{gate, nil}, func(cfg *config.Config) { cfg.Replica.LeaseTTL = time.Second })
+	respA := goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "first"))
+	<-gate.entered
+	a.srv.rep.pauseHeartbeats.Store(true)
+	// b waits for a's lease to expire, then runs.
+	chunks := readUIStream(t, b.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u2", "second")))
+	assistantB := chunks[0].str("messageId")
+	close(gate.open)
+	gotA := goRead(respA())()
+	if !bytes.Contains(gotA, []byte(errFencedText)) {
+		t.Errorf("a's stream does not end with the fenced error:\n%s", gotA)
+	}
+	var ids []string
+	for _, m := range b.history("demo", "s1") {
+		ids = append(ids, m.Role+":"+m.ID)
+	}
+	if want := []string{"user:u1", "user:u2", "assistant:" + assistantB}; strings.Join(ids, " ") != strings.Join(want, " ") {
+		t.Errorf("transcript = %v, want %v (a's fenced turn stored nothing)", ids, want)
+	}
+	recs, err := b.store.Turns(context.Background(), "default", "s1")
+	if err != nil || len(recs) != 1 || recs[0].Status != engine.StatusCompleted {
+		t.Errorf("turn records = %+v, %v; want b's only", recs, err)
+	}
+}
+
+// TestSubmissionsOnTwoReplicas: submissions accepted by either replica are
+// each run once, by the workers of both, in order per session.
+func TestSubmissionsOnTwoReplicas(t *testing.T) {
+	a, b := twoReplicas(t, [2]engine.Hooks{nil, nil})
+	const sessions, per = 4, 5
+	type accepted struct{ session, id string }
+	var subs []accepted
+	for i := range per {
+		for s := range sessions {
+			g := []*testGateway{a, b}[(i+s)%2]
+			session := fmt.Sprint("s", s)
+			var sub submissionResponse
+			g.doJSON("POST", "/v1/agents/demo/sessions/"+session+"/messages",
+				map[string]any{"text": fmt.Sprint("message ", i), "async": true}, http.StatusAccepted, &sub)
+			subs = append(subs, accepted{session, sub.SubmissionID})
+		}
+	}
+	for _, s := range subs {
+		var sub submissionResponse
+		for sub.Status != store.StatusCompleted {
+			b.doJSON("GET", "/v1/agents/demo/sessions/"+s.session+"/submissions/"+s.id, nil, http.StatusOK, &sub)
+			if sub.Status == store.StatusError || sub.Status == store.StatusAborted {
+				t.Fatalf("submission %s: %+v", s.id, sub)
+			}
+			if sub.Status != store.StatusCompleted {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		if sub.Attempts != 1 {
+			t.Errorf("submission %s ran %d times", s.id, sub.Attempts)
+		}
+	}
+	for s := range sessions {
+		msgs := a.history("demo", fmt.Sprint("s", s))
+		var roles []string
+		for _, m := range msgs {
+			roles = append(roles, m.Role)
+		}
+		want := strings.TrimSuffix(strings.Repeat("user assistant ", per), " ")
+		if strings.Join(roles, " ") != want {
+			t.Errorf("session s%d: roles %v, want %s", s, roles, want)
+		}
+		for i := 0; i+1 < len(msgs); i += 2 {
+			if textOf(msgs[i]) != fmt.Sprint("message ", i/2) {
+				t.Errorf("session s%d: message %d is %q, out of order", s, i, textOf(msgs[i]))
+			}
+		}
+	}
+}
