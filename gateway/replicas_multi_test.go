@@ -115,6 +115,7 @@ func TestResumeOnOtherReplica(t *testing.T) {
 		t.Errorf("resumed stream does not end with [DONE]: %q", gotB)
 	}
 	// After the turn, no stream runs: 204 on either replica.
+	waitReleased(t, b, "s1")
 	for _, g := range []*testGateway{a, b} {
 		resp := g.do("GET", "/v1/agents/demo/chat/s1/stream", nil)
 		resp.Body.Close()
@@ -147,6 +148,23 @@ func following(g *testGateway, session string) bool {
 	return r.wakers[sessionKey("default", session)] != nil
 }
 
+// waitReleased waits until the lease of the anonymous tenant's session is
+// released: the replica running its turn releases it just after the
+// stream's end.
+func waitReleased(t *testing.T, g *testGateway, session string) {
+	t.Helper()
+	for {
+		_, live, err := g.srv.rep.relay.LiveStream(context.Background(), "default", session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !live {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestCancelFromOtherReplica: a cancel sent to replica b reaches the turn
 // running on replica a, which ends aborted.
 func TestCancelFromOtherReplica(t *testing.T) {
@@ -167,17 +185,7 @@ func TestCancelFromOtherReplica(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Status != engine.StatusAborted {
 		t.Errorf("turn records = %+v, %v; want one aborted", recs, err)
 	}
-	// a releases the session's lease just after the stream's end.
-	for {
-		_, live, err := b.srv.rep.relay.LiveStream(context.Background(), "default", "s1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !live {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitReleased(t, b, "s1")
 	b.doJSON("POST", "/v1/agents/demo/sessions/s1/cancel", nil, http.StatusOK, &out)
 	if out["cancelled"] {
 		t.Error("a second cancel found a turn running")

@@ -35,7 +35,7 @@ func takeOver(t *testing.T, s Store, l *Lease, owner string) *Lease {
 	t.Helper()
 	for {
 		expire(l)
-		l2, err := s.AcquireLease(context.Background(), l.Tenant, l.SessionID, owner, time.Minute)
+		l2, err := s.AcquireLease(context.Background(), l.Tenant, l.SessionID, owner, testClaimTTL)
 		if errors.Is(err, ErrLeaseHeld) {
 			continue // the two clocks (this process's, the server's) disagree by a little
 		}
@@ -50,25 +50,25 @@ func TestLeaseOneHolder(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db testDB) {
 		a, b := replicaPair(t, db)
 		ctx := context.Background()
-		l1, err := a.AcquireLease(ctx, "acme", "s1", "r1", time.Minute)
+		l1, err := a.AcquireLease(ctx, "acme", "s1", "r1", testClaimTTL)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, owner := range []string{"r2", "r1"} { // not reentrant either
-			if _, err := b.AcquireLease(ctx, "acme", "s1", owner, time.Minute); !errors.Is(err, ErrLeaseHeld) {
+			if _, err := b.AcquireLease(ctx, "acme", "s1", owner, testClaimTTL); !errors.Is(err, ErrLeaseHeld) {
 				t.Errorf("second acquisition by %s: err = %v, want ErrLeaseHeld", owner, err)
 			}
 		}
 		// Another session, and the same id of another tenant, are free.
 		for _, k := range [][2]string{{"acme", "s2"}, {"globex", "s1"}} {
-			if _, err := b.AcquireLease(ctx, k[0], k[1], "r2", time.Minute); err != nil {
+			if _, err := b.AcquireLease(ctx, k[0], k[1], "r2", testClaimTTL); err != nil {
 				t.Errorf("lease of %v: %v", k, err)
 			}
 		}
 		if err := a.ReleaseLease(ctx, l1); err != nil {
 			t.Fatal(err)
 		}
-		l2, err := b.AcquireLease(ctx, "acme", "s1", "r2", time.Minute)
+		l2, err := b.AcquireLease(ctx, "acme", "s1", "r2", testClaimTTL)
 		if err != nil {
 			t.Fatalf("acquiring a released lease: %v", err)
 		}
@@ -79,7 +79,7 @@ func TestLeaseOneHolder(t *testing.T) {
 		if err := a.ReleaseLease(ctx, l1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.AcquireLease(ctx, "acme", "s1", "r1", time.Minute); !errors.Is(err, ErrLeaseHeld) {
+		if _, err := a.AcquireLease(ctx, "acme", "s1", "r1", testClaimTTL); !errors.Is(err, ErrLeaseHeld) {
 			t.Errorf("after a stale release: err = %v, want ErrLeaseHeld", err)
 		}
 	})
@@ -155,7 +155,7 @@ func TestFencedReplicaCannotWrite(t *testing.T) {
 				t.Errorf("%s under the lost lease: err = %v, want ErrFenced", name, err)
 			}
 		}
-		if _, err := a.RenewLease(ctx, old, time.Minute); !errors.Is(err, ErrFenced) {
+		if _, err := a.RenewLease(ctx, old, testClaimTTL); !errors.Is(err, ErrFenced) {
 			t.Errorf("RenewLease of the lost lease: err = %v, want ErrFenced", err)
 		}
 		if got := transcriptOf(t, b, "acme", "s1"); got != before {
@@ -165,7 +165,7 @@ func TestFencedReplicaCannotWrite(t *testing.T) {
 			t.Errorf("%d turn records after the fenced FinishTurn, want %d", got, turns)
 		}
 		// A lease of another session does not fence this one's writes.
-		other, err := a.AcquireLease(ctx, "acme", "s2", "paused", time.Minute)
+		other, err := a.AcquireLease(ctx, "acme", "s2", "paused", testClaimTTL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,18 +207,18 @@ func TestLeaseRenewAndCancel(t *testing.T) {
 		if held, err := b.CancelLease(ctx, "acme", "s1"); err != nil || !held {
 			t.Fatalf("CancelLease = %v, %v; want true", held, err)
 		}
-		if cancelled, err := a.RenewLease(ctx, l, time.Minute); err != nil || !cancelled {
+		if cancelled, err := a.RenewLease(ctx, l, testClaimTTL); err != nil || !cancelled {
 			t.Errorf("RenewLease after cancel = %v, %v; want cancelled", cancelled, err)
 		}
 		// The next holding starts uncancelled.
 		if err := a.ReleaseLease(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		l2, err := b.AcquireLease(ctx, "acme", "s1", "r2", time.Minute)
+		l2, err := b.AcquireLease(ctx, "acme", "s1", "r2", testClaimTTL)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cancelled, err := b.RenewLease(ctx, l2, time.Minute); err != nil || cancelled {
+		if cancelled, err := b.RenewLease(ctx, l2, testClaimTTL); err != nil || cancelled {
 			t.Errorf("RenewLease of the next holding = %v, %v; want not cancelled", cancelled, err)
 		}
 	})
@@ -241,7 +241,7 @@ func TestSubmissionTakeover(t *testing.T) {
 		var second *Submission
 		for second == nil {
 			time.Sleep(2 * time.Millisecond)
-			second, err = b.ClaimSubmission(ctx, "live", time.Minute)
+			second, err = b.ClaimSubmission(ctx, "live", testClaimTTL)
 			if errors.Is(err, ErrNotFound) {
 				second, err = nil, nil // the next one waits for sub; sub's claim is not expired yet
 			}
@@ -252,16 +252,16 @@ func TestSubmissionTakeover(t *testing.T) {
 		if second.ID != sub.ID || second.Attempts != 2 {
 			t.Fatalf("takeover claimed %s (attempt %d), want %s (attempt 2)", second.ID, second.Attempts, sub.ID)
 		}
-		if err := a.RenewSubmission(ctx, first, time.Minute); !errors.Is(err, ErrFenced) {
+		if err := a.RenewSubmission(ctx, first, testClaimTTL); !errors.Is(err, ErrFenced) {
 			t.Errorf("renewing the lost claim: err = %v, want ErrFenced", err)
 		}
 		if err := a.FinishSubmission(ctx, sub.ID, first.Attempts, StatusCompleted, nil); !errors.Is(err, ErrFenced) {
 			t.Errorf("finishing under the lost claim: err = %v, want ErrFenced", err)
 		}
-		if err := b.RenewSubmission(ctx, second, time.Minute); err != nil {
+		if err := b.RenewSubmission(ctx, second, testClaimTTL); err != nil {
 			t.Errorf("renewing the live claim: %v", err)
 		}
-		if _, err := b.ClaimSubmission(ctx, "live", time.Minute); !errors.Is(err, ErrNotFound) {
+		if _, err := b.ClaimSubmission(ctx, "live", testClaimTTL); !errors.Is(err, ErrNotFound) {
 			t.Errorf("claim while the session's submission runs under a live claim: err = %v, want ErrNotFound", err)
 		}
 		if err := b.FinishSubmission(ctx, sub.ID, second.Attempts, StatusCompleted, nil); err != nil {
@@ -270,7 +270,7 @@ func TestSubmissionTakeover(t *testing.T) {
 		if err := a.FinishSubmission(ctx, sub.ID, first.Attempts, StatusError, nil); !errors.Is(err, ErrConflict) {
 			t.Errorf("finishing a finished submission: err = %v, want ErrConflict", err)
 		}
-		if err := b.RenewSubmission(ctx, second, time.Minute); !errors.Is(err, ErrFenced) {
+		if err := b.RenewSubmission(ctx, second, testClaimTTL); !errors.Is(err, ErrFenced) {
 			t.Errorf("renewing a finished claim: err = %v, want ErrFenced", err)
 		}
 		got, err := a.GetSubmission(ctx, "acme", "A", sub.ID)
@@ -304,7 +304,7 @@ func TestClaimOnceUnderContention(t *testing.T) {
 			wg.Go(func() {
 				idle := 0
 				for idle < 50 {
-					sub, err := st.ClaimSubmission(ctx, owner, time.Minute)
+					sub, err := st.ClaimSubmission(ctx, owner, testClaimTTL)
 					if errors.Is(err, ErrNotFound) {
 						idle++
 						time.Sleep(time.Millisecond)
@@ -377,7 +377,7 @@ func TestQueueLimits(t *testing.T) {
 		}
 		// A running submission is no longer queued; dropping the queue
 		// leaves it alone.
-		running, err := s.ClaimSubmission(ctx, testOwner, time.Minute)
+		running, err := s.ClaimSubmission(ctx, testOwner, testClaimTTL)
 		if err != nil {
 			t.Fatal(err)
 		}

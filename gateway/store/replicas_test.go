@@ -95,7 +95,7 @@ func TestRelayStream(t *testing.T) {
 	if _, ok, err := b.LiveStream(ctx, "acme", "s1"); err != nil || ok {
 		t.Fatalf("LiveStream before any turn = %v, %v", ok, err)
 	}
-	l, err := a.AcquireLease(ctx, "acme", "s1", "r1", time.Minute)
+	l, err := a.AcquireLease(ctx, "acme", "s1", "r1", testClaimTTL)
 	if err != nil {
 		t.Fatal(err)
 	}

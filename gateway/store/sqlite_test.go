@@ -615,7 +615,7 @@ func TestSubmissionIdempotency(t *testing.T) {
 // ErrNotFound, and returns its id or "".
 func claim(t *testing.T, s Store) string {
 	t.Helper()
-	sub, err := s.ClaimSubmission(context.Background(), testOwner, time.Minute)
+	sub, err := s.ClaimSubmission(context.Background(), testOwner, testClaimTTL)
 	if errors.Is(err, ErrNotFound) {
 		return ""
 	}
@@ -628,8 +628,13 @@ func claim(t *testing.T, s Store) string {
 	return sub.ID
 }
 
-// testOwner is the owner of the tests' claims and leases.
-const testOwner = "replica-test"
+// testOwner is the owner of the tests' claims and leases, and testClaimTTL
+// the claims' TTL: longer than any test, so a claim expires only where a
+// test makes it.
+const (
+	testOwner    = "replica-test"
+	testClaimTTL = time.Hour
+)
 
 // claimOf returns the claim that finishes submission id: its attempts when
 // it runs, 0 when it is queued.
@@ -765,7 +770,7 @@ func TestClaimConcurrentNoDoubleClaims(t *testing.T) {
 			}
 			wg.Go(func() {
 				for {
-					sub, err := st.ClaimSubmission(ctx, testOwner, time.Minute)
+					sub, err := st.ClaimSubmission(ctx, testOwner, testClaimTTL)
 					if errors.Is(err, ErrNotFound) {
 						mu.Lock()
 						finished := done == sessions*perSession
@@ -837,7 +842,7 @@ func TestRequeueAfterCrash(t *testing.T) {
 		if db.driver() == "postgres" {
 			execSQL(t, s, "UPDATE submissions SET lease_until = 0 WHERE id = '"+first.ID+"'") // the claim expires
 		}
-		sub, err := s.ClaimSubmission(ctx, testOwner, time.Minute)
+		sub, err := s.ClaimSubmission(ctx, testOwner, testClaimTTL)
 		if err != nil {
 			t.Fatal(err)
 		}
