@@ -49,7 +49,7 @@ const (
 	// snapshot.
 	pgClaimSubmission = `WITH next AS (
 			SELECT q.seq FROM submissions q
-			WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_until <= ` + pgNow + `))
+			WHERE q.status IN ('queued', 'running') AND (q.status = 'queued' OR q.lease_until <= ` + pgNow + `)
 			AND NOT EXISTS (
 				SELECT 1 FROM submissions e
 				WHERE e.session_pk = q.session_pk AND e.seq < q.seq AND e.status IN ('queued', 'running'))

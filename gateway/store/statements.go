@@ -81,11 +81,14 @@ func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING ` + submissionColumns},
 		// The oldest queued submission, or running one whose claim
 		// expired, whose session has no earlier one queued or running.
+		// The status IN (…) lets SQLite use submissions_open, the
+		// partial index (a scan of every submission made the claims of
+		// two processes on one file fail with SQLITE_BUSY).
 		{w, &q.claimSubmission, `UPDATE submissions
 			SET status = 'running', attempts = attempts + 1, updated_at = ?1, claimed_by = ?2, lease_until = ?1 + ?3
 			WHERE seq = (
 				SELECT q.seq FROM submissions q
-				WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_until <= ?1)) AND NOT EXISTS (
+				WHERE q.status IN ('queued', 'running') AND (q.status = 'queued' OR q.lease_until <= ?1) AND NOT EXISTS (
 					SELECT 1 FROM submissions e
 					WHERE e.session_pk = q.session_pk AND e.seq < q.seq AND e.status IN ('queued', 'running'))
 				ORDER BY q.seq LIMIT 1)
