@@ -52,6 +52,7 @@ var exampleCases = []exampleCase{
 	{"fast-model-after-tool-results", exampleFastModelAfterToolResults, nil},
 	{"force-search-first-step", exampleForceSearchFirstStep, nil},
 	{"long-chat-step-budget", exampleLongChatStepBudget, nil},
+	{"postgres-replicas", examplePostgresReplicas, examplePGSchema},
 	{"prune-tool-calls", examplePruneToolCalls, nil},
 	{"read-only-mode", exampleReadOnlyMode, nil},
 	{"require-approval", exampleRequireApproval, nil},
