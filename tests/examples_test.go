@@ -71,6 +71,7 @@ var exampleCases = []exampleCase{
 	{"tool-journal", exampleToolJournal, journalShop},
 	{"tracing", exampleTracing, otlpCollector},
 	{"trim-messages-on-later-steps", exampleTrimMessagesOnLaterSteps, nil},
+	{"websocket-chat", exampleWebsocketChat, nil},
 }
 
 // TestExamples runs each example's scenario, its rule checks and its
