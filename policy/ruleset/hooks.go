@@ -132,16 +132,17 @@ func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 // context (input). A toolResult record whose rules changed the output or
 // failed gets none outside a dry run: its input holds the output the model
 // never saw, secrets the rules redacted included, and the audit log keeps
-// only what the model saw.
+// only what the model saw. File parts' data: URLs are replaced by their
+// stand-ins (compactFiles).
 func (h *hooks) fillInput(r *policy.Record, rendered func() json.RawMessage, input func(now time.Time) json.RawMessage) {
 	if !h.recordInput || (!h.dryRun && r.Hook == policy.HookToolResult &&
 		(r.Outcome == policy.OutcomeMatched || r.Outcome == policy.OutcomeError)) {
 		return
 	}
 	if rendered != nil {
-		r.Input = rendered()
+		r.Input = compactFiles(rendered())
 	} else {
-		r.Input = input(r.Time)
+		r.Input = compactFiles(input(r.Time))
 	}
 }
 
