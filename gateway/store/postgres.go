@@ -53,6 +53,10 @@ type Postgres struct {
 	// when disabled). Its testAfterCommit runs right after a commit.
 	transcripts
 
+	// schema is the schema the store lives in (its search_path's first),
+	// named in its notifications.
+	schema string
+
 	locks     [sessionLocks]sync.Mutex // see sessionLocks
 	seed      maphash.Seed             // of the locks' hash
 	closeOnce sync.Once
@@ -94,7 +98,12 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Postgres, e
 		pool.Close()
 		return nil, fmt.Errorf("opening postgres store: %w", err)
 	}
-	s := &Postgres{pool: pool, seed: maphash.MakeSeed()}
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("opening postgres store: reading the schema: %w", err)
+	}
+	s := &Postgres{pool: pool, seed: maphash.MakeSeed(), schema: schema}
 	s.read = s.readTranscript
 	s.version = s.readVersion
 	s.cache = o.newCache()

@@ -54,8 +54,12 @@ const (
 )
 
 // Notification is one notification a replica sent (see Relay.Listen).
+// Channels are database-wide, so a notification names the schema of the
+// store that sent it: gateways on other schemas of the same database ignore
+// it (their sessions and lease tokens are another namespace).
 type Notification struct {
 	Channel   string `json:"-"`
+	Schema    string `json:"n"`
 	Tenant    string `json:"t"`
 	SessionID string `json:"s"`
 	Token     int64  `json:"k"`
@@ -79,15 +83,15 @@ const (
 		AND l.token = c.token AND l.expires_at > ` + pgNow + `)`
 )
 
-// payload encodes a notification's payload.
-func payload(tenant, sessionID string, token int64) string {
-	b, _ := json.Marshal(Notification{Tenant: tenant, SessionID: sessionID, Token: token})
+// payload encodes a notification's payload, with the store's schema.
+func (s *Postgres) payload(tenant, sessionID string, token int64) string {
+	b, _ := json.Marshal(Notification{Schema: s.schema, Tenant: tenant, SessionID: sessionID, Token: token})
 	return string(b)
 }
 
-// pgNotify sends a notification on channel in tx: delivered when tx commits.
-func pgNotify(ctx context.Context, tx pgx.Tx, channel, tenant, sessionID string, token int64) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload(tenant, sessionID, token))
+// notify sends a notification on channel in tx: delivered when tx commits.
+func (s *Postgres) notify(ctx context.Context, tx pgx.Tx, channel, tenant, sessionID string, token int64) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, s.payload(tenant, sessionID, token))
 	return err
 }
 
@@ -97,7 +101,7 @@ func (s *Postgres) AppendChunk(ctx context.Context, l *Lease, seq int64, frames 
 		frames = []byte{}
 	}
 	_, err := s.pool.Exec(ctx, pgAppendChunk, l.Tenant, l.SessionID, l.Token, seq, frames, done, nanos(now()),
-		ChannelStream, payload(l.Tenant, l.SessionID, l.Token))
+		ChannelStream, s.payload(l.Tenant, l.SessionID, l.Token))
 	if err != nil {
 		return fmt.Errorf("relaying stream: %w", pgError(err))
 	}
@@ -169,7 +173,7 @@ func (s *Postgres) Listen(ctx context.Context, ready func(), f func(Notification
 			return fmt.Errorf("listening: %w", err)
 		}
 		var msg Notification
-		if json.Unmarshal([]byte(n.Payload), &msg) != nil {
+		if json.Unmarshal([]byte(n.Payload), &msg) != nil || msg.Schema != s.schema {
 			continue
 		}
 		msg.Channel = n.Channel

@@ -169,7 +169,7 @@ func (s *Postgres) CancelLease(ctx context.Context, tenant, sessionID string) (b
 			return err
 		}
 		held = true
-		return pgNotify(ctx, tx, ChannelCancel, tenant, sessionID, token)
+		return s.notify(ctx, tx, ChannelCancel, tenant, sessionID, token)
 	}, nil)
 	if err != nil {
 		return false, fmt.Errorf("cancelling turn: %w", err)

@@ -92,6 +92,21 @@ func TestRelayStream(t *testing.T) {
 	}()
 	<-ready
 
+	// A gateway on another schema of the same database relays and cancels
+	// a session of the same name: channels are database-wide, and b must
+	// not take its notifications for its own.
+	other := open(t, freshPostgres(t)).(*Postgres)
+	ol, err := other.AcquireLease(ctx, "acme", "s1", "elsewhere", testClaimTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AppendChunk(ctx, ol, 0, []byte("data: {}\n\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.CancelLease(ctx, "acme", "s1"); err != nil {
+		t.Fatal(err)
+	}
+
 	if _, ok, err := b.LiveStream(ctx, "acme", "s1"); err != nil || ok {
 		t.Fatalf("LiveStream before any turn = %v, %v", ok, err)
 	}
@@ -109,7 +124,7 @@ func TestRelayStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := <-notes
-		if n.Channel != ChannelStream || n.Tenant != "acme" || n.SessionID != "s1" || n.Token != l.Token {
+		if n.Channel != ChannelStream || n.Schema != a.schema || n.Tenant != "acme" || n.SessionID != "s1" || n.Token != l.Token {
 			t.Errorf("notification %+v", n)
 		}
 	}
@@ -123,7 +138,7 @@ func TestRelayStream(t *testing.T) {
 	if held, err := a.CancelLease(ctx, "acme", "s1"); err != nil || !held {
 		t.Fatalf("CancelLease = %v, %v", held, err)
 	}
-	if n := <-notes; n.Channel != ChannelCancel || n.Token != l.Token {
+	if n := <-notes; n.Channel != ChannelCancel || n.Schema != a.schema || n.Token != l.Token {
 		t.Errorf("cancel notification %+v", n)
 	}
 	if n, err := a.SweepStreams(ctx, -time.Minute); err != nil || n != 0 {
