@@ -53,10 +53,13 @@ const (
 	DefaultAttachmentMaxCount = 4
 )
 
-// setDefaults fills the gateway-wide defaults.
-func (a *Attachments) setDefaults() {
+// setDefaults fills the gateway-wide defaults. An unset maxBytes is
+// DefaultAttachmentMaxBytes, lowered to the largest file that fits a
+// request body of bodyBytes (limits.maxBodyBytes) when that is smaller, so
+// a configuration written before attachments existed still loads.
+func (a *Attachments) setDefaults(bodyBytes int64) {
 	if a.MaxBytes == 0 {
-		a.MaxBytes = DefaultAttachmentMaxBytes
+		a.MaxBytes = min(DefaultAttachmentMaxBytes, (bodyBytes-roomBeside(bodyBytes))/4*3)
 	}
 	if a.MaxCount == 0 {
 		a.MaxCount = DefaultAttachmentMaxCount
@@ -96,14 +99,16 @@ func (c *Config) AttachmentLimits(a *Agent) Attachments {
 // validate reports a's errors through add, each prefixed with at (the
 // field path of a). bodyBytes is limits.maxBodyBytes: a file of maxBytes,
 // base64-encoded, must fit in a request body with room to spare, or
-// no file of the allowed size could ever be sent.
+// no file of the allowed size could ever be sent. An agent's unset
+// maxBytes (0) inherits the gateway's, checked on its own.
 func (a *Attachments) validate(at string, bodyBytes int64, add func(format string, args ...any)) {
 	if a == nil {
 		return
 	}
-	if need := encodedSize(cmp.Or(a.MaxBytes, DefaultAttachmentMaxBytes)) + bodyRoom; a.MaxBytes >= 0 && cmp.Or(bodyBytes, DefaultMaxBodyBytes) < need {
+	bodyBytes = cmp.Or(bodyBytes, DefaultMaxBodyBytes)
+	if room := roomBeside(bodyBytes); a.MaxBytes > 0 && bodyBytes < encodedSize(a.MaxBytes)+room {
 		add("%s.maxBytes: a file of %d bytes is %d bytes in base64, more than limits.maxBodyBytes (%d) allows with %d bytes for the rest of the message; raise limits.maxBodyBytes to at least %d or lower maxBytes",
-			at, cmp.Or(a.MaxBytes, DefaultAttachmentMaxBytes), encodedSize(cmp.Or(a.MaxBytes, DefaultAttachmentMaxBytes)), cmp.Or(bodyBytes, DefaultMaxBodyBytes), bodyRoom, need)
+			at, a.MaxBytes, encodedSize(a.MaxBytes), bodyBytes, room, encodedSize(a.MaxBytes)+room)
 	}
 	if a.MaxBytes < 0 {
 		add("%s.maxBytes: must not be negative, not %d", at, a.MaxBytes)
@@ -124,6 +129,10 @@ func (a *Attachments) validate(at string, bodyBytes int64, add func(format strin
 // bodyRoom is the request body room validate keeps beside one file of
 // maxBytes for the rest of the request.
 const bodyRoom = 64 << 10
+
+// roomBeside is the room kept beside a file in a body of bodyBytes:
+// bodyRoom, or half the body when that is smaller.
+func roomBeside(bodyBytes int64) int64 { return min(bodyRoom, bodyBytes/2) }
 
 // encodedSize is the length of n bytes in padded base64.
 func encodedSize(n int64) int64 { return (n + 2) / 3 * 4 }

@@ -493,7 +493,7 @@ func (c *Config) applyDefaults() {
 	l.ApprovalExpiry = cmp.Or(l.ApprovalExpiry, DefaultApprovalExpiry)
 	c.applyExtensionDefaults()
 	c.applySessionDefaults()
-	l.Attachments.setDefaults()
+	l.Attachments.setDefaults(l.MaxBodyBytes)
 	c.WebSocket.applyDefaults(l.MaxBodyBytes)
 	l.MaxQueuedSubmissionsPerSession = cmp.Or(l.MaxQueuedSubmissionsPerSession, DefaultMaxQueuedSubmissionsPerSession)
 	l.MaxQueuedSubmissionsPerTenant = cmp.Or(l.MaxQueuedSubmissionsPerTenant, DefaultMaxQueuedSubmissionsPerTenant)

@@ -52,6 +52,34 @@ func TestToolLimits(t *testing.T) {
 	}
 }
 
+// TestAttachmentMaxBytesDefault: an unset maxBytes fits the body limit, so
+// a config that lowered limits.maxBodyBytes before file parts existed still
+// loads; an agent that leaves it unset inherits the gateway's.
+func TestAttachmentMaxBytesDefault(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want int64
+	}{
+		{"limits: {}\n", DefaultAttachmentMaxBytes},
+		{"limits: {maxBodyBytes: 2097152}\n", (2097152 - 65536) / 4 * 3},
+		{"limits: {maxBodyBytes: 1000}\n", 500 / 4 * 3},
+		{"limits: {maxBodyBytes: 2097152}\nagents:\n  - {name: a, model: m, attachments: {maxCount: 1}}\nproviders: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\n", (2097152 - 65536) / 4 * 3},
+	} {
+		c, err := Parse("t.yaml", []byte(tc.yaml), env(nil))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := c.Limits.Attachments.MaxBytes; got != tc.want {
+			t.Errorf("%q: maxBytes %d, want %d", tc.yaml, got, tc.want)
+		}
+		for i := range c.Agents {
+			if got := c.AttachmentLimits(&c.Agents[i]).MaxBytes; got != tc.want {
+				t.Errorf("%q: agent maxBytes %d, want %d", tc.yaml, got, tc.want)
+			}
+		}
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml string
