@@ -68,9 +68,10 @@ type Notification struct {
 var _ Relay = (*Postgres)(nil)
 
 const (
+	// Committed without waiting for the WAL flush (pgAsyncCommit).
 	pgAppendChunk = `WITH ins AS (
 			INSERT INTO stream_chunks (tenant, session_id, token, seq, frames, done, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING 1)
+			SELECT $1, $2, $3, $4, $5, $6, $7 WHERE ` + pgAsyncCommit + ` RETURNING 1)
 		SELECT pg_notify($8, $9) FROM ins`
 	pgLiveStream = `SELECT token FROM session_leases
 		WHERE tenant = $1 AND session_id = $2 AND expires_at > ` + pgNow

@@ -29,12 +29,20 @@ const (
 		SET owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at, cancelled = false
 		WHERE l.expires_at <= ` + pgNow + `
 		RETURNING token, expires_at`
-	pgRenewLease = `UPDATE session_leases SET expires_at = ` + pgNow + ` + $4
-		WHERE tenant = $1 AND session_id = $2 AND token = $3 RETURNING expires_at, cancelled`
+	// pgAsyncCommit, true in a statement's WHERE, commits the statement's
+	// transaction without waiting for its WAL flush (synchronous_commit off
+	// for this transaction only). For writes a database crash may lose
+	// without harm: a lost renewal or release makes the lease end at its
+	// old expiry (fencing still holds: acquisition, which moves the token,
+	// commits synchronously), lost relay batches only cut a stream whose
+	// turn the crash ended anyway.
+	pgAsyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) = 'off'`
+	pgRenewLease  = `UPDATE session_leases SET expires_at = ` + pgNow + ` + $4
+		WHERE tenant = $1 AND session_id = $2 AND token = $3 AND ` + pgAsyncCommit + ` RETURNING expires_at, cancelled`
 	// A released lease keeps its row and token: the next acquisition
 	// counts on from it.
 	pgReleaseLease = `UPDATE session_leases SET expires_at = 0
-		WHERE tenant = $1 AND session_id = $2 AND token = $3`
+		WHERE tenant = $1 AND session_id = $2 AND token = $3 AND ` + pgAsyncCommit
 	pgCancelLease = `UPDATE session_leases SET cancelled = true
 		WHERE tenant = $1 AND session_id = $2 AND expires_at > ` + pgNow + ` RETURNING token`
 	// pgFence holds the lease row (shared) until the write's transaction
