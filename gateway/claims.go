@@ -18,10 +18,28 @@ import (
 // refuses this replica's outcome.
 func (w *submissions) renew(sub *store.Submission) (stop func()) {
 	ttl := w.s.cfg.Replica.LeaseTTL
+	return every(ttl/3, func(ctx context.Context) bool {
+		err := w.s.store.RenewSubmission(ctx, sub, ttl)
+		switch {
+		case errors.Is(err, store.ErrFenced):
+			w.s.log.Warn("submission claim lost", "submission", sub.ID, "attempt", sub.Attempts)
+			return false
+		case err != nil && ctx.Err() == nil:
+			w.s.log.Error("renewing submission claim", "submission", sub.ID, "err", err)
+		}
+		return true
+	})
+}
+
+// every calls f every interval, on a goroutine of its own, until f returns
+// false or the returned stop is called; stop cancels the context f is
+// given and waits for f to return. It is the heartbeat of a submission's
+// claim and of a session's lease.
+func every(interval time.Duration, f func(ctx context.Context) bool) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(ttl / 3)
+		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
 			select {
@@ -29,13 +47,8 @@ func (w *submissions) renew(sub *store.Submission) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			err := w.s.store.RenewSubmission(ctx, sub, ttl)
-			switch {
-			case errors.Is(err, store.ErrFenced):
-				w.s.log.Warn("submission claim lost", "submission", sub.ID, "attempt", sub.Attempts)
+			if !f(ctx) {
 				return
-			case err != nil && ctx.Err() == nil:
-				w.s.log.Error("renewing submission claim", "submission", sub.ID, "err", err)
 			}
 		}
 	})

@@ -89,35 +89,24 @@ func (r *replicas) acquire(ctx context.Context, tenant, sessionID, key string) (
 func (r *replicas) hold(key string, l *store.Lease) *holding {
 	ttl := r.s.cfg.Replica.LeaseTTL
 	ctx, cancel := context.WithCancelCause(r.s.baseCtx)
-	hb, stopHB := context.WithCancel(context.Background())
 	h := &holding{lease: l, ctx: store.WithLease(ctx, l), cancel: cancel}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(ttl / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-hb.Done():
-				return
-			case <-tick.C:
-			}
-			if r.pauseHeartbeats.Load() {
-				continue
-			}
-			cancelled, err := r.s.store.RenewLease(hb, l, ttl)
-			switch {
-			case errors.Is(err, store.ErrFenced):
-				r.s.log.Warn("session lease lost; the turn ends as an error", "session", l.SessionID, "token", l.Token)
-				cancel(store.ErrFenced)
-				return
-			case err != nil && hb.Err() == nil:
-				r.s.log.Error("renewing session lease", "session", l.SessionID, "err", err)
-			case cancelled:
-				cancel(errRemoteCancel)
-			}
+	h.stop = every(ttl/3, func(hb context.Context) bool {
+		if r.pauseHeartbeats.Load() {
+			return true
 		}
+		cancelled, err := r.s.store.RenewLease(hb, l, ttl)
+		switch {
+		case errors.Is(err, store.ErrFenced):
+			r.s.log.Warn("session lease lost; the turn ends as an error", "session", l.SessionID, "token", l.Token)
+			cancel(store.ErrFenced)
+			return false
+		case err != nil && hb.Err() == nil:
+			r.s.log.Error("renewing session lease", "session", l.SessionID, "err", err)
+		case cancelled:
+			cancel(errRemoteCancel)
+		}
+		return true
 	})
-	h.stop = func() { stopHB(); wg.Wait() }
 	r.mu.Lock()
 	r.holding[key] = h
 	r.mu.Unlock()
