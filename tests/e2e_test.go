@@ -292,6 +292,25 @@ type submission struct {
 	Result       json.RawMessage `json:"result"`
 }
 
+// waitCompleted polls the submission id of the agent's session until it
+// is completed (after a restart, its re-run) and returns it.
+func waitCompleted(t *testing.T, g *gateway, agent, session, id string) submission {
+	t.Helper()
+	var sub submission
+	poll(t, "the submission completes after the restart", func() error {
+		var now submission
+		if code, err := g.getJSON("/v1/agents/"+agent+"/sessions/"+session+"/submissions/"+id, &now); err != nil || code != http.StatusOK {
+			return fmt.Errorf("status %d: %v", code, err)
+		}
+		if now.Status != "completed" {
+			return fmt.Errorf("status is %q", now.Status)
+		}
+		sub = now
+		return nil
+	})
+	return sub
+}
+
 // TestSubmissionSurvivesKill accepts a submission, kills the gateway with
 // SIGKILL while its turn waits on a tool, restarts it on the same database
 // and sees the submission run to completion exactly once.
@@ -319,18 +338,7 @@ func submissionSurvivesKill(t *testing.T, g *gateway, gt *gate, session string) 
 	gt.release()
 	g.start()
 
-	path := "/v1/agents/demo/sessions/" + session + "/submissions/" + sub.SubmissionID
-	poll(t, "the submission completes after the restart", func() error {
-		var now submission
-		if code, err := g.getJSON(path, &now); err != nil || code != http.StatusOK {
-			return fmt.Errorf("status %d: %v", code, err)
-		}
-		if now.Status != "completed" {
-			return fmt.Errorf("status is %q", now.Status)
-		}
-		sub = now
-		return nil
-	})
+	sub = waitCompleted(t, g, "demo", session, sub.SubmissionID)
 	if !strings.Contains(string(sub.Result), "Job finished") {
 		t.Errorf("submission result = %s, want the finished job's answer", sub.Result)
 	}

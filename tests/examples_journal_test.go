@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,16 +55,7 @@ func exampleToolJournal(t *testing.T, x *exampleRun) {
 	s.ship.release()
 	x.start()
 
-	poll(t, "the submission completes after the restart", func() error {
-		var now submission
-		if code, err := x.getJSON("/v1/agents/shop/sessions/"+session+"/submissions/"+sub.SubmissionID, &now); err != nil || code != http.StatusOK {
-			return fmt.Errorf("status %d: %v", code, err)
-		}
-		if now.Status != "completed" {
-			return fmt.Errorf("status is %q", now.Status)
-		}
-		return nil
-	})
+	waitCompleted(t, x.gateway, "shop", session, sub.SubmissionID)
 	if n := len(s.charge.received()); n != 1 {
 		t.Errorf("the card was charged %d times, want once", n)
 	}

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -163,18 +162,7 @@ func TestToolCallNotRepeatedAfterKill(t *testing.T) {
 			slow.release()
 			g.start()
 
-			path := "/v1/agents/demo/sessions/" + session + "/submissions/" + sub.SubmissionID
-			poll(t, "the submission completes after the restart", func() error {
-				var now submission
-				if code, err := g.getJSON(path, &now); err != nil || code != http.StatusOK {
-					return fmt.Errorf("status %d: %v", code, err)
-				}
-				if now.Status != "completed" {
-					return fmt.Errorf("status is %q", now.Status)
-				}
-				sub = now
-				return nil
-			})
+			sub = waitCompleted(t, g, "demo", session, sub.SubmissionID)
 
 			if calls := tally.received(); len(calls) != 1 {
 				t.Errorf("the tally tool was called %d times, want once (the re-run reuses its journaled result): %+v", len(calls), calls)
