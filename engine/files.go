@@ -43,7 +43,7 @@ func attachmentOf(p UIPart) Attachment {
 		a.Remote, a.URL = true, p.URL
 		return a
 	}
-	if u, err := dataurl.Parse(p.URL); err == nil {
+	if u, err := dataurl.ParseStored(p.URL); err == nil {
 		a.Size = u.Size
 	}
 	return a

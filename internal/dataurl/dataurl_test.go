@@ -82,6 +82,9 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if stored, err := ParseStored(s); err != nil || *stored != *u {
+			t.Fatalf("ParseStored(%q) = %+v, %v; Parse gave %+v", s, stored, err, u)
+		}
 		b, err := u.Bytes()
 		if err != nil {
 			t.Fatalf("Parse(%q) accepted a payload Bytes rejects: %v", s, err)
@@ -129,15 +132,22 @@ func FuzzBase64Size(f *testing.F) {
 
 var errNewline = errors.New("newline")
 
-// BenchmarkParse validates a 2 MiB file (the default
-// limits.attachments.maxBytes), as each turn does for each inline file of
-// the last user message.
+// BenchmarkParse reads a 2 MiB file (the default
+// limits.attachments.maxBytes): validated, as the gateway admits it once,
+// and stored, as each turn and step reads it back.
 func BenchmarkParse(b *testing.B) {
 	s := Encode("image/png", make([]byte, 2<<20))
-	b.SetBytes(int64(len(s)))
-	for b.Loop() {
-		if _, err := Parse(s); err != nil {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name  string
+		parse func(string) (*URL, error)
+	}{{"validated", Parse}, {"stored", ParseStored}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				if _, err := bc.parse(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

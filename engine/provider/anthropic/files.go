@@ -37,7 +37,7 @@ func (p *Provider) fileBlock(c engine.ContentPart) (any, error) {
 	case remote:
 		source = map[string]any{"type": "url", "url": c.URL}
 	default:
-		u, err := dataurl.Parse(c.URL)
+		u, err := dataurl.ParseStored(c.URL)
 		if err != nil {
 			return nil, err
 		}

@@ -72,7 +72,7 @@ func (p *Provider) filePart(c engine.ContentPart, index int) (any, error) {
 	if imageTypes[mt] {
 		return map[string]any{"type": "image_url", "image_url": map[string]any{"url": c.URL}}, nil
 	}
-	u, err := dataurl.Parse(c.URL)
+	u, err := dataurl.ParseStored(c.URL)
 	if err != nil {
 		return nil, err
 	}
