@@ -170,8 +170,7 @@ func (r *Registry) Start(key string) *Buffer {
 }
 
 // Finish removes b from key if it is still the registered buffer there,
-// then closes it: a client that saw the end of the stream and reconnects
-// finds no stream.
+// then closes it, so its followers see the end of the stream.
 func (r *Registry) Finish(key string, b *Buffer) {
 	r.mu.Lock()
 	if r.buffers[key] == b {
@@ -179,13 +178,6 @@ func (r *Registry) Finish(key string, b *Buffer) {
 	}
 	r.mu.Unlock()
 	b.Close()
-}
-
-// Get returns the in-flight Buffer of key, or nil.
-func (r *Registry) Get(key string) *Buffer {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buffers[key]
 }
 
 // Len returns the number of frames so far.
