@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/internal/benchrules"
+	"github.com/turngate/turngate/internal/dataurl"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -279,5 +281,41 @@ func benchTurn(b *testing.B, h engine.Hooks, kept *atomic.Pointer[policy.Record]
 	b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds()), "p50-ns")
 	if r := kept.Load(); r == nil || r.Outcome != policy.OutcomeNoMatch {
 		b.Fatalf("last record %+v", r)
+	}
+}
+
+// BenchmarkFileTurn measures the CEL hooks' decision records of one turn
+// whose user message attaches a 2 MiB image as a data: URL: beforeTurn and
+// four beforeSteps, each record carrying its input with the file part's
+// stand-in (compactFiles). The file is in turn.messages of every record
+// and in step.messages of every beforeStep record.
+func BenchmarkFileTurn(b *testing.B) {
+	rev := mustLoad(b, rulesDir(b, loadRules()), Options{})
+	img := make([]byte, 2<<20)
+	for i := range img {
+		img[i] = byte(i * 7)
+	}
+	msgs := []engine.ModelMessage{{Role: "user", Content: []engine.ContentPart{
+		{Type: engine.ContentText, Text: "what is in this picture?"},
+		{Type: engine.ContentFile, MediaType: "image/png", URL: dataurl.Encode("image/png", img)}}}}
+	tc := &engine.TurnContext{Identity: identity, Messages: msgs, Model: "scripted", MaxSteps: 8}
+	ctx := context.Background()
+	var kept keeper
+	kept.input = true
+	b.ReportAllocs()
+	for b.Loop() {
+		h := rev.Hooks(&kept, FailClosed) // the hooks of one turn
+		if _, err := h.BeforeTurn(ctx, tc); err != nil {
+			b.Fatal(err)
+		}
+		for step := range 4 {
+			sc := &engine.PrepareStepContext{Identity: identity, StepNumber: step, Model: "scripted", Messages: msgs, Turn: tc}
+			if _, err := h.BeforeStep(ctx, sc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if r := kept.last.Load(); r == nil || bytes.Contains(r.Input, []byte(";base64,")) || !bytes.Contains(r.Input, []byte(";sha256=")) {
+		b.Fatal("the last record does not hold the file's stand-in")
 	}
 }

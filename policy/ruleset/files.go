@@ -5,9 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 
+	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/internal/dataurl"
+	"github.com/turngate/turngate/policy/celrules"
 )
 
 // dataURLMarker is what a recorded input holds only when some string in
@@ -15,20 +20,109 @@ import (
 // inline files the rewrite.
 var dataURLMarker = []byte(`"data:`)
 
+// maxStandIns bounds the stand-ins one turn's hooks keep: a turn with more
+// distinct inline files than this hashes the others each time it records
+// them, and hooks kept longer than a turn hold no more than this many URLs.
+const maxStandIns = 64
+
+// standIns memoizes the stand-ins (fileStandIn) of one turn's inline files
+// by data URL: a file is in every CEL record of its turn (turn.messages of
+// beforeTurn and of each beforeStep, and step.messages), and is decoded
+// and hashed once per turn. The zero value is ready; it is safe for
+// concurrent use.
+type standIns struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// of returns the stand-in of the data: URL url.
+func (s *standIns) of(url string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.m[url]; ok {
+		return v
+	}
+	v := fileStandIn(url)
+	if len(s.m) < maxStandIns {
+		if s.m == nil {
+			s.m = map[string]string{}
+		}
+		s.m[url] = v
+	}
+	return v
+}
+
+// inlineFile reports whether url is a data: URL (a file part's content),
+// not a stand-in, which has no comma.
+func inlineFile(url string) bool {
+	return dataurl.Is(url) && strings.IndexByte(url, ',') >= 0
+}
+
+// compactInput returns the CEL input in with the data: URL of every file
+// part in its turn's and step's messages replaced by its stand-in, before
+// the input is rendered: the file's content is then neither encoded into
+// the record's JSON nor decoded from it again (compactFiles finds no data:
+// URL there). Only the messages that change are copied.
+func (s *standIns) compactInput(in *celrules.Input) *celrules.Input {
+	out := *in
+	if in.Turn != nil {
+		if msgs, ok := s.compactMessages(in.Turn.Messages); ok {
+			turn := *in.Turn
+			turn.Messages = msgs
+			out.Turn = &turn
+		}
+	}
+	if in.Step != nil {
+		if msgs, ok := s.compactMessages(in.Step.Messages); ok {
+			step := *in.Step
+			step.Messages = msgs
+			out.Step = &step
+		}
+	}
+	return &out
+}
+
+// compactMessages returns msgs with the data: URL of every file part
+// replaced by its stand-in, and whether any was; msgs itself is not
+// modified.
+func (s *standIns) compactMessages(msgs []engine.ModelMessage) ([]engine.ModelMessage, bool) {
+	var out []engine.ModelMessage
+	for i, m := range msgs {
+		var content []engine.ContentPart
+		for j, p := range m.Content {
+			if p.Type != engine.ContentFile || !inlineFile(p.URL) {
+				continue
+			}
+			if content == nil {
+				content = slices.Clone(m.Content)
+			}
+			content[j].URL = s.of(p.URL)
+		}
+		if content == nil {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(msgs)
+		}
+		out[i].Content = content
+	}
+	return out, out != nil
+}
+
 // compactFiles returns in with the data: URL of every file part (an
 // object whose "type" is "file") replaced by its stand-in (fileStandIn),
 // so a decision record holds no file content and does not grow by the
 // file's size. in is returned unchanged when it has no such part or does
 // not decode. The rewritten document's object keys are sorted (it is
 // marshaled again); numbers keep their text.
-func compactFiles(in json.RawMessage) json.RawMessage {
-	if !bytes.Contains(in, dataURLMarker) {
+func (s *standIns) compactFiles(in json.RawMessage) json.RawMessage {
+	if !mayHoldDataURL(in) {
 		return in
 	}
 	dec := json.NewDecoder(bytes.NewReader(in))
 	dec.UseNumber()
 	var doc any
-	if err := dec.Decode(&doc); err != nil || !compactValue(doc) {
+	if err := dec.Decode(&doc); err != nil || !s.compactValue(doc) {
 		return in
 	}
 	out, err := json.Marshal(doc)
@@ -38,22 +132,41 @@ func compactFiles(in json.RawMessage) json.RawMessage {
 	return out
 }
 
+// mayHoldDataURL reports whether the JSON document in may hold a data:
+// URL: a string that starts with "data:" and has a comma before its end
+// (or an escape, which it does not look past). Stand-ins have no comma,
+// so an input whose files compactInput replaced is not decoded again.
+func mayHoldDataURL(in []byte) bool {
+	for {
+		i := bytes.Index(in, dataURLMarker)
+		if i < 0 {
+			return false
+		}
+		in = in[i+len(dataURLMarker):]
+		end := bytes.IndexAny(in, "\",\\")
+		if end < 0 || in[end] != '"' {
+			return true
+		}
+		in = in[end:]
+	}
+}
+
 // compactValue replaces the data: URLs of the file parts within v in
 // place and reports whether it replaced any.
-func compactValue(v any) bool {
+func (s *standIns) compactValue(v any) bool {
 	changed := false
 	switch v := v.(type) {
 	case map[string]any:
-		if url, ok := v["url"].(string); ok && v["type"] == "file" && dataurl.Is(url) {
-			v["url"] = fileStandIn(url)
+		if url, ok := v["url"].(string); ok && v["type"] == "file" && inlineFile(url) {
+			v["url"] = s.of(url)
 			changed = true
 		}
 		for _, e := range v {
-			changed = compactValue(e) || changed
+			changed = s.compactValue(e) || changed
 		}
 	case []any:
 		for _, e := range v {
-			changed = compactValue(e) || changed
+			changed = s.compactValue(e) || changed
 		}
 	}
 	return changed

@@ -1,8 +1,17 @@
 package ruleset
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"testing"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/dataurl"
+	"github.com/turngate/turngate/policy/celrules"
 )
 
 // compactFiles replaces the data: URLs of file parts only, and leaves an
@@ -24,12 +33,95 @@ func TestCompactFiles(t *testing.T) {
 		{"unparsable", `[{"type":"file","url":"data:image/png;base64,@@@@"}]`,
 			`[{"type":"file","url":"data:;sha256=b0b7456273e0f200db1a1a615e716f665a7ea4628f94bed2f7f1304ef815213c;size=-1"}]`},
 		{"not JSON", `{"type":"file","url":"data:,x"`, `{"type":"file","url":"data:,x"`},
+		{"stand-in is kept", `{"type":"file","z":1,"url":"data:text/plain;sha256=` + hello + `;size=5"}`,
+			`{"type":"file","z":1,"url":"data:text/plain;sha256=` + hello + `;size=5"}`},
+		{"stand-in and data URL", `[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"},{"type":"file","url":"data:text/plain,hello"}]`,
+			`[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"},{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`},
+		{"escaped quote before the comma", `[{"type":"file","url":"data:a\"b,hello"}]`,
+			`[{"type":"file","url":"data:;sha256=` + sha256Hex(`data:a"b,hello`) + `;size=-1"}]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := string(compactFiles(json.RawMessage(tc.in)))
+			got := string(new(standIns).compactFiles(json.RawMessage(tc.in)))
 			if got != tc.want {
 				t.Errorf("compactFiles(%s)\n = %s\nwant %s", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// sha256Hex is the lowercase hex SHA-256 of s.
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// compactInput renders a CEL input as compactFiles rewrites its full
+// rendering, without touching the turn's messages, and hashes each file
+// once however many records and messages hold it.
+func TestCompactInput(t *testing.T) {
+	png := dataurl.Encode("image/png", bytes.Repeat([]byte{0x89, 'P', 'N', 'G'}, 1000))
+	msgs := []engine.ModelMessage{
+		{Role: "system", Content: []engine.ContentPart{{Type: engine.ContentText, Text: "data:,not a file"}}},
+		{Role: "user", Content: []engine.ContentPart{
+			{Type: engine.ContentText, Text: "these?"},
+			{Type: engine.ContentFile, MediaType: "image/png", URL: png, Filename: "a.png"},
+			{Type: engine.ContentFile, MediaType: "text/plain", URL: "data:text/plain,h%65llo"},
+			{Type: engine.ContentFile, MediaType: "image/png", URL: "https://example.com/b.png"}}},
+	}
+	tc := &engine.TurnContext{Identity: identity, Messages: msgs, MaxSteps: 4,
+		Body: map[string]any{"extra": map[string]any{"type": "file", "url": png}}}
+	now := time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC)
+	var files standIns
+	for _, in := range []*celrules.Input{
+		celrules.TurnInput(tc, now),
+		celrules.StepInput(&engine.PrepareStepContext{Identity: identity, StepNumber: 1, Messages: msgs[1:], Turn: tc}, now),
+	} {
+		full, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := decodeJSON(t, new(standIns).compactFiles(full))
+		got := decodeJSON(t, files.compactFiles(orNil(json.Marshal(files.compactInput(in)))))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("compactInput renders\n%v\nwant\n%v", got, want)
+		}
+	}
+	if msgs[1].Content[1].URL != png || msgs[1].Content[2].URL != "data:text/plain,h%65llo" {
+		t.Error("compactInput changed the turn's messages")
+	}
+	if len(files.m) != 2 {
+		t.Errorf("%d files hashed, want 2 (each once)", len(files.m))
+	}
+}
+
+// decodeJSON decodes a JSON document, numbers as json.Number.
+func decodeJSON(t *testing.T, b []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return v
+}
+
+// mayHoldDataURL finds every string that may be a data: URL and passes
+// over stand-ins.
+func TestMayHoldDataURL(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{`{"a":"x"}`, false},
+		{`{"url":"data:image/png;sha256=ab;size=3"}`, false},
+		{`{"url":"data:image/png;sha256=ab;size=3","b":"data:,x"}`, true},
+		{`{"url":"data:text/plain,hi"}`, true},
+		{`{"url":"data:a\",b"}`, true},
+		{`{"url":"data:unterminated`, true},
+	} {
+		if got := mayHoldDataURL([]byte(tc.in)); got != tc.want {
+			t.Errorf("mayHoldDataURL(%s) = %t, want %t", tc.in, got, tc.want)
+		}
 	}
 }

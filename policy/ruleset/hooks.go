@@ -63,6 +63,9 @@ type hooks struct {
 	dryRun bool
 	// prints, when set (by Eval), receives what Rego print() wrote.
 	prints *[]string
+	// files holds the stand-ins of the turn's inline files, hashed once
+	// for all its records.
+	files standIns
 }
 
 // trace is what one evaluation reports besides its result.
@@ -133,16 +136,17 @@ func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 // failed gets none outside a dry run: its input holds the output the model
 // never saw, secrets the rules redacted included, and the audit log keeps
 // only what the model saw. File parts' data: URLs are replaced by their
-// stand-ins (compactFiles).
+// stand-ins (compactInput before a CEL input is rendered, compactFiles on
+// every rendered input).
 func (h *hooks) fillInput(r *policy.Record, rendered func() json.RawMessage, input func(now time.Time) json.RawMessage) {
 	if !h.recordInput || (!h.dryRun && r.Hook == policy.HookToolResult &&
 		(r.Outcome == policy.OutcomeMatched || r.Outcome == policy.OutcomeError)) {
 		return
 	}
 	if rendered != nil {
-		r.Input = compactFiles(rendered())
+		r.Input = h.files.compactFiles(rendered())
 	} else {
-		r.Input = compactFiles(input(r.Time))
+		r.Input = h.files.compactFiles(input(r.Time))
 	}
 }
 
@@ -184,7 +188,7 @@ func (h *hooks) BeforeTurn(ctx context.Context, tc *engine.TurnContext) (*engine
 		func(ctx context.Context, now time.Time) (*engine.TurnConfig, trace, error) {
 			cfg, tr, err := h.rev.cel.BeforeTurn(ctx, tc, now)
 			return cfg, celTrace(tr), err
-		}, func(now time.Time) json.RawMessage { return marshalInput(celrules.TurnInput(tc, now)) })
+		}, func(now time.Time) json.RawMessage { return h.marshalInput(celrules.TurnInput(tc, now)) })
 }
 
 // BeforeStep runs the revision's CEL beforeStep rules.
@@ -194,7 +198,7 @@ func (h *hooks) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext) (
 		func(ctx context.Context, now time.Time) (*engine.StepConfig, trace, error) {
 			cfg, tr, err := h.rev.cel.BeforeStep(ctx, sc, now)
 			return cfg, celTrace(tr), err
-		}, func(now time.Time) json.RawMessage { return marshalInput(celrules.StepInput(sc, now)) })
+		}, func(now time.Time) json.RawMessage { return h.marshalInput(celrules.StepInput(sc, now)) })
 }
 
 // BeforeToolCall evaluates the revision's data.turngate.tool_call.
@@ -228,9 +232,10 @@ func regoTrace(tr opa.Trace) trace {
 	return trace{fired: tr.RulesFired, prints: tr.Prints, shadow: tr.Shadow, input: tr.InputJSON}
 }
 
-// marshalInput renders a CEL hook's input for its record.
-func marshalInput(in *celrules.Input) json.RawMessage {
-	return orNil(json.Marshal(in))
+// marshalInput renders a CEL hook's input for its record, its messages'
+// inline files as stand-ins.
+func (h *hooks) marshalInput(in *celrules.Input) json.RawMessage {
+	return orNil(json.Marshal(h.files.compactInput(in)))
 }
 
 // orNil drops a recorded input that could not be rendered: the record
