@@ -350,7 +350,7 @@ func (s *Server) resumeStream(c *gin.Context) error {
 	}
 	if t == nil && s.rep != nil {
 		// The turn may run on another replica: its stream is relayed.
-		if ok, err := s.rep.resume(c, principal(c).Tenant, c.Param("id")); ok || err != nil {
+		if ok, err := s.rep.resume(c.Request.Context(), httpSink{c.Writer}, principal(c).Tenant, c.Param("id")); ok || err != nil {
 			return err
 		}
 	}
@@ -361,6 +361,22 @@ func (s *Server) resumeStream(c *gin.Context) error {
 	s.stream(c, t.buf)
 	return nil
 }
+
+// httpSink writes a stream relayed from another replica as the response of
+// GET …/chat/:id/stream: the UI message stream's status and headers go out
+// with its first frames.
+type httpSink struct{ w gin.ResponseWriter }
+
+func (h httpSink) write(frames []byte) error {
+	if !h.w.Written() {
+		uistream.SetHeaders(h.w.Header())
+		h.w.WriteHeader(http.StatusOK)
+	}
+	_, err := h.w.Write(frames)
+	return err
+}
+
+func (h httpSink) flush() { h.w.Flush() }
 
 // activeTurn returns the in-flight turn of tenant's session id, or nil when
 // none runs. A session that is missing, another tenant's or another

@@ -3,12 +3,9 @@ package gateway
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/gin-gonic/gin"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/store"
@@ -246,12 +243,22 @@ const (
 	relayPoll = 200 * time.Millisecond
 )
 
-// resume writes the stream of the tenant's session's running turn, relayed
-// through the database by the replica that runs it, from its first chunk
-// until it ends. It reports false, having written nothing, when no turn
-// runs (or it ended before its first batch).
-func (r *replicas) resume(c *gin.Context, tenant, sessionID string) (bool, error) {
-	ctx := c.Request.Context()
+// streamSink is where resume writes a relayed stream: the response of GET
+// …/chat/:id/stream (httpSink) or a WebSocket request's frames (wsRelay).
+type streamSink interface {
+	// write writes frames, whole SSE frames of the UI message stream in
+	// order; the first call starts the response. An error (the client
+	// went away) ends the resume.
+	write(frames []byte) error
+	// flush sends what was written.
+	flush()
+}
+
+// resume writes to out the stream of the tenant's session's running turn,
+// relayed through the database by the replica that runs it, from its first
+// chunk until it ends or ctx does. It reports false, having written
+// nothing, when no turn runs (or it ended before its first batch).
+func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID string) (bool, error) {
 	token, ok, err := r.relay.LiveStream(ctx, tenant, sessionID)
 	if err != nil || !ok {
 		return false, err
@@ -276,16 +283,14 @@ func (r *replicas) resume(c *gin.Context, tenant, sessionID string) (bool, error
 			if !started {
 				r.s.metrics.ActiveStreams.Inc()
 				defer r.s.metrics.ActiveStreams.Dec()
-				uistream.SetHeaders(c.Writer.Header())
-				c.Status(http.StatusOK)
 				started = true
 			}
-			if _, err := c.Writer.Write(ch.Frames); err != nil {
+			if err := out.write(ch.Frames); err != nil {
 				return true, nil // the client went away
 			}
 			from = ch.Seq + 1
 			if ch.Done {
-				c.Writer.Flush()
+				out.flush()
 				return true, nil
 			}
 		}
@@ -293,7 +298,7 @@ func (r *replicas) resume(c *gin.Context, tenant, sessionID string) (bool, error
 			continue
 		}
 		if started {
-			c.Writer.Flush()
+			out.flush()
 		}
 		if ending {
 			return started, nil
