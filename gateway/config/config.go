@@ -423,27 +423,28 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes data strictly, expands ${VAR} in string values with
-// lookup, applies defaults and validates. name labels errors.
+// lookup, applies defaults and validates. name labels errors: each starts
+// with it, then the line and column of what it is about when known.
 func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	var c Config
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, syntaxError(data, err))
+		return nil, inFile(name, syntaxError(data, err))
 	}
 	if err := unknownKeys(&root); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, inFile(name, err)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", name, friendlyTypeErrors(&root, err))
+		return nil, inFile(name, friendlyTypeErrors(&root, err))
 	}
 	if err := expandEnv(reflect.ValueOf(&c).Elem(), "", lookup); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, withLines(data, err))
+		return nil, inFile(name, withLines(data, err))
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, withLines(data, err))
+		return nil, inFile(name, withLines(data, err))
 	}
 	c.hashKeys()
 	return &c, nil
@@ -612,7 +613,7 @@ func (c *Config) Validate() error {
 	if l.MaxToolOutputBytes < 0 {
 		add("limits.maxToolOutputBytes: must be positive, not %d", l.MaxToolOutputBytes)
 	}
-	c.validateExtensions(add)
+	c.validateExtensions(func(err error) { errs = append(errs, err) })
 	c.Tracing.validate(add)
 	l.Attachments.validate("limits.attachments", l.MaxBodyBytes, add)
 	c.check(add)

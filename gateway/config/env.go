@@ -14,7 +14,7 @@ func expandEnv(v reflect.Value, path string, lookup func(string) (string, bool))
 	case reflect.String:
 		s, err := expand(v.String(), lookup)
 		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return atField(path, "%s: %w", path, err)
 		}
 		v.SetString(s)
 	case reflect.Pointer:

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -75,63 +76,69 @@ func (c *Config) applyExtensionDefaults() {
 	}
 }
 
-// validateExtensions reports, through add, every inconsistent extension.
-func (c *Config) validateExtensions(add func(format string, args ...any)) {
+// validateExtensions reports every inconsistent extension setting, each
+// an error positioned at the value it is about (fieldError).
+func (c *Config) validateExtensions(report func(error)) {
 	names := map[string]bool{}
 	for i, x := range c.Extensions {
-		at := func(format string, args ...any) {
-			add("extensions[%d] (%s): "+format, append([]any{i, x.Name}, args...)...)
+		item := fmt.Sprintf("extensions[%d]", i)
+		at := func(field, format string, args ...any) {
+			report(atField(item+"."+field, "%s (%s): "+format, append([]any{item, x.Name}, args...)...))
 		}
 		switch {
 		case x.Name == "":
-			add("extensions[%d]: name is required", i)
+			report(atField(item+".name", "%s: name is required", item))
 		case names[x.Name]:
-			add("extensions[%d]: duplicate extension %q", i, x.Name)
+			report(atField(item+".name", "%s: duplicate extension %q", item, x.Name))
 		}
 		names[x.Name] = true
 		switch x.Transport {
 		case TransportHTTP:
 			if u, err := url.Parse(x.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				at("url: must be an absolute http or https URL, not %q", x.URL)
+				at("url", "url: must be an absolute http or https URL, not %q", x.URL)
 			}
 			if len(x.Secret) < MinExtensionSecret {
-				at("secret: the http transport signs every request; set a secret of at least %d characters (e.g. secret: ${EXTENSION_SECRET})", MinExtensionSecret)
+				at("secret", "secret: the http transport signs every request; set a secret of at least %d characters (e.g. secret: ${EXTENSION_SECRET})", MinExtensionSecret)
 			}
 			if len(x.Command) > 0 {
-				at("command: an exec setting; the http transport takes url")
+				at("command", "command: an exec setting; the http transport takes url")
 			}
 		case TransportExec:
 			if len(x.Command) == 0 || x.Command[0] == "" {
-				at("command: required with transport: exec (the program and its arguments)")
+				at("command", "command: required with transport: exec (the program and its arguments)")
 			}
-			if x.URL != "" || x.Secret != "" {
-				at("url and secret: http settings; the exec transport takes command")
+			switch {
+			case x.URL != "":
+				at("url", "url and secret: http settings; the exec transport takes command")
+			case x.Secret != "":
+				at("secret", "url and secret: http settings; the exec transport takes command")
 			}
 		default:
-			at("transport: must be http or exec, not %q", x.Transport)
+			at("transport", "transport: must be http or exec, not %q", x.Transport)
 		}
 		if len(x.Hooks) == 0 {
-			at("hooks: subscribe to at least one of %s", strings.Join(ExtensionHooks, ", "))
+			at("hooks", "hooks: subscribe to at least one of %s", strings.Join(ExtensionHooks, ", "))
 		}
 		for j, h := range x.Hooks {
+			hook := fmt.Sprintf("hooks[%d]", j)
 			switch {
 			case h == "beforeStep":
-				at("hooks: beforeStep is not dispatched to extensions (as in the reference); use beforeTurn or a CEL rule")
+				at(hook, "hooks: beforeStep is not dispatched to extensions (as in the reference); use beforeTurn or a CEL rule")
 			case !slices.Contains(ExtensionHooks, h):
-				at("hooks: unknown hook %q (want %s)", h, strings.Join(ExtensionHooks, ", "))
+				at(hook, "hooks: unknown hook %q (want %s)", h, strings.Join(ExtensionHooks, ", "))
 			case slices.Contains(x.Hooks[:j], h):
-				at("hooks: %s is listed twice", h)
+				at(hook, "hooks: %s is listed twice", h)
 			}
 		}
 		if x.Timeout < 0 {
-			at("timeout: must be positive, not %s", x.Timeout)
+			at("timeout", "timeout: must be positive, not %s", x.Timeout)
 		}
 		if x.QueueSize < 0 {
-			at("queueSize: must be positive, not %d", x.QueueSize)
+			at("queueSize", "queueSize: must be positive, not %d", x.QueueSize)
 		}
-		for _, a := range x.Agents {
+		for k, a := range x.Agents {
 			if _, ok := c.Agent(a); !ok {
-				at("agents: unknown agent %q", a)
+				at(fmt.Sprintf("agents[%d]", k), "agents: unknown agent %q", a)
 			}
 		}
 	}

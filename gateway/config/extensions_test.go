@@ -1,10 +1,14 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turngate/turngate/internal/golden"
 )
 
 // extensionYAML is a valid config with one agent (a) whose extensions
@@ -42,28 +46,46 @@ func TestExtensionErrors(t *testing.T) {
 	const secret = "secret: 0123456789abcdef, "
 	tests := []struct {
 		name, ext string
-		want      []string
+		want      string // the whole error, positioned at the value it is about
 	}{
-		{"no name", "  - {transport: exec, command: [x], hooks: [onChunk]}\n", []string{"line 5: extensions[0]: name is required"}},
+		{"no name", "  - {transport: exec, command: [x], hooks: [onChunk]}\n", "line 5 col 5: extensions[0]: name is required"},
 		{"duplicate", "  - {name: e, transport: exec, command: [x], hooks: [onChunk]}\n  - {name: e, transport: exec, command: [x], hooks: [onChunk]}\n",
-			[]string{"line 6: extensions[1]: duplicate extension \"e\""}},
-		{"unknown transport", "  - {name: e, transport: grpc, hooks: [onChunk]}\n", []string{"line 5: extensions[0] (e): transport: must be http or exec, not \"grpc\""}},
-		{"relative url", "  - {name: e, transport: http, url: /hook, " + secret + "hooks: [onChunk]}\n", []string{"url: must be an absolute http or https URL"}},
-		{"no secret", "  - {name: e, transport: http, url: \"http://x/\", hooks: [onChunk]}\n", []string{"secret: the http transport signs every request"}},
-		{"short secret", "  - {name: e, transport: http, url: \"http://x/\", secret: abc, hooks: [onChunk]}\n", []string{"at least 16 characters"}},
+			`line 6 col 12: extensions[1]: duplicate extension "e"`},
+		{"unknown transport", "  - {name: e, transport: grpc, hooks: [onChunk]}\n", `line 5 col 26: extensions[0] (e): transport: must be http or exec, not "grpc"`},
+		{"no transport", "  - {name: e, hooks: [onChunk]}\n", `line 5 col 5: extensions[0] (e): transport: must be http or exec, not ""`},
+		{"relative url", "  - {name: e, transport: http, url: /hook, " + secret + "hooks: [onChunk]}\n",
+			`line 5 col 37: extensions[0] (e): url: must be an absolute http or https URL, not "/hook"`},
+		{"no secret", "  - {name: e, transport: http, url: \"http://x/\", hooks: [onChunk]}\n",
+			"line 5 col 5: extensions[0] (e): secret: the http transport signs every request; set a secret of at least 16 characters (e.g. secret: ${EXTENSION_SECRET})"},
+		{"short secret", "  - {name: e, transport: http, url: \"http://x/\", secret: abc, hooks: [onChunk]}\n",
+			"line 5 col 58: extensions[0] (e): secret: the http transport signs every request; set a secret of at least 16 characters (e.g. secret: ${EXTENSION_SECRET})"},
+		{"http with a command", "  - {name: e, transport: http, url: \"http://x/\", " + secret + "command: [x], hooks: [onChunk]}\n",
+			"line 5 col 85: extensions[0] (e): command: an exec setting; the http transport takes url"},
 		{"secret from a missing variable", "  - {name: e, transport: http, url: \"http://x/\", secret: \"${NOPE_SECRET}\", hooks: [onChunk]}\n",
-			[]string{"extensions[0].secret", "NOPE_SECRET is not set"}},
-		{"exec without command", "  - {name: e, transport: exec, hooks: [onChunk]}\n", []string{"command: required with transport: exec"}},
-		{"exec with http settings", "  - {name: e, transport: exec, command: [x], url: \"http://x/\", hooks: [onChunk]}\n", []string{"url and secret: http settings"}},
-		{"no hooks", "  - {name: e, transport: exec, command: [x]}\n", []string{"hooks: subscribe to at least one of beforeTurn"}},
-		{"beforeStep", "  - {name: e, transport: exec, command: [x], hooks: [beforeStep]}\n", []string{"beforeStep is not dispatched to extensions"}},
-		{"unknown hook", "  - {name: e, transport: exec, command: [x], hooks: [onChatResponse]}\n", []string{`unknown hook "onChatResponse"`}},
-		{"hook twice", "  - {name: e, transport: exec, command: [x], hooks: [onChunk, onChunk]}\n", []string{"onChunk is listed twice"}},
-		{"negative timeout", "  - {name: e, transport: exec, command: [x], hooks: [onChunk], timeout: -1s}\n", []string{"timeout: must be positive"}},
-		{"negative queue", "  - {name: e, transport: exec, command: [x], hooks: [onChunk], queueSize: -1}\n", []string{"queueSize: must be positive"}},
-		{"unknown agent", "  - {name: e, transport: exec, command: [x], hooks: [onChunk], agents: [ghost]}\n", []string{`agents: unknown agent "ghost"`}},
-		{"misspelt key", "  - {name: e, transport: exec, command: [x], hook: [onChunk]}\n", []string{`line 5 col 46: extensions[0]: unknown key "hook" (did you mean "hooks"?)`}},
-		{"timeout without a unit", "  - {name: e, transport: exec, command: [x], hooks: [onChunk], timeout: 5}\n", []string{"line 5", "extensions[0].timeout must be a duration"}},
+			"line 5 col 58: extensions[0].secret: environment variable NOPE_SECRET is not set (use ${NOPE_SECRET:-default} for a default)"},
+		{"exec without command", "  - {name: e, transport: exec, hooks: [onChunk]}\n",
+			"line 5 col 5: extensions[0] (e): command: required with transport: exec (the program and its arguments)"},
+		{"exec with an empty program", "  - {name: e, transport: exec, command: [\"\"], hooks: [onChunk]}\n",
+			"line 5 col 41: extensions[0] (e): command: required with transport: exec (the program and its arguments)"},
+		{"exec with a url", "  - {name: e, transport: exec, command: [x], url: \"http://x/\", hooks: [onChunk]}\n",
+			"line 5 col 51: extensions[0] (e): url and secret: http settings; the exec transport takes command"},
+		{"exec with a secret", "  - {name: e, transport: exec, command: [x], " + secret + "hooks: [onChunk]}\n",
+			"line 5 col 54: extensions[0] (e): url and secret: http settings; the exec transport takes command"},
+		{"no hooks", "  - {name: e, transport: exec, command: [x]}\n",
+			"line 5 col 5: extensions[0] (e): hooks: subscribe to at least one of beforeTurn, beforeToolCall, afterToolCall, onStepFinish, onChunk"},
+		{"beforeStep", "  - {name: e, transport: exec, command: [x], hooks: [onChunk, beforeStep]}\n",
+			"line 5 col 63: extensions[0] (e): hooks: beforeStep is not dispatched to extensions (as in the reference); use beforeTurn or a CEL rule"},
+		{"unknown hook", "  - {name: e, transport: exec, command: [x], hooks: [onChatResponse]}\n",
+			`line 5 col 54: extensions[0] (e): hooks: unknown hook "onChatResponse" (want beforeTurn, beforeToolCall, afterToolCall, onStepFinish, onChunk)`},
+		{"hook twice", "  - {name: e, transport: exec, command: [x], hooks: [onChunk, onChunk]}\n", "line 5 col 63: extensions[0] (e): hooks: onChunk is listed twice"},
+		{"negative timeout", "  - {name: e, transport: exec, command: [x], hooks: [onChunk], timeout: -1s}\n", "line 5 col 73: extensions[0] (e): timeout: must be positive, not -1s"},
+		{"negative queue", "  - {name: e, transport: exec, command: [x], hooks: [onChunk], queueSize: -1}\n", "line 5 col 75: extensions[0] (e): queueSize: must be positive, not -1"},
+		{"unknown agent", "  - {name: e, transport: exec, command: [x], hooks: [onChunk], agents: [a, ghost]}\n", `line 5 col 76: extensions[0] (e): agents: unknown agent "ghost"`},
+		{"misspelt key", "  - {name: e, transport: exec, command: [x], hook: [onChunk]}\n", `line 5 col 46: extensions[0]: unknown key "hook" (did you mean "hooks"?)`},
+		{"timeout without a unit", "  - {name: e, transport: exec, command: [x], hooks: [onChunk], timeout: 5}\n",
+			`line 5 col 73: extensions[0].timeout must be a duration such as 30s or 1m30s, not "5"`},
+		{"queue of words", "  - {name: e, transport: exec, command: [x], hooks: [onChunk], queueSize: many}\n",
+			`line 5 col 75: extensions[0].queueSize must be a whole number, not "many"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,10 +93,8 @@ func TestExtensionErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
+			if want := "test.yaml: " + tc.want; err.Error() != want {
+				t.Errorf("error\n%s\nwant\n%s", err, want)
 			}
 			if strings.Contains(err.Error(), "0123456789abcdef") {
 				t.Errorf("error %q shows the secret", err)
@@ -82,3 +102,31 @@ func TestExtensionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestExtensionDiagnostics loads the bad configs of testdata/extensions:
+// every error is positioned at the line and column of the value it is
+// about, all of a file's errors in one pass.
+func TestExtensionDiagnostics(t *testing.T) {
+	for _, name := range []string{"env", "exec", "http", "types", "values"} {
+		t.Run(name, func(t *testing.T) {
+			path := "testdata/extensions/" + name
+			data, err := os.ReadFile(path + ".yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Parse(path+".yaml", data, env(nil))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !positioned.MatchString(line) {
+					t.Errorf("error without its file, line and column: %s", line)
+				}
+			}
+			golden.Check(t, path+".golden", err.Error()+"\n")
+		})
+	}
+}
+
+// positioned matches an error that starts with its file, line and column.
+var positioned = regexp.MustCompile(`^testdata/extensions/\w+\.yaml: line \d+ col \d+: `)
