@@ -35,6 +35,9 @@ func TestCheckConfig(t *testing.T) {
 			extra:  "mcpServers:\n  - {name: fs, transport: stdio, command: turngate-no-such-mcp-server}\n",
 			stderr: []string{`mcp server \"fs\"`, "turngate-no-such-mcp-server"}},
 		{name: "public listen without keys", extra: "listen: 0.0.0.0:8080\n", code: 1, stderr: []string{"without API keys"}},
+		{name: "missing extension program", code: 1,
+			extra:  "extensions:\n  - {name: local, transport: exec, command: [./bin/no-such-extension], hooks: [afterToolCall]}\n",
+			stderr: []string{"turngate.yaml: line 11 col 46: extensions[0] (local): command: ", "bin/no-such-extension does not exist"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -378,6 +380,24 @@ func TestServeBadConfig(t *testing.T) {
 	}
 	if code := runServe(context.Background(), []string{"extra"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("exit code %d for a stray argument, want 2", code)
+	}
+}
+
+// TestServeRefusesMissingExtensionProgram: an exec extension whose
+// program is missing fails serve at startup, positioned at the program and
+// before the store creates its file, instead of being restarted forever.
+func TestServeRefusesMissingExtensionProgram(t *testing.T) {
+	path := writeServeConfig(t, "extensions:\n  - name: local\n    transport: exec\n    command: [./bin/no-such-extension, -v]\n    hooks: [afterToolCall]\n")
+	var stderr bytes.Buffer
+	if code := runServe(context.Background(), []string{"--config", path, "--listen", "127.0.0.1:0"}, io.Discard, &stderr); code != 1 {
+		t.Fatalf("exit code %d, want 1\n%s", code, &stderr)
+	}
+	want := "turngate.yaml: line 13 col 15: extensions[0] (local): command: " + filepath.Join(filepath.Dir(path), "bin", "no-such-extension") + " does not exist"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q does not contain %q", &stderr, want)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "db")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the store's directory exists after a refused start: %v", err)
 	}
 }
 

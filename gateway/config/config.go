@@ -404,7 +404,9 @@ func Default() (*Config, error) {
 
 // Load reads and parses the file at path, expanding ${VAR} from the
 // process environment. Relative file paths in it (rules.dir, store.path,
-// audit.path, providers' script) resolve against the file's directory.
+// audit.path, providers' script, exec extensions' programs) resolve
+// against the file's directory, and each exec extension's program must be
+// one the gateway can start (checkCommands).
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -414,18 +416,21 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
-	c, err := Parse(path, data, os.LookupEnv)
-	if err != nil {
-		return nil, err
-	}
-	c.resolvePaths(dir)
-	return c, nil
+	return parse(path, data, os.LookupEnv, dir)
 }
 
 // Parse decodes data strictly, expands ${VAR} in string values with
 // lookup, applies defaults and validates. name labels errors: each starts
 // with it, then the line and column of what it is about when known.
 func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	return parse(name, data, lookup, "")
+}
+
+// parse is Parse; a non-empty dir is the directory of the config file,
+// against which its relative paths resolve (resolvePaths) before it is
+// validated, and whose exec extensions' programs must then be found
+// (checkCommands), in the same report as the other errors.
+func parse(name string, data []byte, lookup func(string) (string, bool), dir string) (*Config, error) {
 	var c Config
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -443,7 +448,14 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 		return nil, inFile(name, withLines(data, err))
 	}
 	c.applyDefaults()
-	if err := c.Validate(); err != nil {
+	if dir != "" {
+		c.resolvePaths(dir)
+	}
+	err := c.Validate()
+	if dir != "" {
+		err = errors.Join(err, c.checkCommands())
+	}
+	if err != nil {
 		return nil, inFile(name, withLines(data, err))
 	}
 	c.hashKeys()

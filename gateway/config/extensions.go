@@ -1,10 +1,14 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -142,4 +146,37 @@ func (c *Config) validateExtensions(report func(error)) {
 			}
 		}
 	}
+}
+
+// checkCommands reports, each at its program, the exec extensions whose
+// program cannot be started: a path (one with a slash, resolved against
+// the config's directory) that is missing, a directory or not executable,
+// or a bare name that no directory of PATH holds. The gateway would
+// otherwise start and retry the process forever; Load calls it.
+func (c *Config) checkCommands() error {
+	var errs []error
+	for i, x := range c.Extensions {
+		if x.Transport != TransportExec || len(x.Command) == 0 || x.Command[0] == "" {
+			continue // validateExtensions reports these
+		}
+		prog := x.Command[0]
+		_, err := exec.LookPath(prog)
+		var why string
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, exec.ErrNotFound):
+			why = fmt.Sprintf("%q is not in PATH (a path with a slash is relative to the config's directory)", prog)
+		case errors.Is(err, fs.ErrNotExist):
+			why = fmt.Sprintf("%s does not exist", prog)
+		case errors.Is(err, fs.ErrPermission):
+			why = fmt.Sprintf("%s is not executable", prog)
+		case errors.Is(err, syscall.EISDIR):
+			why = fmt.Sprintf("%s is a directory", prog)
+		default:
+			why = err.Error()
+		}
+		errs = append(errs, atField(fmt.Sprintf("extensions[%d].command[0]", i), "extensions[%d] (%s): command: %s", i, x.Name, why))
+	}
+	return errors.Join(errs...)
 }

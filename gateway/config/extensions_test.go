@@ -130,3 +130,75 @@ func TestExtensionDiagnostics(t *testing.T) {
 
 // positioned matches an error that starts with its file, line and column.
 var positioned = regexp.MustCompile(`^testdata/extensions/\w+\.yaml: line \d+ col \d+: `)
+
+// TestExtensionPrograms: Load finds every exec extension's program as the
+// gateway will start it (a path with a slash against the config's
+// directory, a bare name in PATH) and reports each one it cannot start at
+// its line and column, with the other errors; Parse, which has no
+// directory, does not look.
+func TestExtensionPrograms(t *testing.T) {
+	dir := t.TempDir()
+	for name, mode := range map[string]os.FileMode{"ok": 0o755, "plain": 0o644} {
+		if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "bin", name), []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "bin", "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "bin")
+	t.Setenv("PATH", bin)
+	for _, tc := range []struct {
+		name, command, want string // want "" loads
+	}{
+		{"relative path", "./bin/ok", ""},
+		{"absolute path", filepath.Join(bin, "ok"), ""},
+		{"bare name in PATH", "ok", ""},
+		{"missing", "./bin/missing", "line 8 col 15: extensions[0] (e): command: " + filepath.Join(bin, "missing") + " does not exist"},
+		{"not executable", "./bin/plain", "line 8 col 15: extensions[0] (e): command: " + filepath.Join(bin, "plain") + " is not executable"},
+		{"a directory", "./bin/dir", "line 8 col 15: extensions[0] (e): command: " + filepath.Join(bin, "dir") + " is a directory"},
+		{"bare name not in PATH", "no-such-extension", `line 8 col 15: extensions[0] (e): command: "no-such-extension" is not in PATH (a path with a slash is relative to the config's directory)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "turngate.yaml")
+			data := extensionYAML("  - name: e\n    transport: exec\n    hooks: [onChunk]\n    command: [" + tc.command + ", -v]\n")
+			if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if want := path + ": " + tc.want; err == nil || err.Error() != want {
+				t.Errorf("Load: %v\nwant %s", err, want)
+			}
+			if _, err := Parse(path, []byte(data), env(nil)); err != nil {
+				t.Errorf("Parse looked for the program: %v", err)
+			}
+		})
+	}
+}
+
+// A missing program is reported with the config's other errors, in one pass.
+func TestExtensionProgramsWithOtherErrors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "turngate.yaml")
+	data := extensionYAML("  - {name: e, transport: exec, command: [./bin/missing], hooks: [onChunk, beforeStep]}\n")
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "line 5 col 75: extensions[0] (e): hooks: beforeStep") ||
+		!strings.Contains(lines[1], "line 5 col 42: extensions[0] (e): command: ") {
+		t.Errorf("Load: %v\nwant the hook's error, then the program's", err)
+	}
+}
