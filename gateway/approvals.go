@@ -28,11 +28,13 @@ import (
 // message is decided the turn continues: at once in the chat request that
 // decided the last one, otherwise as a durable submission (the submissions
 // worker), so a decision through the API or an expiry resumes the turn on
-// its own. The stored transcript stays authoritative: the client's parts
-// only carry answers, which count for an approval the gateway issued, still
-// pending, for that tool call of this session, and (when its rule names
-// approver roles) from a principal holding one of them. Every other answer
-// is ignored, audited and counted.
+// its own. That submission is queued in the transaction that stores the
+// decision (store.Resume): a crash leaves both stored or neither, never an
+// answered turn that nothing resumes. The stored transcript stays
+// authoritative: the client's parts only carry answers, which count for an
+// approval the gateway issued, still pending, for that tool call of this
+// session, and (when its rule names approver roles) from a principal
+// holding one of them. Every other answer is ignored, audited and counted.
 
 // Approval outcomes in the audit log and the metrics.
 const (
@@ -179,7 +181,8 @@ func (s *Server) answer(ctx context.Context, tx *transcript, rows map[string]*st
 		s.auditApproval(a, approvalIgnored, by, "the chat client's principal holds none of the approver roles "+strings.Join(a.Approvers, ", "))
 		return
 	}
-	d, err := s.decide(ctx, a, *p.Approval.Approved, by, p.Approval.Reason)
+	// The chat request continues the message itself (decidedPlan).
+	d, err := s.decide(ctx, a, *p.Approval.Approved, by, p.Approval.Reason, nil)
 	if err != nil {
 		s.auditApproval(a, approvalIgnored, by, err.Error())
 		return
@@ -187,17 +190,22 @@ func (s *Server) answer(ctx context.Context, tx *transcript, rows map[string]*st
 	*a = *d
 }
 
-// decide decides a as approved or denied by by, and audits it.
-func (s *Server) decide(ctx context.Context, a *store.Approval, approved bool, by, reason string) (*store.Approval, error) {
+// decide decides a as approved or denied by by, and audits it. With
+// resume, the decision that is its message's last queues the turn's resume
+// in the same transaction.
+func (s *Server) decide(ctx context.Context, a *store.Approval, approved bool, by, reason string, resume store.Resume) (*store.Approval, error) {
 	state := store.ApprovalDenied
 	if approved {
 		state = store.ApprovalApproved
 	}
-	d, err := s.store.DecideApproval(ctx, a.Tenant, a.ID, state, by, reason, time.Now().UTC())
+	d, sub, err := s.store.DecideApproval(ctx, a.Tenant, a.ID, store.Decision{State: state, By: by, Reason: reason, At: time.Now().UTC(), Resume: resume})
 	if err != nil {
 		return nil, err
 	}
 	s.auditApproval(d, state, by, "")
+	if sub != nil {
+		s.subs.notify()
+	}
 	return d, nil
 }
 
@@ -278,7 +286,8 @@ func (s *Server) supersedeApprovals(ctx context.Context, tx *transcript, waiting
 		if list[i].MessageID != waiting {
 			continue
 		}
-		d, err := s.store.DecideApproval(ctx, tx.tenant, list[i].ID, store.ApprovalDenied, "", supersededReason, time.Now().UTC())
+		d, _, err := s.store.DecideApproval(ctx, tx.tenant, list[i].ID,
+			store.Decision{State: store.ApprovalDenied, Reason: supersededReason, At: time.Now().UTC()})
 		if err == nil {
 			s.auditApproval(d, store.ApprovalDenied, "", "")
 		}
@@ -298,34 +307,26 @@ func (s *Server) resumePlan(messageID string) func(ctx context.Context, tx *tran
 	}
 }
 
-// resumeAfter queues the resume of a's turn when a was the last of its
-// message's approvals to be decided. The submission's idempotency key makes
-// concurrent deciders queue it once.
-func (s *Server) resumeAfter(ctx context.Context, a *store.Approval) {
-	list, err := s.store.ListApprovals(ctx, a.Tenant, store.ApprovalFilter{SessionID: a.SessionID, State: store.ApprovalPending})
-	if err != nil {
-		s.log.Error("listing approvals", "session", a.SessionID, "err", err)
-		return
+// resumeTurn is the store.Resume of the decisions made through the API and
+// by expiry: the durable submission that resumes the turn of the approval's
+// message as the principal it ran for, continuing ctx's trace. Its
+// idempotency key makes it one per round of approvals, however many
+// deciders queue it.
+func resumeTurn(ctx context.Context) store.Resume {
+	trace := tracing.Save(ctx)
+	return func(a *store.Approval) *store.Submission {
+		var prin engine.Principal
+		_ = json.Unmarshal(a.Principal, &prin)
+		raw, _ := json.Marshal(submissionRequest{Principal: prin, ResumeMessage: a.MessageID, Trace: trace})
+		return &store.Submission{Tenant: a.Tenant, SessionID: a.SessionID, Agent: a.Agent,
+			IdempotencyKey: approvalResumeKey(a.RequestID), Request: raw}
 	}
-	if slices.ContainsFunc(list, func(x store.Approval) bool { return x.MessageID == a.MessageID }) {
-		return
-	}
-	var prin engine.Principal
-	_ = json.Unmarshal(a.Principal, &prin)
-	raw, _ := json.Marshal(submissionRequest{Principal: prin, ResumeMessage: a.MessageID, Trace: tracing.Save(ctx)})
-	_, _, err = s.store.CreateSubmission(ctx, &store.Submission{
-		Tenant: a.Tenant, SessionID: a.SessionID, Agent: a.Agent, IdempotencyKey: approvalResumeKey(a.RequestID), Request: raw,
-	}, store.QueueLimits{}) // the resume of a decided turn is never refused for a full queue
-	if err != nil {
-		s.log.Error("queueing the resume of an approved turn", "session", a.SessionID, "approval", a.ID, "err", err)
-		return
-	}
-	s.subs.notify()
 }
 
-// expireApprovals decides every expired approval and resumes their turns.
-func (s *Server) expireApprovals(ctx context.Context) {
-	expired, err := s.store.ExpireApprovals(ctx, time.Now().UTC())
+// expireApprovals decides every approval expired at now and, in the same
+// transaction, queues the resume of the turns whose approvals it completes.
+func (s *Server) expireApprovals(ctx context.Context, now time.Time) {
+	expired, subs, err := s.store.ExpireApprovals(ctx, now, resumeTurn(ctx))
 	if err != nil {
 		s.log.Error("expiring approvals", "err", err)
 		return
@@ -333,8 +334,8 @@ func (s *Server) expireApprovals(ctx context.Context) {
 	for i := range expired {
 		s.auditApproval(&expired[i], store.ApprovalExpired, "", "")
 	}
-	for i := range expired {
-		s.resumeAfter(ctx, &expired[i])
+	if len(subs) > 0 {
+		s.subs.notify()
 	}
 }
 
@@ -346,7 +347,7 @@ func (s *Server) sweepApprovals(ctx context.Context, wg *sync.WaitGroup) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		s.expireApprovals(ctx)
+		s.expireApprovals(ctx, time.Now().UTC())
 		select {
 		case <-ctx.Done():
 			return
@@ -473,7 +474,7 @@ func (s *Server) decideApproval(c *gin.Context) error {
 		s.auditApproval(a, approvalIgnored, p.Subject, "the principal holds none of the approver roles "+strings.Join(a.Approvers, ", "))
 		return errorf(http.StatusForbidden, CodeForbidden, "deciding this approval needs one of the roles %s", strings.Join(a.Approvers, ", "))
 	}
-	d, err := s.decide(ctx, a, *req.Approved, p.Subject, req.Reason)
+	d, err := s.decide(ctx, a, *req.Approved, p.Subject, req.Reason, resumeTurn(ctx))
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		s.auditApproval(a, approvalIgnored, p.Subject, "decided already or expired")
@@ -483,7 +484,6 @@ func (s *Server) decideApproval(c *gin.Context) error {
 	case err != nil:
 		return err
 	}
-	s.resumeAfter(context.WithoutCancel(ctx), d)
 	c.JSON(http.StatusOK, newApprovalResponse(d))
 	return nil
 }

@@ -3,10 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -336,6 +338,89 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 	last := waitForPart(t, g, "restart", engine.ToolStateOutputDenied, bearer(userKey)...)
 	if p := toolPart(t, last); p.Approval.Reason != "no" {
 		t.Errorf("part %+v", p)
+	}
+}
+
+// The last approval of a message decided through the API while an expiry
+// sweep runs: whichever decides it queues the turn's resume, with the
+// decision, exactly once; the API answers 200, or 409 when the sweep won.
+func TestApprovalLastDecisionRacesExpiry(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, mod func(*config.Config)) {
+		ctx := context.Background()
+		g := newTestGateway(t, "approval", withApprovalKeys, mod)
+		// No worker runs the resumes, no sweep but the test's: the test
+		// drains the queue itself.
+		g.srv.subs.stop()
+		g.srv.subs.wait()
+		const sessions = 6
+		ids := make([][]string, sessions)
+		for i := range ids {
+			session := "race" + strconv.Itoa(i)
+			for _, c := range readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody(session, "u-"+session, "delete both /big/a and /big/b"), bearer(userKey)...)) {
+				if c.str("type") == "tool-approval-request" {
+					ids[i] = append(ids[i], c.str("approvalId"))
+				}
+			}
+			if len(ids[i]) != 2 {
+				t.Fatalf("session %s asked %v", session, ids[i])
+			}
+			// One decided: the other still waits, nothing resumes.
+			g.doJSON("POST", "/v1/approvals/"+ids[i][0], map[string]any{"approved": true}, http.StatusOK, nil, bearer(opsKey)...)
+		}
+		if q := drainSubmissions(t, g.store); len(q) != 0 {
+			t.Fatalf("resumes queued with approvals pending: %+v", q)
+		}
+
+		codes := make([]int, sessions)
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Go(func() {
+				resp := g.do("POST", "/v1/approvals/"+ids[i][1], map[string]any{"approved": true}, bearer(opsKey)...)
+				resp.Body.Close()
+				codes[i] = resp.StatusCode
+			})
+		}
+		wg.Go(func() { g.srv.expireApprovals(ctx, time.Now().Add(2*g.cfg.Limits.ApprovalExpiry)) })
+		wg.Wait()
+
+		resumes := map[string][]string{}
+		for _, sub := range drainSubmissions(t, g.store) {
+			resumes[sub.SessionID] = append(resumes[sub.SessionID], sub.IdempotencyKey)
+		}
+		for i := range ids {
+			a, err := g.store.GetApproval(ctx, "acme", ids[i][1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[int]string{http.StatusOK: store.ApprovalApproved, http.StatusConflict: store.ApprovalExpired}[codes[i]]
+			if a.State != want {
+				t.Errorf("decision answered %d, approval %s", codes[i], a.State)
+			}
+			if got := resumes[a.SessionID]; !slices.Equal(got, []string{approvalResumeKey(a.RequestID)}) {
+				t.Errorf("session %s: resumes %v, want one %s", a.SessionID, got, approvalResumeKey(a.RequestID))
+			}
+		}
+	})
+}
+
+// drainSubmissions claims and finishes every claimable submission of st,
+// and returns them in claim order.
+func drainSubmissions(t *testing.T, st store.Store) []store.Submission {
+	t.Helper()
+	ctx := context.Background()
+	var out []store.Submission
+	for {
+		sub, err := st.ClaimSubmission(ctx, "test", time.Hour)
+		if errors.Is(err, store.ErrNotFound) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.FinishSubmission(ctx, sub.ID, sub.Attempts, store.StatusSkipped, json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, *sub)
 	}
 }
 

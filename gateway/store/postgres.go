@@ -547,29 +547,38 @@ func (s *Postgres) CreateSubmission(ctx context.Context, in *Submission, limits 
 			return err
 		}
 		created = c
-		if limits != (QueueLimits{}) {
-			if out, err = pgCheckQueue(ctx, tx, in.Tenant, pk, key, limits); out != nil || err != nil {
-				existing = out != nil
-				return err
-			}
-		}
-		out, err = scanSubmission(tx.QueryRow(ctx, pgInsertSubmission,
-			id, pk, in.Tenant, in.SessionID, in.Agent, key, string(in.Request), t))
-		switch {
-		case isUniqueViolation(err):
-			return fmt.Errorf("%w: submission id %q is taken", ErrConflict, id)
-		case errors.Is(err, ErrNotFound):
-			// The key is taken: its submission, committed before this
-			// statement ended, is what a new statement sees.
-			out, err = scanSubmission(tx.QueryRow(ctx, pgSubmissionByKey, pk, key))
-			existing = err == nil
-		}
+		out, existing, err = pgQueueSubmission(ctx, tx, pk, id, key, in, limits, t)
 		return err
 	}, s.invalidateIf(&created, k))
 	if err != nil {
 		return nil, false, fmt.Errorf("creating submission: %w", err)
 	}
 	return out, existing, nil
+}
+
+// pgQueueSubmission stores in as queued at t (Unix nanoseconds) in the
+// session pk, within limits, with the id and key submissionArgs gave; when
+// key is taken in the session it returns that submission with existing
+// true.
+func pgQueueSubmission(ctx context.Context, tx pgx.Tx, pk int64, id string, key any, in *Submission,
+	limits QueueLimits, t int64) (out *Submission, existing bool, err error) {
+	if limits != (QueueLimits{}) {
+		if out, err = pgCheckQueue(ctx, tx, in.Tenant, pk, key, limits); out != nil || err != nil {
+			return out, out != nil, err
+		}
+	}
+	out, err = scanSubmission(tx.QueryRow(ctx, pgInsertSubmission,
+		id, pk, in.Tenant, in.SessionID, in.Agent, key, string(in.Request), t))
+	switch {
+	case isUniqueViolation(err):
+		return nil, false, fmt.Errorf("%w: submission id %q is taken", ErrConflict, id)
+	case errors.Is(err, ErrNotFound):
+		// The key is taken: its submission, committed before this
+		// statement ended, is what a new statement sees.
+		out, err = scanSubmission(tx.QueryRow(ctx, pgSubmissionByKey, pk, key))
+		return out, err == nil, err
+	}
+	return out, false, err
 }
 
 // GetSubmission implements Store.

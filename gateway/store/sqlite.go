@@ -466,7 +466,6 @@ func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission, limits Qu
 		created  bool // f created the session
 	)
 	err = s.writeThen(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		existing = false // f may run again (see write): forget an earlier run.
 		t := now()
 		var (
 			pk  int64
@@ -476,36 +475,44 @@ func (s *SQLite) CreateSubmission(ctx context.Context, in *Submission, limits Qu
 		if err != nil {
 			return err
 		}
-		if key != nil {
-			out, err = scanSubmission(tx.StmtContext(ctx, s.q.submissionByKey).QueryRowContext(ctx, pk, key))
-			if err == nil {
-				existing = true
-				return nil
-			}
-			if !errors.Is(err, ErrNotFound) {
-				return err
-			}
-		}
-		if limits != (QueueLimits{}) {
-			var session, all int
-			if err := tx.StmtContext(ctx, s.q.countQueue).QueryRowContext(ctx, pk, in.Tenant).Scan(&session, &all); err != nil {
-				return err
-			}
-			if err := queueFull(session, all, limits); err != nil {
-				return err
-			}
-		}
-		out, err = scanSubmission(tx.StmtContext(ctx, s.q.insertSubmission).QueryRowContext(ctx,
-			id, pk, in.Tenant, in.SessionID, in.Agent, key, string(in.Request), StatusQueued, nanos(t), nanos(t)))
-		if isConstraint(err) {
-			return fmt.Errorf("%w: submission id %q is taken", ErrConflict, id)
-		}
+		out, existing, err = s.queueSubmission(ctx, tx, pk, id, key, in, limits, t)
 		return err
 	}, s.invalidateIf(&created, cacheKey{in.Tenant, in.SessionID}))
 	if err != nil {
 		return nil, false, fmt.Errorf("creating submission: %w", err)
 	}
 	return out, existing, nil
+}
+
+// queueSubmission stores in as queued at t in the session pk, within
+// limits, with the id and key submissionArgs gave; when key is taken in the
+// session it returns that submission with existing true.
+func (s *SQLite) queueSubmission(ctx context.Context, tx *sql.Tx, pk int64, id string, key any, in *Submission,
+	limits QueueLimits, t time.Time) (out *Submission, existing bool, err error) {
+	if key != nil {
+		out, err = scanSubmission(tx.StmtContext(ctx, s.q.submissionByKey).QueryRowContext(ctx, pk, key))
+		if err == nil {
+			return out, true, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return nil, false, err
+		}
+	}
+	if limits != (QueueLimits{}) {
+		var session, all int
+		if err := tx.StmtContext(ctx, s.q.countQueue).QueryRowContext(ctx, pk, in.Tenant).Scan(&session, &all); err != nil {
+			return nil, false, err
+		}
+		if err := queueFull(session, all, limits); err != nil {
+			return nil, false, err
+		}
+	}
+	out, err = scanSubmission(tx.StmtContext(ctx, s.q.insertSubmission).QueryRowContext(ctx,
+		id, pk, in.Tenant, in.SessionID, in.Agent, key, string(in.Request), StatusQueued, nanos(t), nanos(t)))
+	if isConstraint(err) {
+		return nil, false, fmt.Errorf("%w: submission id %q is taken", ErrConflict, id)
+	}
+	return out, false, err
 }
 
 // GetSubmission implements Store.

@@ -202,14 +202,21 @@ type Store interface {
 	// ListApprovals returns the tenant's approvals that match f, oldest
 	// first.
 	ListApprovals(ctx context.Context, tenant string, f ApprovalFilter) ([]Approval, error)
-	// DecideApproval decides the tenant's pending approval id once: state
-	// is approved, denied or expired. It returns the decided approval;
-	// ErrNotFound when there is no such approval, ErrConflict when it is
-	// decided already or (for approved and denied) expired at at.
-	DecideApproval(ctx context.Context, tenant, id, state, decidedBy, reason string, at time.Time) (*Approval, error)
+	// DecideApproval decides the tenant's pending approval id once, as d
+	// says, and returns the decided approval; ErrNotFound when there is no
+	// such approval, ErrConflict when it is decided already or (for
+	// approved and denied) expired at d.At. When d.Resume is not nil and
+	// the decision leaves none of the approval's message pending, the
+	// submission d.Resume makes is queued in the same transaction (see
+	// Resume) and returned too: the decision and its resume are stored
+	// together or not at all.
+	DecideApproval(ctx context.Context, tenant, id string, d Decision) (*Approval, *Submission, error)
 	// ExpireApprovals decides every pending approval that expired at at as
-	// expired (reason "expired") and returns them.
-	ExpireApprovals(ctx context.Context, at time.Time) ([]Approval, error)
+	// expired (reason "expired") and returns them. When resume is not nil,
+	// it queues, in the same transaction, the submission resume makes for
+	// each message the expiry leaves with no approval pending, and returns
+	// them.
+	ExpireApprovals(ctx context.Context, at time.Time, resume Resume) ([]Approval, []Submission, error)
 
 	// JournalToolResult stores the outcome of an executed tool call,
 	// replacing an earlier one of the same key; the engine journals it
