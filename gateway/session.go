@@ -35,17 +35,46 @@ func (s *Server) buildSessions() {
 // unavailable, a failed compaction) it emits the error and returns the
 // failed turn's result.
 func (s *Server) applySession(ctx context.Context, in *turnInput, req *engine.TurnRequest) *engine.TurnResult {
-	ag := in.agent.session
+	if err := prepareSession(ctx, in.agent.session, req, !in.ephemeral); err != nil {
+		return s.sessionFailed(req, err)
+	}
+	return nil
+}
+
+// prepareSession applies ag's session configuration, when it has one, to
+// req, whose session is stored or not (see sessionctx.Agent.Prepare).
+func prepareSession(ctx context.Context, ag *sessionctx.Agent, req *engine.TurnRequest, stored bool) error {
 	if ag == nil {
 		return nil
 	}
-	t, err := ag.Prepare(ctx, req.Identity, req.Messages, !in.ephemeral)
+	t, err := ag.Prepare(ctx, req.Identity, req.Messages, stored)
 	if err != nil {
-		return s.sessionFailed(req, err)
+		return err
 	}
 	req.System, req.Messages, req.Session = t.System, t.Messages, t.Info
 	req.Tools = append(req.Tools, t.Tools...)
 	return nil
+}
+
+// prepareSubAgent applies a sub-agent's session configuration to its turn
+// (agenttool.EngineRunner.Prepare). A sub-agent's session is the call's
+// own (agenttool.SessionID: the parent's session and tool call id),
+// holding the one prompt and stored nowhere; so it gets what a turn without
+// a stored session gets: the system prompt assembled from its static
+// context blocks (ordered and marked for caching with cachedPrompt),
+// writable blocks shown empty, and no update_context, search_history or
+// compaction. An unavailable block fails the call (the parent's model
+// sees the tool error).
+func (s *Server) prepareSubAgent(ctx context.Context, turn *engine.TurnRequest) error {
+	ag, ok := s.agents[turn.Identity.Agent]
+	if !ok {
+		return nil
+	}
+	err := prepareSession(ctx, ag.session, turn, false)
+	if err != nil {
+		s.log.Error("preparing a sub-agent's session context", "requestId", turn.RequestID, "session", turn.SessionID, "agent", ag.name, "err", err)
+	}
+	return err
 }
 
 // sessionFailed ends a turn whose session configuration failed before the

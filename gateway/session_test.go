@@ -142,19 +142,27 @@ func isSummarize(body string) bool { return strings.Contains(body, "Summarize th
 // the rules of testdata/rules/session.
 func sessionGateway(t *testing.T, up *scriptUpstream, provider, sessionYAML string) *testGateway {
 	t.Helper()
-	baseURL := up.URL + "/v1"
-	if provider == config.ProviderAnthropic {
-		baseURL = up.URL
-	}
-	doc := fmt.Sprintf(`
-providers: [{name: up, type: %s, apiKey: test-key, baseURL: %q}]
-models: {up: {provider: up, model: test-model}}
+	return upstreamGateway(t, up, provider, `
 agents:
   - name: mem
     model: up
     system: Not used with context blocks.
     session:
-%s`, provider, baseURL, indent(sessionYAML, "      "))
+`+indent(sessionYAML, "      "))
+}
+
+// upstreamGateway starts a gateway with the test config plus the tools and
+// agents of doc (YAML), whose model alias up is provider's API on up.
+func upstreamGateway(t *testing.T, up *scriptUpstream, provider, doc string) *testGateway {
+	t.Helper()
+	baseURL := up.URL + "/v1"
+	if provider == config.ProviderAnthropic {
+		baseURL = up.URL
+	}
+	doc = fmt.Sprintf(`
+providers: [{name: up, type: %s, apiKey: test-key, baseURL: %q}]
+models: {up: {provider: up, model: test-model}}
+%s`, provider, baseURL, doc)
 	parsed, err := config.Parse("session.yaml", []byte(doc), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +170,7 @@ agents:
 	cfg := testConfig(t, "session")
 	cfg.Providers = append(cfg.Providers, parsed.Providers...)
 	cfg.Models["up"] = parsed.Models["up"]
+	cfg.Tools = append(cfg.Tools, parsed.Tools...)
 	cfg.Agents = append(cfg.Agents, parsed.Agents...)
 	cfg.Audit.Sink = config.SinkStdout
 	return startGateway(t, cfg, Options{})
@@ -173,6 +182,54 @@ func indent(s, prefix string) string {
 		lines[i] = prefix + lines[i]
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// A sub-agent with a session configuration runs with it: its system prompt
+// assembled from its own context blocks (cachedPrompt: ordered, and marked
+// on Anthropic), its writable block shown empty, no update_context or
+// search_history (a sub-agent's session is the call's own, not stored),
+// while the parent keeps its own prompt. The golden holds the parent's two
+// requests and, between them, the sub-agent's.
+func TestSessionContextSubAgent(t *testing.T) {
+	for _, provider := range []string{config.ProviderOpenAI, config.ProviderAnthropic} {
+		t.Run(provider, func(t *testing.T) {
+			policy := filepath.Join(t.TempDir(), "policy.md")
+			if err := os.WriteFile(policy, []byte("Refunds within 30 days.\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			up := newScriptUpstream(t, func(n int, _ string) reply {
+				switch n {
+				case 0:
+					return reply{call: "ask_clerk", args: `{"prompt":"May I get a refund after 20 days?"}`, promptTokens: 40}
+				case 1:
+					return reply{text: "Yes: refunds are within 30 days.", promptTokens: 60}
+				}
+				return reply{text: "The clerk says yes.", promptTokens: 80}
+			})
+			g := upstreamGateway(t, up, provider, fmt.Sprintf(`
+tools:
+  - {name: ask_clerk, description: Ask the refunds clerk., agent: {agent: clerk}}
+agents:
+  - {name: lead, model: up, system: You lead the support team., tools: [ask_clerk]}
+  - name: clerk
+    model: up
+    system: Not used with context blocks.
+    session:
+      context:
+        - {name: memory, description: What the clerk noted., writable: true, maxTokens: 50}
+        - {name: soul, text: You are the refunds clerk.}
+        - {name: policy, description: The refund policy., file: %s}
+      cachedPrompt: true
+      historySearch: true
+`, policy))
+			var res turnResponse
+			g.doJSON("POST", "/v1/agents/lead/sessions/s1/messages", map[string]any{"text": "Can I get a refund?"}, http.StatusOK, &res)
+			if res.Status != engine.StatusCompleted || !strings.Contains(up.body(2), "Yes: refunds are within 30 days.") {
+				t.Fatalf("turn %+v, last request %s", res, up.body(-1))
+			}
+			golden(t, "session-subagent-"+provider+".txt", up.requests(t))
+		})
+	}
 }
 
 // say runs one saveMessages turn of agent mem in session and returns it.

@@ -44,7 +44,7 @@ func (s *Server) buildTools(cfg *config.Config, mcp *mcptool.Manager) (map[strin
 			Executor: ex, Timeout: t.Timeout, MaxOutputBytes: t.MaxOutputBytes,
 		}
 	}
-	built, err := tools.Build(rest, tools.Deps{MCP: mcp, Agents: &agenttool.EngineRunner{Engine: s.engine, Template: s.subAgentTemplate}})
+	built, err := tools.Build(rest, tools.Deps{MCP: mcp, Agents: &agenttool.EngineRunner{Engine: s.engine, Template: s.subAgentTemplate, Prepare: s.prepareSubAgent}})
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -83,8 +83,9 @@ func (s *Server) agentTools(ag *agent) []engine.Tool {
 }
 
 // subAgentTemplate is the turn template of a sub-agent: its own model,
-// prompt, tools and defaults, the live rules and the gateway's observers.
-// Sub-agent turns are not stored; their decisions are audited.
+// prompt, tools and defaults, the live rules and the gateway's observers;
+// prepareSubAgent then applies its session configuration. Sub-agent turns
+// are not stored; their decisions are audited.
 func (s *Server) subAgentTemplate(name string) (engine.TurnRequest, error) {
 	ag, ok := s.agents[name]
 	if !ok {

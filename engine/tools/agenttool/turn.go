@@ -20,23 +20,38 @@ type EngineRunner struct {
 	// model, system prompt, tools, defaults, hooks (its own rules) and,
 	// optionally, its earlier messages and Emit.
 	Template func(agent string) (engine.TurnRequest, error)
+	// Prepare, when not nil, completes each sub-agent turn once NewTurn
+	// has set its identity and messages, before it runs: the gateway
+	// applies the sub-agent's session configuration (the system prompt
+	// assembled from its context blocks) there. Its error fails the call.
+	Prepare func(ctx context.Context, turn *engine.TurnRequest) error
 }
 
-// RunSubAgent runs req's agent on r.Engine with RunTurn.
+// RunSubAgent runs NewTurn of req's agent's template on r.Engine, prepared
+// by r.Prepare. Cancelling ctx aborts the turn. The result is TurnOutput's.
 func (r *EngineRunner) RunSubAgent(ctx context.Context, req Request) (json.RawMessage, error) {
 	tmpl, err := r.Template(req.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("loading agent: %w", err)
 	}
-	return RunTurn(ctx, r.Engine, tmpl, req)
+	turn := NewTurn(tmpl, req)
+	if r.Prepare != nil {
+		if err := r.Prepare(ctx, &turn); err != nil {
+			return nil, fmt.Errorf("preparing the turn: %w", err)
+		}
+	}
+	res := r.Engine.Run(ctx, &turn)
+	if err := ctx.Err(); err != nil && res.Status == engine.StatusAborted {
+		return nil, fmt.Errorf("turn aborted: %w", err)
+	}
+	return TurnOutput(res)
 }
 
-// RunTurn runs one sub-agent turn on e: tmpl with the sub-agent's identity
-// (entry path subAgent, the parent's depth plus one, the session
+// NewTurn returns the sub-agent turn of req: tmpl with the sub-agent's
+// identity (entry path subAgent, the parent's depth plus one, the session
 // SessionID(req.Parent, req.ToolCallID), the parent's request id and
-// principal) and one more user message, Prompt(req.Input). Cancelling ctx
-// aborts the turn. The result is TurnOutput's.
-func RunTurn(ctx context.Context, e *engine.Engine, tmpl engine.TurnRequest, req Request) (json.RawMessage, error) {
+// principal) and one more user message, Prompt(req.Input).
+func NewTurn(tmpl engine.TurnRequest, req Request) engine.TurnRequest {
 	turn := tmpl
 	turn.Identity = engine.Identity{
 		RequestID: req.Parent.RequestID,
@@ -53,11 +68,7 @@ func RunTurn(ctx context.Context, e *engine.Engine, tmpl engine.TurnRequest, req
 	})
 	turn.Continuation = false
 	turn.MessageID = ""
-	res := e.Run(ctx, &turn)
-	if err := ctx.Err(); err != nil && res.Status == engine.StatusAborted {
-		return nil, fmt.Errorf("turn aborted: %w", err)
-	}
-	return TurnOutput(res)
+	return turn
 }
 
 // SessionID derives a sub-agent turn's session id from its parent's

@@ -3,10 +3,12 @@ package agenttool_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -182,5 +184,53 @@ func TestEngineRunnerUnknownAgent(t *testing.T) {
 	_, err := w.runner.RunSubAgent(context.Background(), agenttool.Request{Agent: "nobody", Input: json.RawMessage(`{"prompt":"x"}`)})
 	if err == nil || err.Error() != `loading agent: unknown agent "nobody"` {
 		t.Errorf("error = %v", err)
+	}
+}
+
+// systemHook records the system prompt of each turn it sees.
+type systemHook struct {
+	engine.NopHooks
+	mu      sync.Mutex
+	systems []string
+}
+
+func (h *systemHook) BeforeTurn(_ context.Context, tc *engine.TurnContext) (*engine.TurnConfig, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.systems = append(h.systems, tc.System)
+	return nil, nil
+}
+
+// Prepare completes the sub-agent's turn after its identity and prompt are
+// set: what it sets is what the sub-agent's turn runs with, and its error
+// is the call's.
+func TestEngineRunnerPrepare(t *testing.T) {
+	w := newWorld(t)
+	seen := &systemHook{}
+	fact := w.agents["fact"]
+	fact.Hooks = seen
+	fact.Tools = nil
+	w.agents["fact"] = fact
+	req := agenttool.Request{Parent: engine.Identity{SessionID: "sess-1"}, ToolCallID: "call-1", Agent: "fact", Input: json.RawMessage(`{"prompt":"fact about rome"}`)}
+
+	w.runner.Prepare = func(_ context.Context, turn *engine.TurnRequest) error {
+		last := turn.Messages[len(turn.Messages)-1].Parts[0].Text
+		turn.System = "Prepared for " + turn.Identity.SessionID + " at depth " + fmt.Sprint(turn.Identity.Depth) + ": " + last
+		return nil
+	}
+	out, err := w.runner.RunSubAgent(context.Background(), req)
+	if err != nil || !strings.Contains(string(out), "rome is old") {
+		t.Fatalf("output %s, %v", out, err)
+	}
+	if want := []string{"Prepared for sess-1:call-1 at depth 1: fact about rome"}; !slices.Equal(seen.systems, want) {
+		t.Errorf("the sub-agent ran with systems %q, want %q", seen.systems, want)
+	}
+
+	w.runner.Prepare = func(context.Context, *engine.TurnRequest) error { return errors.New("block unavailable") }
+	if _, err := w.runner.RunSubAgent(context.Background(), req); err == nil || err.Error() != "preparing the turn: block unavailable" {
+		t.Errorf("error = %v", err)
+	}
+	if len(seen.systems) != 1 {
+		t.Errorf("a turn whose preparation failed ran: %q", seen.systems)
 	}
 }
