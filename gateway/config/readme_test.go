@@ -3,9 +3,13 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // readmeConfig returns the yaml block of the "## Configuration" section of
@@ -50,4 +54,117 @@ func TestREADMEConfig(t *testing.T) {
 	if len(c.Agents) == 0 || len(c.Providers) == 0 {
 		t.Errorf("README config has no agents or providers: %+v", c)
 	}
+}
+
+// TestREADMEConfigKeys keeps README's configuration reference complete:
+// every key the config takes (its yaml struct tags, at every depth) is a
+// key of the reference's yaml block — or of the same struct elsewhere in
+// it (an agent's attachments are limits.attachments') — or is named in one
+// of the block's comments, as "key:" or in a list "# also: topP, topK".
+func TestREADMEConfigKeys(t *testing.T) {
+	block := readmeConfig(t)
+	var root yaml.Node
+	if err := yaml.Unmarshal(block, &root); err != nil || len(root.Content) == 0 {
+		t.Fatalf("README.md's yaml block: %v", err)
+	}
+	documented := map[fieldKey]bool{}
+	docKeys(root.Content[0], reflect.TypeFor[Config](), documented)
+	var comments strings.Builder
+	for _, line := range strings.Split(string(block), "\n") {
+		if i := strings.Index(line, "#"); i >= 0 {
+			comments.WriteString(line[i:] + "\n")
+		}
+	}
+	also := map[string]bool{}
+	for _, m := range alsoList.FindAllStringSubmatch(comments.String(), -1) {
+		for _, k := range strings.Split(m[1], ",") {
+			also[strings.TrimSpace(k)] = true
+		}
+	}
+	for path, k := range configKeys(reflect.TypeFor[Config](), "") {
+		named := also[k.key] || regexp.MustCompile(`\b`+regexp.QuoteMeta(k.key)+`:`).MatchString(comments.String())
+		if !documented[k] && !named {
+			t.Errorf("README.md's configuration reference does not show %s", path)
+		}
+	}
+}
+
+// alsoList matches a comment's list of keys the block does not show.
+var alsoList = regexp.MustCompile(`also: ([A-Za-z, ]+)`)
+
+// fieldKey is a key of a struct type: a key documented for one use of the
+// type is documented for every use.
+type fieldKey struct {
+	in  reflect.Type
+	key string
+}
+
+// configKeys returns every key that t takes, by its path ("agents[].topK",
+// "models.*.provider"). Types that decode themselves (UnmarshalYAML) are
+// leaves.
+func configKeys(t reflect.Type, path string) map[string]fieldKey {
+	out := map[string]fieldKey{}
+	t = structOf(t)
+	if t == nil {
+		return out
+	}
+	for k, ft := range yamlFields(t) {
+		p := joinPath(path, k)
+		out[p] = fieldKey{t, k}
+		switch inner := deref(ft); inner.Kind() {
+		case reflect.Slice:
+			p += "[]"
+			ft = inner.Elem()
+		case reflect.Map:
+			p += ".*"
+			ft = inner.Elem()
+		}
+		for sub, fk := range configKeys(ft, p) {
+			out[sub] = fk
+		}
+	}
+	return out
+}
+
+// docKeys records the keys that the yaml node n, decoded as t, holds.
+func docKeys(n *yaml.Node, t reflect.Type, out map[fieldKey]bool) {
+	switch inner := deref(t); {
+	case structOf(t) != nil && n.Kind == yaml.MappingNode:
+		st := structOf(t)
+		fields := yamlFields(st)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			out[fieldKey{st, k}] = true
+			if ft, ok := fields[k]; ok {
+				docKeys(n.Content[i+1], ft, out)
+			}
+		}
+	case inner.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		for _, e := range n.Content {
+			docKeys(e, inner.Elem(), out)
+		}
+	case inner.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			docKeys(n.Content[i+1], inner.Elem(), out)
+		}
+	}
+}
+
+// deref returns t without its pointers.
+func deref(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// structOf returns the struct type t decodes as key by key, or nil (not a
+// struct, a time.Time, or a type with its own UnmarshalYAML).
+func structOf(t reflect.Type) reflect.Type {
+	t = deref(t)
+	if t.Kind() != reflect.Struct || t == reflect.TypeFor[time.Time]() ||
+		t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	return t
 }
