@@ -232,6 +232,42 @@ agents:
 	}
 }
 
+// A sub-agent whose context block is unavailable (no fallback) does not
+// run: the parent's model gets the call's tool error naming the block, not
+// the source's failure.
+func TestSessionContextSubAgentBlockUnavailable(t *testing.T) {
+	cms := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "cms down: secret-host:5432", http.StatusBadGateway)
+	}))
+	defer cms.Close()
+	up := newScriptUpstream(t, func(n int, _ string) reply {
+		if n == 0 {
+			return reply{call: "ask_clerk", args: `{"prompt":"Any notices?"}`}
+		}
+		return reply{text: "The clerk is unavailable."}
+	})
+	g := upstreamGateway(t, up, config.ProviderOpenAI, fmt.Sprintf(`
+tools:
+  - {name: ask_clerk, agent: {agent: clerk}}
+agents:
+  - {name: lead, model: up, tools: [ask_clerk]}
+  - name: clerk
+    model: up
+    session:
+      context:
+        - {name: notices, http: {url: %q}}
+`, cms.URL))
+	var res turnResponse
+	g.doJSON("POST", "/v1/agents/lead/sessions/s1/messages", map[string]any{"text": "Any notices?"}, http.StatusOK, &res)
+	if res.Status != engine.StatusCompleted || len(up.bodies) != 2 {
+		t.Fatalf("turn %+v after %d upstream requests, want the parent's two", res, len(up.bodies))
+	}
+	want := `sub-agent clerk: preparing the turn: context block \"notices\" is unavailable: its source failed and it has no fallback`
+	if body := up.body(1); !strings.Contains(body, want) || strings.Contains(body, "secret-host") {
+		t.Errorf("the parent's model saw %s, want the tool error %s", body, want)
+	}
+}
+
 // say runs one saveMessages turn of agent mem in session and returns it.
 func (g *testGateway) say(session, text string) turnResponse {
 	g.t.Helper()
