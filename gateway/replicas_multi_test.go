@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -270,5 +271,143 @@ func TestSubmissionsOnTwoReplicas(t *testing.T) {
 				t.Errorf("session s%d: message %d is %q, out of order", s, i, textOf(msgs[i]))
 			}
 		}
+	}
+}
+
+// TestWSResumeOnOtherReplica: a turn started over HTTP or WebSocket runs on
+// replica a; WebSocket resumes on replica b replay it through the database
+// from its first chunk (or from lastSequence + 1) to its end, the very
+// chunks a's own client got; one beyond the response's end is refused, and
+// a resume when nothing runs answers no-active.
+func TestWSResumeOnOtherReplica(t *testing.T) {
+	for _, over := range []string{"http", "websocket"} {
+		t.Run(over, func(t *testing.T) {
+			gate := newChunkGate()
+			a, b := twoReplicas(t, [2]engine.Hooks{gate, nil})
+			var own func() []chunk // what a's client got
+			if over == "http" {
+				resp := goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "hello there"))
+				own = func() []chunk { return readUIStream(t, resp()) }
+			} else {
+				ca := a.dialWS(t, "demo", nil)
+				ca.write(sendFrame("send", "s1", "u1", "hello there", nil))
+				own = func() []chunk { return ca.turn("send", nil) }
+			}
+			<-gate.entered
+			cb := b.dialWS(t, "demo", nil)
+			cb.write(resumeFrame("resume", "s1", nil))
+			cb.write(map[string]any{"type": "resume", "requestId": "from2", "id": "s1", "lastSequence": 1})
+			cb.write(map[string]any{"type": "resume", "requestId": "beyond", "id": "s1", "lastSequence": 1000})
+			// Each resume counts as a stream once it has read the relayed
+			// stream's first batch, while the turn stands still.
+			waitFor(t, "b's three resumes to follow a's turn", func() bool {
+				return strings.Contains(b.metricsText(), "turngate_active_streams 3\n")
+			})
+			close(gate.open)
+			want := own()
+			replay := cb.collect("resume")
+			if replay.end != "end" || !replay.started {
+				t.Fatalf("resume on b ended with %q (started %v): %v", replay.end, replay.started, replay.err)
+			}
+			if got, want := jsonOf(t, replay.chunks), jsonOf(t, want); got != want {
+				t.Errorf("resumed on b:\n%s\nwant what a's client got:\n%s", got, want)
+			}
+			if got, want := collectFrom(t, cb, "from2", 2), jsonOf(t, want[2:]); got != want {
+				t.Errorf("resumed on b from lastSequence 1:\n%s\nwant\n%s", got, want)
+			}
+			if r := cb.collect("beyond"); r.end != "error" || r.started || r.err["code"] != CodeInvalidRequest {
+				t.Errorf("resume beyond the response: %q (started %v) %v, want an invalid_request error", r.end, r.started, r.err)
+			}
+			waitReleased(t, b, "s1")
+			cb.write(resumeFrame("again", "s1", nil))
+			if r := cb.collect("again"); r.end != "no-active" {
+				t.Errorf("resume on b after the turn: %q %v, want no-active", r.end, r.err)
+			}
+		})
+	}
+}
+
+// chunkGate is an observer that holds a turn at its model's second stream
+// part until open (or the turn's end), signalling entered: the first
+// part's chunks are then in its stream.
+type chunkGate struct {
+	engine.NopHooks
+	parts   atomic.Int32
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func newChunkGate() *chunkGate {
+	return &chunkGate{entered: make(chan struct{}), open: make(chan struct{})}
+}
+
+func (g *chunkGate) OnChunk(ctx context.Context, _ *engine.ChunkContext) {
+	if g.parts.Add(1) != 2 {
+		return
+	}
+	close(g.entered)
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+	}
+}
+
+// collectFrom reads request id's frames until it ends, checking that it
+// starts, that its sequences go up by one from first and that it ends; it
+// returns its chunks as JSON.
+func collectFrom(t *testing.T, c *wsClient, id string, first int) string {
+	t.Helper()
+	var chunks []map[string]any
+	if f := c.next(id); f["type"] != "start" {
+		t.Fatalf("%s: first frame %v, want start", id, f)
+	}
+	for {
+		f := c.next(id)
+		switch f["type"] {
+		case "chunk":
+			if seq, _ := f["sequence"].(float64); int(seq) != first+len(chunks) {
+				t.Fatalf("%s: chunk sequence %v, want %d", id, f["sequence"], first+len(chunks))
+			}
+			chunks = append(chunks, f["chunk"].(map[string]any))
+		case "end":
+			return jsonOf(t, chunks)
+		default:
+			t.Fatalf("%s: frame %v before its end", id, f)
+		}
+	}
+}
+
+// jsonOf encodes v as JSON.
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestWSAbortOfResumeOnOtherReplica: an abort of a WebSocket resume on
+// replica b cancels the turn it follows on replica a, as an abort of an
+// in-process resume does: the turn ends aborted and the replay ends.
+func TestWSAbortOfResumeOnOtherReplica(t *testing.T) {
+	gate := newStepGate(true)
+	a, b := twoReplicas(t, [2]engine.Hooks{gate, nil})
+	respA := goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "hello there"))
+	<-gate.entered
+	cb := b.dialWS(t, "demo", nil)
+	cb.write(resumeFrame("resume", "s1", nil))
+	for !following(b, "s1") {
+		time.Sleep(time.Millisecond)
+	}
+	cb.write(map[string]any{"type": "abort", "requestId": "resume"})
+	got := goRead(respA())()
+	if !bytes.Contains(got, []byte(`"type":"abort"`)) {
+		t.Errorf("a's stream after the abort on b:\n%s\nwant an abort", got)
+	}
+	waitReleased(t, b, "s1")
+	recs, err := b.store.Turns(context.Background(), "default", "s1")
+	if err != nil || len(recs) != 1 || recs[0].Status != engine.StatusAborted {
+		t.Errorf("turn records = %+v, %v; want one aborted", recs, err)
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -79,6 +80,8 @@ func (s *Server) chatWebSocket(c *gin.Context) error {
 		s.log.Debug("websocket handshake refused", "requestId", requestID(c), "err", err)
 		return nil
 	}
+	s.metrics.WebSocketConnections.Inc()
+	defer s.metrics.WebSocketConnections.Dec()
 	w.conn = conn
 	w.ctx, w.cancel = context.WithCancel(s.baseCtx)
 	w.out = make(chan []byte, w.cfg.SendQueue)
@@ -238,9 +241,10 @@ type wsRequest struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	turn    *turn
-	aborted bool
+	mu sync.Mutex
+	// cancelTurn cancels the request's turn (nil until it has one).
+	cancelTurn func()
+	aborted    bool
 }
 
 // serve runs the connection until the peer closes it, it fails, or it is
@@ -405,29 +409,116 @@ func (w *wsConn) runSend(r *wsRequest, f *wsFrame, p engine.Principal) error {
 	if err != nil {
 		return err
 	}
-	r.attach(t)
+	r.attach(t.cancel)
 	w.follow(r, t.buf, 0)
 	return nil
 }
 
 // runResume replays the session's in-flight response from chunk f.From on
-// (0: from its start), then follows it; no-active when none runs.
+// (0: from its start), then follows it; no-active when none runs. A turn
+// running on another replica is replayed from its stream relayed through
+// the database, numbered the same.
 func (w *wsConn) runResume(r *wsRequest, f *wsFrame, p engine.Principal) error {
 	t, err := w.s.activeTurn(r.ctx, w.ag, p.Tenant, f.SessionID)
 	if err != nil {
 		return err
+	}
+	if t == nil && w.s.rep != nil {
+		if ok, err := w.resumeRelayed(r, f, p.Tenant); ok || err != nil {
+			return err
+		}
 	}
 	if t == nil {
 		w.send(r, wsControlFrame("no-active", r.id))
 		return nil
 	}
 	if f.From > t.buf.Len() {
-		return errField("lastSequence", "is beyond the %d chunks of the response", t.buf.Len())
+		return errLastSequence(t.buf.Len())
 	}
-	r.attach(t)
+	r.attach(t.cancel)
 	w.follow(r, t.buf, f.From)
 	return nil
 }
+
+// errLastSequence refuses a resume whose lastSequence is beyond the n
+// chunks of the response.
+func errLastSequence(n int) error {
+	return errField("lastSequence", "is beyond the %d chunks of the response", n)
+}
+
+// resumeRelayed replays the tenant's session's response relayed by the
+// replica that runs its turn, as follow replays an in-process one; an
+// abort cancels that turn as POST …/sessions/:id/cancel would. It reports
+// false, having sent nothing, when no turn runs.
+func (w *wsConn) resumeRelayed(r *wsRequest, f *wsFrame, tenant string) (bool, error) {
+	r.attach(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), persistTimeout)
+		defer cancel()
+		if _, err := w.s.rep.cancelRemote(ctx, tenant, f.SessionID); err != nil {
+			w.s.log.Error("cancelling a turn of another replica", "session", f.SessionID, "err", err)
+		}
+	})
+	out := &wsRelay{w: w, r: r, prefix: wsChunkPrefix(r.id), from: f.From}
+	ok, err := w.s.rep.resume(r.ctx, out, tenant, f.SessionID)
+	if !ok || err != nil || r.ctx.Err() != nil {
+		r.attach(nil)
+		return ok, err
+	}
+	switch {
+	case out.next < out.from:
+		return true, errLastSequence(out.next)
+	case !out.started && !w.send(r, wsControlFrame("start", r.id)):
+		return true, nil
+	}
+	w.send(r, wsControlFrame("end", r.id))
+	return true, nil
+}
+
+// wsRelay is the streamSink of a WebSocket resume of a turn running on
+// another replica: it sends the relayed SSE frames as request r's chunk
+// frames, numbered by their index in the response from index from on, as
+// follow numbers an in-process replay. Its start frame goes out with the
+// first chunk it sends (or, when there is none, at the stream's end).
+type wsRelay struct {
+	w       *wsConn
+	r       *wsRequest
+	prefix  []byte
+	from    int
+	next    int // the index of the next frame
+	started bool
+}
+
+func (s *wsRelay) write(frames []byte) error {
+	for len(frames) > 0 {
+		var frame []byte
+		frame, frames, _ = bytes.Cut(frames, sseFrameEnd)
+		i := s.next
+		s.next++
+		if i < s.from {
+			continue
+		}
+		chunk, ok := sseChunk(frame)
+		if !ok {
+			continue // [DONE]
+		}
+		if !s.started {
+			if !s.w.send(s.r, wsControlFrame("start", s.r.id)) {
+				return s.r.ctx.Err()
+			}
+			s.started = true
+		}
+		if !s.w.send(s.r, wsChunkFrame(s.prefix, i, chunk)) {
+			return s.r.ctx.Err()
+		}
+	}
+	return nil
+}
+
+// flush does nothing: each frame is sent as it is written.
+func (s *wsRelay) flush() {}
+
+// sseFrameEnd ends each SSE frame of a UI message stream.
+var sseFrameEnd = []byte("\n\n")
 
 // follow sends start, buf's chunks from index from on as chunk frames
 // numbered by their index, and end. It stops early when the request is
@@ -458,15 +549,15 @@ func (w *wsConn) follow(r *wsRequest, buf *uistream.Buffer, from int) {
 	}
 }
 
-// attach records the request's turn; a request aborted before its turn
-// was admitted cancels it now.
-func (r *wsRequest) attach(t *turn) {
+// attach records cancel, the cancel of the request's turn (nil: none); a
+// request aborted before its turn was admitted cancels it now.
+func (r *wsRequest) attach(cancel func()) {
 	r.mu.Lock()
-	r.turn = t
+	r.cancelTurn = cancel
 	aborted := r.aborted
 	r.mu.Unlock()
-	if aborted {
-		t.cancel()
+	if aborted && cancel != nil {
+		cancel()
 	}
 }
 
@@ -476,11 +567,11 @@ func (r *wsRequest) attach(t *turn) {
 func (r *wsRequest) abort() {
 	r.mu.Lock()
 	r.aborted = true
-	t := r.turn
+	cancelTurn := r.cancelTurn
 	r.mu.Unlock()
 	r.cancel()
-	if t != nil {
-		t.cancel()
+	if cancelTurn != nil {
+		cancelTurn()
 	}
 }
 

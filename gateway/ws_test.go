@@ -642,3 +642,18 @@ func TestWSShutdown(t *testing.T) {
 		t.Errorf("shutdown: %v", err)
 	}
 }
+
+// TestWSConnectionsGauge: turngate_websocket_connections counts the open
+// connections.
+func TestWSConnectionsGauge(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	c1, c2 := g.dialWS(t, "demo", nil), g.dialWS(t, "demo", nil)
+	waitFor(t, "two open connections counted", func() bool {
+		return strings.Contains(g.metricsText(), "turngate_websocket_connections 2\n")
+	})
+	c1.conn.Close(websocket.StatusNormalClosure, "")
+	c2.conn.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, "the closed connections uncounted", func() bool {
+		return strings.Contains(g.metricsText(), "turngate_websocket_connections 0\n")
+	})
+}

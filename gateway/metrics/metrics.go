@@ -35,6 +35,9 @@ type Metrics struct {
 	UpstreamSeconds *prometheus.HistogramVec
 	UpstreamErrors  *prometheus.CounterVec
 	ActiveStreams   prometheus.Gauge
+	// WebSocketConnections is the number of open WebSocket chat
+	// connections.
+	WebSocketConnections prometheus.Gauge
 	// Approvals counts tool-call approvals by tool and outcome
 	// (requested, approved, denied, expired, ignored).
 	Approvals *prometheus.CounterVec
@@ -78,6 +81,8 @@ func New() *Metrics {
 			Help: "Upstream model failures by model."}, []string{"model"}),
 		ActiveStreams: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "active_streams",
 			Help: "HTTP responses currently streaming."}),
+		WebSocketConnections: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "websocket_connections",
+			Help: "Open WebSocket chat connections (GET /v1/agents/{agent}/ws)."}),
 		Approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "approvals_total",
 			Help: "Tool-call approvals by tool and outcome: requested, approved, denied, expired, ignored (an answer that did not count)."}, []string{"tool", "outcome"}),
 		ExtensionDrops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "extension_dropped_total",
@@ -90,7 +95,7 @@ func New() *Metrics {
 			Help: "Conversation compactions by agent and reason (threshold: compaction.after passed; overflow: the upstream rejected a step as too long)."}, []string{"agent", "reason"}),
 	}
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
-		m.UpstreamErrors, m.ActiveStreams, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
