@@ -34,6 +34,27 @@ type Lease struct {
 	Expires time.Time
 }
 
+// ErrTurnQueueFull reports that a session already has as many counted
+// waiters for its turn lease as Relay.Enqueue's bound allows.
+var ErrTurnQueueFull = errors.New("store: the session's turn queue is full")
+
+// ErrNotQueued reports that a waiter's place in its session's queue is gone:
+// it expired (its replica did not renew it within its ttl) or was removed.
+// The waiter is no longer in line; it may Enqueue again, at the end.
+var ErrNotQueued = errors.New("store: the waiter's place in the session's queue is gone")
+
+// Waiter is a request's place in the queue of a session's turn lease (see
+// Relay.Enqueue).
+type Waiter struct {
+	Tenant    string
+	SessionID string
+	// Owner names the waiting replica: the lease is taken for it.
+	Owner string
+	// ID orders the session's queue: the lease goes to the live waiter
+	// with the smallest.
+	ID int64
+}
+
 // leaseKey carries a Lease in a context.
 type leaseKey struct{}
 

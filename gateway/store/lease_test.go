@@ -404,3 +404,21 @@ func TestQueueLimits(t *testing.T) {
 func msg(id, role, s string) engine.UIMessage {
 	return engine.UIMessage{ID: id, Role: role, Parts: []engine.UIPart{{Type: engine.PartText, Text: s}}}
 }
+
+// BenchmarkLease is the lease of every turn on a session nobody waits
+// for: one acquisition (the fast path) and one release.
+func BenchmarkLease(b *testing.B) {
+	benchEachDB(b, func(b *testing.B, db testDB) {
+		s := open(b, db)
+		ctx := context.Background()
+		for b.Loop() {
+			l, err := s.AcquireLease(ctx, "acme", "s1", "r1", time.Minute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.ReleaseLease(ctx, l); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -12,9 +12,11 @@ import (
 
 // Relay is what a store shared by several gateway replicas adds for them:
 // the UI message stream of a running turn relayed through the database, so
-// a client resumes it on any replica, and notifications that wake the
-// replicas. Postgres implements it; SQLite, whose file serves one process,
-// does not (its process relays streams in memory).
+// a client resumes it on any replica; the queue of the requests waiting for
+// a session's lease, in one order across replicas; and notifications that
+// wake the replicas. Postgres implements it; SQLite, whose file serves one
+// process, does not (its process relays streams in memory, and queues
+// requests with its in-process lock).
 type Relay interface {
 	// AppendChunk stores frames, the next batch of the stream of lease l's
 	// turn, as batch seq (0, 1, 2… in order), done marking the last, and
@@ -30,8 +32,34 @@ type Relay interface {
 	// SweepStreams deletes the batches older than age of streams whose
 	// turn's lease is no longer live (the turn ended, or its replica died).
 	SweepStreams(ctx context.Context, age time.Duration) (int, error)
+	// Enqueue registers a request of owner, which found the session's
+	// lease held (AcquireLease failed with ErrLeaseHeld), in the session's
+	// queue, behind the live waiters registered before it: the lease goes
+	// to the waiters in that order (AcquireQueued), and AcquireLease
+	// leaves it to them. A counted waiter (an HTTP request; a submission
+	// worker is not, the submission table is its queue) fails with
+	// ErrTurnQueueFull when bound counted waiters of the session are
+	// live. The place lives for ttl; its replica renews it (RenewWaiters)
+	// while it waits.
+	Enqueue(ctx context.Context, tenant, sessionID, owner string, counted bool, bound int, ttl time.Duration) (*Waiter, error)
+	// AcquireQueued takes the session's lease for w's owner until ttl from
+	// now, as AcquireLease does, when it is free and no live waiter is
+	// before w, and removes w from the queue in the same statement; it
+	// fails with ErrLeaseHeld while w must wait on, and with ErrNotQueued
+	// when w's place is gone. The waiters are woken on ChannelLease when
+	// the lease is released.
+	AcquireQueued(ctx context.Context, w *Waiter, ttl time.Duration) (*Lease, error)
+	// Dequeue removes w, a waiter that gives up, from the queue, waking the
+	// others (ChannelLease) when the lease is free.
+	Dequeue(ctx context.Context, w *Waiter) error
+	// RenewWaiters extends the places ids, those still live, to ttl from
+	// now, in one statement; an expired place is not renewed.
+	RenewWaiters(ctx context.Context, ids []int64, ttl time.Duration) error
+	// SweepWaiters deletes the expired places (of replicas that died).
+	SweepWaiters(ctx context.Context) (int, error)
 	// Listen calls f with each notification of any replica (ChannelStream,
-	// ChannelCancel) on a connection of its own, until ctx is done; it
+	// ChannelCancel, ChannelLease) on a connection of its own, until ctx
+	// is done; it
 	// returns the error that broke the connection, so the caller listens
 	// again (it may have missed notifications meanwhile).
 	Listen(ctx context.Context, ready func(), f func(Notification)) error
@@ -51,6 +79,9 @@ const (
 	// ChannelCancel: CancelLease asked the holder of the session's lease
 	// (the one with Token) to cancel its turn.
 	ChannelCancel = "turngate_cancel"
+	// ChannelLease: the session's lease was released (Token), or a waiter
+	// left while it was free (Token 0), and waiters are queued for it.
+	ChannelLease = "turngate_lease"
 )
 
 // Notification is one notification a replica sent (see Relay.Listen).
@@ -157,7 +188,7 @@ func (s *Postgres) Listen(ctx context.Context, ready func(), f func(Notification
 	}
 	// The connection ends with LISTEN state on it: it is not given back.
 	defer func() { _ = conn.Hijack().Close(context.Background()) }()
-	for _, ch := range []string{ChannelStream, ChannelCancel} {
+	for _, ch := range []string{ChannelStream, ChannelCancel, ChannelLease} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return fmt.Errorf("listening: %w", err)
 		}

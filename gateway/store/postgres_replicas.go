@@ -19,15 +19,17 @@ import (
 const (
 	pgNow = `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000)::BIGINT`
 
-	// A free or expired lease is taken with the next token; a live one
-	// makes the statement return no row. The row is locked for the
-	// statement, so it waits for a fenced write in progress (pgFence's
-	// FOR SHARE) to commit.
+	// A free or expired lease is taken with the next token; a live one,
+	// or a live waiter of the session (pgAcquireQueued's queue: a newcomer
+	// queues behind it), makes the statement return no row. The row is
+	// locked for the statement, so it waits for a fenced write in progress
+	// (pgFence's FOR SHARE) to commit.
 	pgAcquireLease = `INSERT INTO session_leases AS l (tenant, session_id, owner, token, expires_at)
 		VALUES ($1, $2, $3, 1, ` + pgNow + ` + $4)
 		ON CONFLICT (tenant, session_id) DO UPDATE
 		SET owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at, cancelled = false
-		WHERE l.expires_at <= ` + pgNow + `
+		WHERE l.expires_at <= ` + pgNow + ` AND NOT EXISTS (SELECT 1 FROM session_waiters w
+			WHERE w.tenant = $1 AND w.session_id = $2 AND w.expires_at > ` + pgNow + `)
 		RETURNING token, expires_at`
 	// pgAsyncCommit, true in a statement's WHERE, commits the statement's
 	// transaction without waiting for its WAL flush (synchronous_commit off
@@ -40,9 +42,12 @@ const (
 	pgRenewLease  = `UPDATE session_leases SET expires_at = ` + pgNow + ` + $4
 		WHERE tenant = $1 AND session_id = $2 AND token = $3 AND ` + pgAsyncCommit + ` RETURNING expires_at, cancelled`
 	// A released lease keeps its row and token: the next acquisition
-	// counts on from it.
-	pgReleaseLease = `UPDATE session_leases SET expires_at = 0
-		WHERE tenant = $1 AND session_id = $2 AND token = $3 AND ` + pgAsyncCommit
+	// counts on from it. It wakes the session's waiters, if any.
+	pgReleaseLease = `WITH released AS (
+			UPDATE session_leases SET expires_at = 0
+			WHERE tenant = $1 AND session_id = $2 AND token = $3 AND ` + pgAsyncCommit + ` RETURNING 1)
+		SELECT pg_notify($4, $5) FROM released WHERE EXISTS (SELECT 1 FROM session_waiters w
+			WHERE w.tenant = $1 AND w.session_id = $2 AND w.expires_at > ` + pgNow + `)`
 	pgCancelLease = `UPDATE session_leases SET cancelled = true
 		WHERE tenant = $1 AND session_id = $2 AND expires_at > ` + pgNow + ` RETURNING token`
 	// pgFence holds the lease row (shared) until the write's transaction
@@ -155,7 +160,8 @@ func (s *Postgres) RenewLease(ctx context.Context, l *Lease, ttl time.Duration) 
 
 // ReleaseLease implements Store.
 func (s *Postgres) ReleaseLease(ctx context.Context, l *Lease) error {
-	if _, err := s.pool.Exec(ctx, pgReleaseLease, l.Tenant, l.SessionID, l.Token); err != nil {
+	_, err := s.pool.Exec(ctx, pgReleaseLease, l.Tenant, l.SessionID, l.Token, ChannelLease, s.payload(l.Tenant, l.SessionID, l.Token))
+	if err != nil {
 		return fmt.Errorf("releasing lease: %w", pgError(err))
 	}
 	return nil

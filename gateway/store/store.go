@@ -170,8 +170,9 @@ type Store interface {
 	// AcquireLease takes the turn lease of the tenant's session for owner
 	// until ttl from now, with a fencing token greater than every earlier
 	// acquisition's; ErrLeaseHeld while another holding has not expired
-	// (one of owner's own too: a lease is not reentrant). The session need
-	// not exist. See Lease and WithLease.
+	// (one of owner's own too: a lease is not reentrant), or while waiters
+	// queue for it (PostgreSQL: see Relay.Enqueue; the caller queues
+	// behind them). The session need not exist. See Lease and WithLease.
 	AcquireLease(ctx context.Context, tenant, sessionID, owner string, ttl time.Duration) (*Lease, error)
 	// RenewLease extends l to ttl from now (updating l.Expires) and reports
 	// whether CancelLease asked its turn to stop; ErrFenced when l is no

@@ -1,0 +1,230 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The queues of session leases are PostgreSQL's (Relay): SQLite's one
+// process queues in memory, in the gateway.
+
+// leaseNotes listens on s and returns the tokens of the ChannelLease
+// notifications of the session acme/s1, in order.
+func leaseNotes(t *testing.T, s *Postgres) <-chan int64 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	notes := make(chan int64, 16)
+	ready := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Listen(ctx, func() { close(ready) }, func(n Notification) {
+			if n.Channel == ChannelLease && n.Tenant == "acme" && n.SessionID == "s1" {
+				notes <- n.Token
+			}
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	<-ready
+	return notes
+}
+
+// mustEnqueue queues owner for the lease of acme's session.
+func mustEnqueue(t *testing.T, s *Postgres, session, owner string, counted bool, bound int, ttl time.Duration) *Waiter {
+	t.Helper()
+	w, err := s.Enqueue(context.Background(), "acme", session, owner, counted, bound, ttl)
+	if err != nil {
+		t.Fatalf("Enqueue(%s, %s, counted %v): %v", session, owner, counted, err)
+	}
+	return w
+}
+
+// TestTurnQueue: the requests that find a session's lease held queue for
+// it: the bound counts the live counted waiters, the lease goes to the
+// waiters in the order they registered (a newcomer does not take it from
+// them), and a release or a leaving waiter wakes them when the lease is
+// free and someone waits.
+func TestTurnQueue(t *testing.T) {
+	db := freshPostgres(t)
+	a, b := open(t, db).(*Postgres), open(t, db).(*Postgres)
+	ctx := context.Background()
+	notes := leaseNotes(t, b)
+	const bound = 2
+
+	l0, err := a.AcquireLease(ctx, "acme", "s1", "ra", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1 := mustEnqueue(t, a, "s1", "ra", true, bound, time.Hour)
+	w2 := mustEnqueue(t, b, "s1", "rb", true, bound, time.Hour)
+	worker := mustEnqueue(t, b, "s1", "rb", false, bound, time.Hour) // not counted
+	if _, err := a.Enqueue(ctx, "acme", "s1", "rc", true, bound, time.Hour); !errors.Is(err, ErrTurnQueueFull) {
+		t.Fatalf("a counted waiter beyond the bound: err = %v, want ErrTurnQueueFull", err)
+	}
+	mustEnqueue(t, a, "s2", "ra", true, bound, time.Hour) // another session's queue is its own
+	if !(w1.ID < w2.ID && w2.ID < worker.ID) {
+		t.Errorf("ids %d, %d, %d: not in the order of registration", w1.ID, w2.ID, worker.ID)
+	}
+
+	if _, err := a.AcquireQueued(ctx, w1, time.Hour); !errors.Is(err, ErrLeaseHeld) {
+		t.Errorf("the first waiter while the lease is held: err = %v, want ErrLeaseHeld", err)
+	}
+	if err := a.ReleaseLease(ctx, l0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AcquireLease(ctx, "acme", "s1", "rc", time.Hour); !errors.Is(err, ErrLeaseHeld) {
+		t.Errorf("a newcomer while waiters queue: err = %v, want ErrLeaseHeld", err)
+	}
+	if _, err := b.AcquireQueued(ctx, w2, time.Hour); !errors.Is(err, ErrLeaseHeld) {
+		t.Errorf("the second waiter before the first: err = %v, want ErrLeaseHeld", err)
+	}
+	l1, err := a.AcquireQueued(ctx, w1, time.Hour)
+	if err != nil {
+		t.Fatalf("the first waiter after the release: %v", err)
+	}
+	if l1.Token <= l0.Token || l1.Owner != "ra" || !l1.Expires.After(time.Now()) {
+		t.Errorf("lease of the first waiter = %+v, after %+v", l1, l0)
+	}
+	if _, err := a.AcquireQueued(ctx, w1, time.Hour); !errors.Is(err, ErrNotQueued) {
+		t.Errorf("a waiter that took the lease: err = %v, want ErrNotQueued (its place went with it)", err)
+	}
+	w3 := mustEnqueue(t, a, "s1", "ra", true, bound, time.Hour) // w1 no longer counts
+
+	// A waiter leaving while the lease is held wakes nobody.
+	if err := b.Dequeue(ctx, w2); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReleaseLease(ctx, l1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AcquireQueued(ctx, w3, time.Hour); !errors.Is(err, ErrLeaseHeld) {
+		t.Errorf("w3 before the worker registered ahead: err = %v, want ErrLeaseHeld", err)
+	}
+	lw, err := b.AcquireQueued(ctx, worker, time.Hour)
+	if err != nil {
+		t.Fatalf("the worker, first once w2 left: %v", err)
+	}
+	if err := a.Dequeue(ctx, w3); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody waits: the release wakes nobody, the next newcomer takes the
+	// lease at once.
+	if err := b.ReleaseLease(ctx, lw); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := b.AcquireLease(ctx, "acme", "s1", "rc", time.Hour)
+	if err != nil {
+		t.Fatalf("a newcomer once the queue is empty: %v", err)
+	}
+	if err := b.ReleaseLease(ctx, l2); err != nil {
+		t.Fatal(err)
+	}
+	// A waiter leaving while the lease is free wakes the others.
+	x := mustEnqueue(t, a, "s1", "ra", true, bound, time.Hour)
+	mustEnqueue(t, b, "s1", "rb", true, bound, time.Hour)
+	if err := a.Dequeue(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+
+	want := []int64{l0.Token, l1.Token, 0}
+	for i, tok := range want {
+		select {
+		case got := <-notes:
+			if got != tok {
+				t.Errorf("notification %d: token %d, want %d (notifications %v)", i, got, tok, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("notification %d (token %d) never came", i, tok)
+		}
+	}
+}
+
+// TestTurnQueueExpiry: the place of a waiter whose replica died (it stopped
+// renewing it) expires: it no longer counts against the bound nor holds up
+// the waiters behind it, renewing it does not bring it back, and the sweep
+// deletes it; a renewed place outlives its first ttl.
+func TestTurnQueueExpiry(t *testing.T) {
+	db := freshPostgres(t)
+	a := open(t, db).(*Postgres)
+	ctx := context.Background()
+	const (
+		bound = 2
+		short = 200 * time.Millisecond
+	)
+	l, err := a.AcquireLease(ctx, "acme", "s1", "ra", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := mustEnqueue(t, a, "s1", "dead", true, bound, short)
+	renewed := mustEnqueue(t, a, "s1", "live", true, bound, short)
+	if _, err := a.Enqueue(ctx, "acme", "s1", "other", true, bound, time.Hour); !errors.Is(err, ErrTurnQueueFull) {
+		t.Fatalf("beyond the bound: err = %v, want ErrTurnQueueFull", err)
+	}
+	if err := a.RenewWaiters(ctx, []int64{renewed.ID}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * short)
+	if err := a.RenewWaiters(ctx, []int64{dead.ID}, time.Hour); err != nil { // too late
+		t.Fatal(err)
+	}
+	if _, err := a.AcquireQueued(ctx, dead, time.Hour); !errors.Is(err, ErrNotQueued) {
+		t.Errorf("an expired waiter: err = %v, want ErrNotQueued", err)
+	}
+	mustEnqueue(t, a, "s1", "other", true, bound, time.Hour) // the dead one no longer counts
+	if _, err := a.AcquireQueued(ctx, renewed, time.Hour); !errors.Is(err, ErrLeaseHeld) {
+		t.Errorf("a renewed waiter while the lease is held: err = %v, want ErrLeaseHeld", err)
+	}
+	if err := a.ReleaseLease(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AcquireQueued(ctx, renewed, time.Hour); err != nil {
+		t.Errorf("the waiter behind an expired one: %v", err)
+	}
+	if n, err := a.SweepWaiters(ctx); err != nil || n != 1 {
+		t.Errorf("SweepWaiters = %d, %v; want the dead waiter's place", n, err)
+	}
+
+	// A session never leased: its first waiter takes the lease with the
+	// first token.
+	w := mustEnqueue(t, a, "fresh", "ra", false, bound, time.Hour)
+	if l, err := a.AcquireQueued(ctx, w, time.Hour); err != nil || l.Token != 1 {
+		t.Errorf("AcquireQueued of a session never leased = %+v, %v; want token 1", l, err)
+	}
+	if _, err := a.Enqueue(ctx, "acme", "s1", "", true, bound, time.Hour); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Enqueue without owner: err = %v, want ErrInvalid", err)
+	}
+}
+
+// TestEnqueueBoundUnderContention: counted waiters registering at once on
+// two replicas never exceed the bound.
+func TestEnqueueBoundUnderContention(t *testing.T) {
+	db := freshPostgres(t)
+	stores := []*Postgres{open(t, db).(*Postgres), open(t, db).(*Postgres)}
+	const bound, tries = 3, 16
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		got  int
+		errs []error
+	)
+	for i := range tries {
+		wg.Go(func() {
+			_, err := stores[i%2].Enqueue(context.Background(), "acme", "s1", "r", true, bound, time.Hour)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				got++
+			case !errors.Is(err, ErrTurnQueueFull):
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got != bound || len(errs) > 0 {
+		t.Errorf("%d of %d waiters queued (errors %v), want %d", got, tries, errs, bound)
+	}
+}
