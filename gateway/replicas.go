@@ -15,14 +15,6 @@ import (
 // errRemoteCancel is the cause of a turn cancelled from another replica.
 var errRemoteCancel = errors.New("cancelled from another replica")
 
-// Lease waits: a request for a session whose lease another replica holds
-// polls it, from leasePollMin doubling to leasePollMax, until its request
-// ends.
-const (
-	leasePollMin = 5 * time.Millisecond
-	leasePollMax = 200 * time.Millisecond
-)
-
 // replicas coordinates this gateway with the other replicas of a shared
 // database (a store that implements store.Relay, PostgreSQL): a session's
 // turn runs under the session's lease, its stream is relayed through the
@@ -36,13 +28,16 @@ type replicas struct {
 	// process would.
 	pauseHeartbeats atomic.Bool
 
+	// waiters are this replica's requests queued for sessions' leases.
+	waiters *turnQueue
+
 	mu      sync.Mutex
 	holding map[string]*holding      // this replica's leases, by session key
 	wakers  map[string]chan struct{} // readers of relayed streams, by session key
 }
 
 func newReplicas(s *Server, relay store.Relay) *replicas {
-	return &replicas{s: s, relay: relay, holding: map[string]*holding{}, wakers: map[string]chan struct{}{}}
+	return &replicas{s: s, relay: relay, holding: map[string]*holding{}, wakers: map[string]chan struct{}{}, waiters: newTurnQueue()}
 }
 
 // holding is a session lease this replica holds for a turn.
@@ -58,28 +53,19 @@ type holding struct {
 	relayed chan struct{}
 }
 
-// acquire takes the session's lease for this replica, waiting (polling)
-// while another replica holds it until ctx ends, and starts renewing it.
-// The returned end stops the renewals, waits for the relayed stream's last
-// batch and releases the lease; then the caller's local lock.
-func (r *replicas) acquire(ctx context.Context, tenant, sessionID, key string) (*holding, error) {
+// acquire takes the session's lease for this replica, at once when it is
+// free and nobody waits for it, else in the session's queue (see queue)
+// until ctx ends, and starts renewing it.
+func (r *replicas) acquire(ctx context.Context, tenant, sessionID, key string, bounded bool) (*holding, error) {
 	cfg := r.s.cfg.Replica
-	wait := leasePollMin
-	for {
-		l, err := r.s.store.AcquireLease(ctx, tenant, sessionID, cfg.ID, cfg.LeaseTTL)
-		if err == nil {
-			return r.hold(key, l), nil
-		}
-		if !errors.Is(err, store.ErrLeaseHeld) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, leasePollMax)
+	l, err := r.s.store.AcquireLease(ctx, tenant, sessionID, cfg.ID, cfg.LeaseTTL)
+	if errors.Is(err, store.ErrLeaseHeld) {
+		l, err = r.queue(ctx, tenant, sessionID, key, bounded)
 	}
+	if err != nil {
+		return nil, err
+	}
+	return r.hold(key, l), nil
 }
 
 // hold starts the heartbeat of l, the lease of the session key.
@@ -138,7 +124,8 @@ func (r *replicas) cancelRemote(ctx context.Context, tenant, sessionID string) (
 }
 
 // notified handles a notification of any replica: a cancel for a lease this
-// replica holds cancels its turn; a stored stream batch wakes the readers.
+// replica holds cancels its turn; a stored stream batch wakes the readers;
+// a released lease wakes this replica's first waiter for it.
 func (r *replicas) notified(n store.Notification) {
 	key := sessionKey(n.Tenant, n.SessionID)
 	r.mu.Lock()
@@ -153,6 +140,8 @@ func (r *replicas) notified(n store.Notification) {
 			close(ch)
 			delete(r.wakers, key)
 		}
+	case store.ChannelLease:
+		r.waiters.wake(key)
 	}
 }
 
@@ -170,10 +159,10 @@ func (r *replicas) waker(key string) <-chan struct{} {
 
 // listen runs the notification listener until ctx ends, listening again
 // after a broken connection; a missed notification costs only latency:
-// stream readers also poll, and a cancel also reaches the holder at its
-// next renewal.
+// stream readers and waiters also poll, and a cancel also reaches the
+// holder at its next renewal.
 func (r *replicas) listen(ctx context.Context, ready func()) {
-	backoff := leasePollMax
+	backoff := listenRetry
 	for ctx.Err() == nil {
 		err := r.relay.Listen(ctx, ready, r.notified)
 		ready = nil
@@ -324,7 +313,8 @@ const (
 	relayKeep  = time.Minute
 )
 
-// sweep deletes old relayed batches until ctx ends.
+// sweep deletes old relayed batches, and the expired places of waiters,
+// until ctx ends.
 func (r *replicas) sweep(ctx context.Context) {
 	tick := time.NewTicker(sweepEvery)
 	defer tick.Stop()
@@ -337,12 +327,15 @@ func (r *replicas) sweep(ctx context.Context) {
 		if _, err := r.relay.SweepStreams(ctx, relayKeep); err != nil && ctx.Err() == nil {
 			r.s.log.Error("sweeping relayed streams", "err", err)
 		}
+		if _, err := r.relay.SweepWaiters(ctx); err != nil && ctx.Err() == nil {
+			r.s.log.Error("sweeping expired waiters", "err", err)
+		}
 	}
 }
 
-// start starts the listener and the sweeper until stop; it waits (a short
-// while) for the listener to listen, so cancels reach this replica from
-// its first turn.
+// start starts the listener, the sweeper and the renewals of the waiters'
+// places until stop; it waits (a short while) for the listener to listen,
+// so cancels reach this replica from its first turn.
 func (r *replicas) start() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
@@ -350,31 +343,37 @@ func (r *replicas) start() (stop func()) {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.listen(ctx, func() { once.Do(func() { close(ready) }) }) })
 	wg.Go(func() { r.sweep(ctx) })
+	stopRenewals := every(r.s.cfg.Replica.LeaseTTL/3, func(ctx context.Context) bool { r.renewWaiters(ctx); return true })
 	select {
 	case <-ready:
 	case <-time.After(listenWait):
 		r.s.log.Warn("replica notifications are not listened to yet; cancels from other replicas arrive at the next lease renewal")
 	}
-	return func() { cancel(); wg.Wait() }
+	return func() { cancel(); stopRenewals(); wg.Wait() }
 }
 
-// listenWait bounds how long Start waits for the notification listener.
-const listenWait = 5 * time.Second
+// listenWait bounds how long Start waits for the notification listener;
+// listenRetry is the first pause before listening again after a broken
+// connection (doubling up to 10 s).
+const (
+	listenWait  = 5 * time.Second
+	listenRetry = 200 * time.Millisecond
+)
 
-// take takes the session's lease for in's turn, once this replica's local
-// turn lock is held (release gives that back), and returns ctx carrying
-// the lease (every transcript write of the turn is fenced by it) and the
-// release that ends the holding, then the local lock. On error it has
-// released the local lock.
-func (r *replicas) take(ctx context.Context, in *turnInput, key string, local func()) (context.Context, func(), error) {
-	h, err := r.acquire(ctx, in.principal.Tenant, in.sessionID, key)
+// take takes the session's lease for in's turn, queueing for it as
+// acquire does: on a shared store the lease and its queue in the database
+// are the session's turn lock, on every replica alike (the in-process lock
+// is not taken, so there is no second order to deadlock with). It returns
+// ctx carrying the lease (every transcript write of the turn is fenced by
+// it) and the release that ends the holding.
+func (r *replicas) take(ctx context.Context, in *turnInput, key string) (context.Context, func(), error) {
+	h, err := r.acquire(ctx, in.principal.Tenant, in.sessionID, key, in.bounded)
 	if err != nil {
-		local()
 		return nil, nil, err
 	}
 	in.holding = h
 	var once sync.Once
-	return store.WithLease(ctx, h.lease), func() { once.Do(func() { r.end(key, h); local() }) }, nil
+	return store.WithLease(ctx, h.lease), func() { once.Do(func() { r.end(key, h) }) }, nil
 }
 
 // fencedResult turns the result of a turn whose lease was lost (the turn

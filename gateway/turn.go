@@ -126,14 +126,17 @@ func (s *Server) begin(ctx context.Context, in *turnInput) (*turn, error) {
 		return nil, errShuttingDown
 	}
 	key := sessionKey(in.principal.Tenant, in.sessionID)
-	release, err := s.locks.acquire(ctx, key, in.bounded)
+	var (
+		release func()
+		err     error
+	)
+	if s.rep != nil && !in.ephemeral {
+		ctx, release, err = s.rep.take(ctx, in, key)
+	} else {
+		release, err = s.locks.acquire(ctx, key, in.bounded)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if s.rep != nil && !in.ephemeral {
-		if ctx, release, err = s.rep.take(ctx, in, key, release); err != nil {
-			return nil, err
-		}
 	}
 	t, err := s.admit(ctx, in, key, release)
 	if err != nil {

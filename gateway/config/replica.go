@@ -15,11 +15,12 @@ type Replica struct {
 	// /v1/admin/rules and the turn audit records; default hostname-pid.
 	// Replicas on one database must have different ids.
 	ID string `yaml:"id"`
-	// LeaseTTL is how long a session's turn lease and a submission's claim
-	// last unless renewed (default 15s). The holder renews them every third
-	// of it while the turn runs; a replica that dies or pauses for longer
-	// loses them, and another replica may take the session or the
-	// submission over.
+	// LeaseTTL is how long a session's turn lease, a submission's claim
+	// and a waiting request's place in a session's queue last unless
+	// renewed (default 15s). The holder renews them every third of it
+	// while the turn runs (or the request waits); a replica that dies or
+	// pauses for longer loses them, and another replica may take the
+	// session or the submission over, or the next waiter its turn.
 	LeaseTTL time.Duration `yaml:"leaseTtl"`
 }
 
