@@ -96,32 +96,32 @@ func (c *Config) AttachmentLimits(a *Agent) Attachments {
 	return l
 }
 
-// validate reports a's errors through add, each prefixed with at (the
-// field path of a). bodyBytes is limits.maxBodyBytes: a file of maxBytes,
+// validate reports a's errors through add, each at its field under path
+// (the field path of a) and its message prefixed with at. bodyBytes is limits.maxBodyBytes: a file of maxBytes,
 // base64-encoded, must fit in a request body with room to spare, or
 // no file of the allowed size could ever be sent. An agent's unset
 // maxBytes (0) inherits the gateway's, checked on its own.
-func (a *Attachments) validate(at string, bodyBytes int64, add func(format string, args ...any)) {
+func (a *Attachments) validate(path, at string, bodyBytes int64, add func(path, format string, args ...any)) {
 	if a == nil {
 		return
 	}
 	bodyBytes = cmp.Or(bodyBytes, DefaultMaxBodyBytes)
 	if room := roomBeside(bodyBytes); a.MaxBytes > 0 && bodyBytes < encodedSize(a.MaxBytes)+room {
-		add("%s.maxBytes: a file of %d bytes is %d bytes in base64, more than limits.maxBodyBytes (%d) allows with %d bytes for the rest of the message; raise limits.maxBodyBytes to at least %d or lower maxBytes",
+		add(path+".maxBytes", "%s.maxBytes: a file of %d bytes is %d bytes in base64, more than limits.maxBodyBytes (%d) allows with %d bytes for the rest of the message; raise limits.maxBodyBytes to at least %d or lower maxBytes",
 			at, a.MaxBytes, encodedSize(a.MaxBytes), bodyBytes, room, encodedSize(a.MaxBytes)+room)
 	}
 	if a.MaxBytes < 0 {
-		add("%s.maxBytes: must not be negative, not %d", at, a.MaxBytes)
+		add(path+".maxBytes", "%s.maxBytes: must not be negative, not %d", at, a.MaxBytes)
 	}
 	if a.MaxCount < 0 {
-		add("%s.maxCount: must not be negative, not %d", at, a.MaxCount)
+		add(path+".maxCount", "%s.maxCount: must not be negative, not %d", at, a.MaxCount)
 	}
 	if a.FetchTimeout < 0 {
-		add("%s.fetchTimeout: must be positive, not %s", at, a.FetchTimeout)
+		add(path+".fetchTimeout", "%s.fetchTimeout: must be positive, not %s", at, a.FetchTimeout)
 	}
 	for i, p := range a.AllowedMediaTypes {
 		if err := checkMediaPattern(p); err != nil {
-			add("%s.allowedMediaTypes[%d]: %v", at, i, err)
+			add(fmt.Sprintf("%s.allowedMediaTypes[%d]", path, i), "%s.allowedMediaTypes[%d]: %v", at, i, err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/turngate/turngate/engine"
@@ -13,10 +14,10 @@ import (
 // turn: a provider of a vendor's own endpoint without an API key, a tool's
 // input schema that does not compile, the same API key configured twice,
 // and a negative connection limit. Validate calls it.
-func (c *Config) check(add func(format string, args ...any)) {
+func (c *Config) check(add func(path, format string, args ...any)) {
 	for i, p := range c.Providers {
 		if (p.Type == ProviderOpenAI || p.Type == ProviderAnthropic) && p.APIKey == "" && p.BaseURL == "" {
-			add("providers[%d] (%s): apiKey is empty: the %s API needs one (e.g. apiKey: ${%s_API_KEY}); set baseURL for a server that takes none",
+			add(fmt.Sprintf("providers[%d].apiKey", i), "providers[%d] (%s): apiKey is empty: the %s API needs one (e.g. apiKey: ${%s_API_KEY}); set baseURL for a server that takes none",
 				i, p.Name, p.Type, strings.ToUpper(p.Type))
 		}
 	}
@@ -29,27 +30,25 @@ func (c *Config) check(add func(format string, args ...any)) {
 			err = engine.CheckSchema(raw)
 		}
 		if err != nil {
-			add("tools[%d] (%s): inputSchema: %v", i, t.Name, err)
+			add(fmt.Sprintf("tools[%d].inputSchema", i), "tools[%d] (%s): inputSchema: %v", i, t.Name, err)
 		}
 	}
 	seen := map[string]int{}
 	for i, k := range c.Auth.APIKeys {
-		h := strings.ToLower(k.KeySHA256)
+		h, field := strings.ToLower(k.KeySHA256), "keySha256"
 		if k.Key != "" {
 			sum := sha256.Sum256([]byte(k.Key))
-			h = hex.EncodeToString(sum[:])
+			h, field = hex.EncodeToString(sum[:]), "key"
 		}
 		if h == "" {
 			continue
 		}
 		if first, dup := seen[h]; dup {
-			add("auth.apiKeys[%d]: the same key as auth.apiKeys[%d] (tenant %q): each key must map to one principal", i, first, c.Auth.APIKeys[first].Tenant)
+			add(fmt.Sprintf("auth.apiKeys[%d].%s", i, field), "auth.apiKeys[%d]: the same key as auth.apiKeys[%d] (tenant %q): each key must map to one principal", i, first, c.Auth.APIKeys[first].Tenant)
 			continue
 		}
 		seen[h] = i
 	}
 	l := c.Limits
-	if l.IdleTimeout < 0 || l.ReadBodyTimeout < 0 || l.MaxConnections < 0 {
-		add("limits: idleTimeout, readBodyTimeout and maxConnections must not be negative")
-	}
+	notNegative(add, "limits", map[string]any{"idleTimeout": l.IdleTimeout, "readBodyTimeout": l.ReadBodyTimeout, "maxConnections": l.MaxConnections})
 }

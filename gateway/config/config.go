@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -166,18 +165,21 @@ type ToolChoice struct {
 	engine.ToolChoice
 }
 
-// UnmarshalYAML accepts exactly the forms engine.ToolChoice accepts in JSON.
+// UnmarshalYAML accepts exactly the forms engine.ToolChoice accepts in
+// JSON; any other is a type error at the value's line and column.
 func (c *ToolChoice) UnmarshalYAML(n *yaml.Node) error {
 	var v any
 	if err := n.Decode(&v); err != nil {
 		return err
 	}
 	raw, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("line %d: toolChoice: %w", n.Line, err)
+	if err == nil {
+		err = c.ToolChoice.UnmarshalJSON(raw)
 	}
-	if err := c.ToolChoice.UnmarshalJSON(raw); err != nil {
-		return fmt.Errorf("line %d: toolChoice: %w", n.Line, err)
+	if err != nil {
+		// A type error, so that the decoder goes on and reports the
+		// config's other errors too; Parse names the field.
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d col %d: %v", n.Line, n.Column, err)}}
 	}
 	return nil
 }
@@ -251,27 +253,27 @@ type Store struct {
 }
 
 // validate reports the store settings that do not fit its driver.
-func (st *Store) validate(add func(format string, args ...any)) {
+func (st *Store) validate(add func(path, format string, args ...any)) {
 	switch st.Driver {
 	case StoreSQLite:
 		if st.Synchronous != "full" && st.Synchronous != "normal" {
-			add("store.synchronous: must be full or normal, not %q", st.Synchronous)
+			add("store.synchronous", "store.synchronous: must be full or normal, not %q", st.Synchronous)
 		}
 		if st.DSN != "" {
-			add("store.dsn: a PostgreSQL setting; set store.driver: postgres, or drop it")
+			add("store.dsn", "store.dsn: a PostgreSQL setting; set store.driver: postgres, or drop it")
 		}
 	case StorePostgres:
 		if st.DSN == "" {
-			add("store.dsn: required with store.driver: postgres (for example \"${TURNGATE_DATABASE_URL}\")")
+			add("store.dsn", "store.dsn: required with store.driver: postgres (for example \"${TURNGATE_DATABASE_URL}\")")
 		}
 		if st.Path != "" {
-			add("store.path: a SQLite setting; PostgreSQL takes store.dsn")
+			add("store.path", "store.path: a SQLite setting; PostgreSQL takes store.dsn")
 		}
 		if st.Synchronous != "" {
-			add("store.synchronous: a SQLite setting; PostgreSQL's durability is the server's synchronous_commit")
+			add("store.synchronous", "store.synchronous: a SQLite setting; PostgreSQL's durability is the server's synchronous_commit")
 		}
 	default:
-		add("store.driver: must be sqlite or postgres, not %q", st.Driver)
+		add("store.driver", "store.driver: must be sqlite or postgres, not %q", st.Driver)
 	}
 }
 
@@ -434,32 +436,51 @@ func parse(name string, data []byte, lookup func(string) (string, bool), dir str
 	var c Config
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, inFile(name, syntaxError(data, err))
+		return nil, inFile(name, []*posError{syntaxError(data, err)})
 	}
-	if err := unknownKeys(&root); err != nil {
-		return nil, inFile(name, err)
+	errs := duplicateKeys(&root)
+	errs = append(errs, unknownKeys(&root)...)
+	if len(root.Content) > 0 {
+		// Not strict: unknownKeys reported the unknown keys, in YAML terms.
+		if err := root.Decode(&c); err != nil {
+			errs = append(errs, friendlyTypeErrors(&root, err)...)
+		}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, inFile(name, friendlyTypeErrors(&root, err))
+	if len(errs) > 0 {
+		// A value the decoder could not take is left unset: validating
+		// what was decoded would report it again, in other words.
+		return nil, inFile(name, errs)
 	}
-	if err := expandEnv(reflect.ValueOf(&c).Elem(), "", lookup); err != nil {
-		return nil, inFile(name, withLines(data, err))
-	}
+	envErrs := expandEnv(reflect.ValueOf(&c).Elem(), "", lookup)
 	c.applyDefaults()
 	if dir != "" {
 		c.resolvePaths(dir)
 	}
-	err := c.Validate()
+	verrs := flatten(c.Validate())
 	if dir != "" {
-		err = errors.Join(err, c.checkCommands())
+		verrs = append(verrs, flatten(c.checkCommands())...)
 	}
-	if err != nil {
-		return nil, inFile(name, withLines(data, err))
+	if len(envErrs)+len(verrs) > 0 {
+		return nil, inFile(name, withLines(data, errors.Join(append(envErrs, unexpanded(envErrs, verrs)...)...)))
 	}
 	c.hashKeys()
 	return &c, nil
+}
+
+// unexpanded returns the errors of errs that are not about a value whose
+// ${VAR} could not be expanded (envErrs): the value was left as written,
+// and its error is that.
+func unexpanded(envErrs, errs []error) []error {
+	failed := map[string]bool{}
+	for _, e := range envErrs {
+		if fe := (*fieldError)(nil); errors.As(e, &fe) {
+			failed[fe.path] = true
+		}
+	}
+	return slices.DeleteFunc(errs, func(e error) bool {
+		fe := (*fieldError)(nil)
+		return errors.As(e, &fe) && failed[fe.path]
+	})
 }
 
 // hashKeys replaces every plaintext API key with its SHA-256.
@@ -523,147 +544,167 @@ func (c *Config) Agent(name string) (*Agent, bool) {
 	return nil, false
 }
 
-// Validate reports every inconsistency of c in one error.
+// Validate reports every inconsistency of c in one error, each about the
+// value at a field path (Parse positions them at its line and column).
 func (c *Config) Validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	add := func(path, format string, args ...any) { errs = append(errs, atField(path, format, args...)) }
 
 	providers := map[string]bool{}
 	for i, p := range c.Providers {
+		item := fmt.Sprintf("providers[%d]", i)
 		switch {
 		case p.Name == "":
-			add("providers[%d]: name is required", i)
+			add(item+".name", "%s: name is required", item)
 		case providers[p.Name]:
-			add("providers[%d]: duplicate provider %q", i, p.Name)
+			add(item+".name", "%s: duplicate provider %q", item, p.Name)
 		}
 		providers[p.Name] = true
 		switch p.Type {
 		case ProviderOpenAI, ProviderAnthropic, ProviderScripted:
 		default:
-			add("providers[%d] (%s): type must be openai, anthropic or scripted, not %q", i, p.Name, p.Type)
+			add(item+".type", "%s (%s): type must be openai, anthropic or scripted, not %q", item, p.Name, p.Type)
 		}
 	}
-	for alias, m := range c.Models {
+	for _, alias := range slices.Sorted(maps.Keys(c.Models)) {
+		m, item := c.Models[alias], keyPath("models", alias)
 		if !providers[m.Provider] {
-			add("models.%s: unknown provider %q", alias, m.Provider)
+			add(item+".provider", "%s: unknown provider %q", item, m.Provider)
 		}
 		if m.Model == "" {
-			add("models.%s: model is required", alias)
+			add(item+".model", "%s: model is required", item)
 		}
 	}
 	toolNames := map[string]bool{}
 	for i, t := range c.Tools {
+		item := fmt.Sprintf("tools[%d]", i)
 		if toolNames[t.Name] {
-			add("tools[%d]: duplicate tool %q", i, t.Name)
+			add(item+".name", "%s: duplicate tool %q", item, t.Name)
 		}
 		toolNames[t.Name] = true
 		if t.Builtin != "" && (t.HTTP != nil || t.MCP != nil || t.Agent != nil || t.Client != nil) {
-			add("tools[%d] (%s): builtin and a runner block are exclusive", i, t.Name)
+			add(item+".builtin", "%s (%s): builtin and a runner block are exclusive", item, t.Name)
 		}
 	}
 	agents := map[string]bool{}
 	for i, a := range c.Agents {
+		item := fmt.Sprintf("agents[%d]", i)
 		switch {
 		case a.Name == "":
-			add("agents[%d]: name is required", i)
+			add(item+".name", "%s: name is required", item)
 		case agents[a.Name]:
-			add("agents[%d]: duplicate agent %q", i, a.Name)
+			add(item+".name", "%s: duplicate agent %q", item, a.Name)
 		}
 		agents[a.Name] = true
+		label := fmt.Sprintf("%s (%s)", item, a.Name)
 		if _, ok := c.Models[a.Model]; !ok {
-			add("agents[%d] (%s): unknown model alias %q", i, a.Name, a.Model)
+			add(item+".model", "%s: unknown model alias %q", label, a.Model)
 		}
-		for _, t := range a.Tools {
+		for j, t := range a.Tools {
 			// Tools of mcpServers are named by their servers at run time.
 			if !toolNames[t] && len(c.MCPServers) == 0 {
-				add("agents[%d] (%s): unknown tool %q", i, a.Name, t)
+				add(fmt.Sprintf("%s.tools[%d]", item, j), "%s: unknown tool %q", label, t)
 			}
 		}
-		a.validate(func(format string, args ...any) {
-			add("agents[%d] (%s): "+format, append([]any{i, a.Name}, args...)...)
+		a.validate(func(field, format string, args ...any) {
+			add(item+"."+field, "%s: "+format, append([]any{label}, args...)...)
 		}, len(c.MCPServers) > 0)
-		a.Attachments.validate(fmt.Sprintf("agents[%d] (%s): attachments", i, a.Name), c.Limits.MaxBodyBytes, add)
+		a.Attachments.validate(item+".attachments", label+": attachments", c.Limits.MaxBodyBytes, add)
 	}
 	c.validateSessions(add)
 	c.Store.validate(add)
 	c.Replica.validate(add)
 	for i, k := range c.Auth.APIKeys {
+		item := fmt.Sprintf("auth.apiKeys[%d]", i)
 		if (k.Key == "") == (k.KeySHA256 == "") {
-			add("auth.apiKeys[%d]: set exactly one of key and keySha256", i)
+			add(item, "%s: set exactly one of key and keySha256", item)
 		}
 		if k.KeySHA256 != "" && !isSHA256Hex(k.KeySHA256) {
-			add("auth.apiKeys[%d]: keySha256 must be 64 hex digits", i)
+			add(item+".keySha256", "%s: keySha256 must be 64 hex digits", item)
 		}
 		if k.Tenant == "" {
-			add("auth.apiKeys[%d]: tenant is required", i)
+			add(item+".tenant", "%s: tenant is required", item)
 		}
 	}
 	switch c.Audit.Sink {
 	case SinkStdout, SinkNone:
 	case SinkFile:
 		if c.Audit.Path == "" {
-			add("audit.path: required for the file sink")
+			add("audit.path", "audit.path: required for the file sink")
 		}
 	default:
-		add("audit.sink: must be stdout, file or none, not %q", c.Audit.Sink)
+		add("audit.sink", "audit.sink: must be stdout, file or none, not %q", c.Audit.Sink)
 	}
 	l := c.Limits
-	if l.MaxBodyBytes < 0 || l.MaxMessages < 0 || l.TurnTimeout < 0 || l.MaxQueuedTurnsPerSession < 0 ||
-		l.ReadHeaderTimeout < 0 || l.ShutdownTimeout < 0 || l.SubmissionWorkers < 0 ||
-		l.MaxQueuedSubmissionsPerSession < 0 || l.MaxQueuedSubmissionsPerTenant < 0 {
-		add("limits: values must not be negative")
-	}
+	notNegative(add, "limits", map[string]any{
+		"maxBodyBytes": l.MaxBodyBytes, "maxMessages": l.MaxMessages, "turnTimeout": l.TurnTimeout,
+		"maxQueuedTurnsPerSession": l.MaxQueuedTurnsPerSession, "readHeaderTimeout": l.ReadHeaderTimeout,
+		"shutdownTimeout": l.ShutdownTimeout, "submissionWorkers": l.SubmissionWorkers,
+		"maxQueuedSubmissionsPerSession": l.MaxQueuedSubmissionsPerSession, "maxQueuedSubmissionsPerTenant": l.MaxQueuedSubmissionsPerTenant,
+	})
 	if l.ApprovalExpiry < 0 {
-		add("limits.approvalExpiry: must be positive, not %s", l.ApprovalExpiry)
+		add("limits.approvalExpiry", "limits.approvalExpiry: must be positive, not %s", l.ApprovalExpiry)
 	}
 	if l.MaxConcurrentTools < 0 {
-		add("limits.maxConcurrentTools: must be positive, not %d", l.MaxConcurrentTools)
+		add("limits.maxConcurrentTools", "limits.maxConcurrentTools: must be positive, not %d", l.MaxConcurrentTools)
 	}
 	if l.ToolTimeout < 0 {
-		add("limits.toolTimeout: must be positive, not %s", l.ToolTimeout)
+		add("limits.toolTimeout", "limits.toolTimeout: must be positive, not %s", l.ToolTimeout)
 	}
 	if l.MaxToolOutputBytes < 0 {
-		add("limits.maxToolOutputBytes: must be positive, not %d", l.MaxToolOutputBytes)
+		add("limits.maxToolOutputBytes", "limits.maxToolOutputBytes: must be positive, not %d", l.MaxToolOutputBytes)
 	}
-	c.validateExtensions(func(err error) { errs = append(errs, err) })
-	c.Tracing.validate(add)
-	l.Attachments.validate("limits.attachments", l.MaxBodyBytes, add)
+	report := func(err error) { errs = append(errs, err) }
+	c.validateExtensions(report)
+	c.Tracing.validate(report)
+	l.Attachments.validate("limits.attachments", "limits.attachments", l.MaxBodyBytes, add)
 	c.check(add)
 	c.WebSocket.validate(add)
 	return errors.Join(errs...)
 }
 
-// validate reports a's inconsistent defaults through add. With MCP
-// servers, tool names are only known at run time.
-func (a *Agent) validate(add func(format string, args ...any), mcp bool) {
-	if a.MaxSteps < 0 {
-		add("maxSteps must not be negative")
+// notNegative reports, each at its value, the settings of the block at
+// path (a key's number or duration) that are negative.
+func notNegative(add func(path, format string, args ...any), path string, values map[string]any) {
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		v := reflect.ValueOf(values[k])
+		if v.Int() < 0 {
+			add(path+"."+k, "%s.%s: must not be negative, not %v", path, k, values[k])
+		}
 	}
-	for _, t := range a.ActiveTools {
+}
+
+// validate reports a's inconsistent defaults through add, each with the
+// field it is about within the agent. With MCP servers, tool names are
+// only known at run time.
+func (a *Agent) validate(add func(field, format string, args ...any), mcp bool) {
+	if a.MaxSteps < 0 {
+		add("maxSteps", "maxSteps must not be negative")
+	}
+	for j, t := range a.ActiveTools {
 		if !slices.Contains(a.Tools, t) {
-			add("activeTools: %q is not one of the agent's tools", t)
+			add(fmt.Sprintf("activeTools[%d]", j), "activeTools: %q is not one of the agent's tools", t)
 		}
 	}
 	if tc := a.ToolChoice; tc != nil && tc.Type == engine.ToolChoiceTool && !slices.Contains(a.Tools, tc.ToolName) && !mcp {
-		add("toolChoice: %q is not one of the agent's tools", tc.ToolName)
+		add("toolChoice.toolName", "toolChoice: %q is not one of the agent's tools", tc.ToolName)
 	}
 	if a.TopK != nil && *a.TopK < 1 {
-		add("topK must be at least 1")
+		add("topK", "topK must be at least 1")
 	}
 	if a.MaxOutputTokens != nil && *a.MaxOutputTokens < 1 {
-		add("maxOutputTokens must be at least 1")
+		add("maxOutputTokens", "maxOutputTokens must be at least 1")
 	}
 	if a.MaxRetries != nil && *a.MaxRetries < 0 {
-		add("maxRetries must not be negative")
+		add("maxRetries", "maxRetries must not be negative")
 	}
-	if a.Timeout.Total < 0 || a.Timeout.Chunk < 0 {
-		add("timeout: values must not be negative")
-	}
+	notNegative(add, "timeout",
+		map[string]any{"total": a.Timeout.Total, "chunk": a.Timeout.Chunk})
 	if _, err := json.Marshal(a.ProviderOptions); err != nil {
-		add("providerOptions: not representable as JSON: %v", err)
+		add("providerOptions", "providerOptions: not representable as JSON: %v", err)
 	}
 	if _, err := a.CompileBodySchema(); err != nil {
-		add("bodySchema: %v", err)
+		add("bodySchema", "bodySchema: %v", err)
 	}
 }
 

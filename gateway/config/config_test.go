@@ -88,44 +88,44 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top-level key", "listen: x\nlisten2: y\n", []string{"line 2", "listen2"}},
 		{"bad store synchronous", "store: {synchronous: \"off\"}\n", []string{"store.synchronous: must be full or normal, not \"off\""}},
 		{"unknown store driver", "store: {driver: mysql}\n", []string{"store.driver: must be sqlite or postgres, not \"mysql\""}},
-		{"postgres without dsn", "store:\n  driver: postgres\n", []string{"line 2: store.dsn: required with store.driver: postgres"}},
+		{"postgres without dsn", "store:\n  driver: postgres\n", []string{"line 2 col 3: store.dsn: required with store.driver: postgres"}},
 		{"postgres with sqlite settings", "store:\n  driver: postgres\n  dsn: postgres://db/x\n  path: a.db\n  synchronous: full\n",
-			[]string{"line 4: store.path: a SQLite setting", "line 5: store.synchronous: a SQLite setting"}},
-		{"sqlite with a dsn", "store:\n  dsn: postgres://db/x\n", []string{"line 2: store.dsn: a PostgreSQL setting"}},
+			[]string{"line 4 col 9: store.path: a SQLite setting", "line 5 col 16: store.synchronous: a SQLite setting"}},
+		{"sqlite with a dsn", "store:\n  dsn: postgres://db/x\n", []string{"line 2 col 8: store.dsn: a PostgreSQL setting"}},
 		{"dsn from a missing variable", "store:\n  driver: postgres\n  dsn: ${NOPE_DSN}\n", []string{"line 3 col 8: store.dsn", "NOPE_DSN is not set"}},
 		{"unknown nested key", "agents:\n  - name: a\n    model: m\n    modle: m\n", []string{"line 4", "modle"}},
 		{"unknown tool key", "tools:\n  - name: t\n    http: {url: http://x, verb: GET}\n", []string{"line 3", "verb"}},
 		{"wrong type", "limits:\n  maxMessages: many\n", []string{"line 2"}},
 		{"missing env var", "providers:\n  - name: p\n    type: openai\n    apiKey: ${NOPE_KEY}\n", []string{"line 4 col 13: providers[0].apiKey", "NOPE_KEY is not set"}},
 		{"bad provider type", "providers:\n  - name: p\n    type: llama\n", []string{"type must be"}},
-		{"unknown alias", "agents:\n  - name: a\n    model: ghost\n", []string{"line 2: agents[0] (a)", "unknown model alias \"ghost\""}},
+		{"unknown alias", "agents:\n  - name: a\n    model: ghost\n", []string{"line 3 col 12: agents[0] (a): unknown model alias \"ghost\""}},
 		{"unknown tool", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents:\n  - {name: a, model: m, tools: [nope]}\n", []string{"unknown tool \"nope\""}},
 		{"key and hash", "auth:\n  apiKeys:\n    - {key: k, keySha256: abc, tenant: t}\n", []string{"exactly one of key and keySha256"}},
 		{"file sink without path", "audit: {sink: file}\n", []string{"audit.path"}},
-		{"tool choice of an unknown form", agentYAML("toolChoice: sometimes"), []string{"line 5: toolChoice", `"sometimes" is not one of`}},
-		{"tool choice object without a name", agentYAML("toolChoice: {type: tool}"), []string{"line 5: toolChoice", "needs a non-empty toolName"}},
-		{"tool choice of a foreign tool", agentYAML("toolChoice: {type: tool, toolName: x}"), []string{"line 4: agents[0] (a): toolChoice", `"x" is not one of`}},
-		{"active tool of a foreign tool", agentYAML("activeTools: [t, x]"), []string{"line 4: agents[0] (a): activeTools", `"x"`}},
-		{"zero topK", agentYAML("topK: 0"), []string{"topK must be at least 1"}},
-		{"negative timeout", agentYAML("timeout: {chunk: -1s}"), []string{"timeout: values must not be negative"}},
+		{"tool choice of an unknown form", agentYAML("toolChoice: sometimes"), []string{`line 5 col 18: agents[0].toolChoice: tool choice "sometimes" is not one of`}},
+		{"tool choice object without a name", agentYAML("toolChoice: {type: tool}"), []string{`line 5 col 18: agents[0].toolChoice: tool choice {"type":"tool"} needs a non-empty toolName`}},
+		{"tool choice of a foreign tool", agentYAML("toolChoice: {type: tool, toolName: x}"), []string{`line 5 col 41: agents[0] (a): toolChoice: "x" is not one of`}},
+		{"active tool of a foreign tool", agentYAML("activeTools: [t, x]"), []string{`line 5 col 23: agents[0] (a): activeTools: "x" is not one of`}},
+		{"zero topK", agentYAML("topK: 0"), []string{"line 5 col 12: agents[0] (a): topK must be at least 1"}},
+		{"negative timeout", agentYAML("timeout: {chunk: -1s}"), []string{"line 5 col 23: agents[0] (a): timeout.chunk: must not be negative, not -1s"}},
 		{"negative maxConcurrentTools", "limits: {maxConcurrentTools: -1}\n", []string{"limits.maxConcurrentTools: must be positive, not -1"}},
 		{"negative toolTimeout", "limits: {toolTimeout: -2s}\n", []string{"limits.toolTimeout: must be positive, not -2s"}},
 		{"negative maxToolOutputBytes", "limits: {maxToolOutputBytes: -5}\n", []string{"limits.maxToolOutputBytes: must be positive, not -5"}},
-		{"negative attachment maxBytes", "limits: {attachments: {maxBytes: -1}}\n", []string{"line 1: limits.attachments.maxBytes: must not be negative, not -1"}},
-		{"negative attachment maxCount", "limits:\n  attachments:\n    maxCount: -2\n", []string{"line 3: limits.attachments.maxCount: must not be negative"}},
-		{"negative attachment fetchTimeout", "limits:\n  attachments:\n    fetchRemote: true\n    fetchTimeout: -1s\n", []string{"line 4: limits.attachments.fetchTimeout: must be positive, not -1s"}},
+		{"negative attachment maxBytes", "limits: {attachments: {maxBytes: -1}}\n", []string{"line 1 col 34: limits.attachments.maxBytes: must not be negative, not -1"}},
+		{"negative attachment maxCount", "limits:\n  attachments:\n    maxCount: -2\n", []string{"line 3 col 15: limits.attachments.maxCount: must not be negative"}},
+		{"negative attachment fetchTimeout", "limits:\n  attachments:\n    fetchRemote: true\n    fetchTimeout: -1s\n", []string{"line 4 col 19: limits.attachments.fetchTimeout: must be positive, not -1s"}},
 		{"attachment fetchRemote not a bool", "limits: {attachments: {fetchRemote: sometimes}}\n", []string{"line 1"}},
 		{"bad media type pattern", "limits:\n  attachments:\n    allowedMediaTypes: [image/png, 'image', '*/*', Image/PNG]\n", []string{
-			`line 3: limits.attachments.allowedMediaTypes[1]: "image" is not a media type`,
-			`limits.attachments.allowedMediaTypes[2]: "*/*" is not a media type`,
-			`limits.attachments.allowedMediaTypes[3]: "Image/PNG" must be lower-case`}},
+			`line 3 col 36: limits.attachments.allowedMediaTypes[1]: "image" is not a media type`,
+			`line 3 col 45: limits.attachments.allowedMediaTypes[2]: "*/*" is not a media type`,
+			`line 3 col 52: limits.attachments.allowedMediaTypes[3]: "Image/PNG" must be lower-case`}},
 		{"attachment larger than the body", "limits: {maxBodyBytes: 1000000, attachments: {maxBytes: 1000000}}\n", []string{
 			"limits.attachments.maxBytes: a file of 1000000 bytes is 1333336 bytes in base64, more than limits.maxBodyBytes (1000000) allows", "raise limits.maxBodyBytes to at least 1398872"}},
-		{"agent attachment larger than the body", agentYAML("attachments: {maxBytes: 8000000}"), []string{"line 4: agents[0] (a): attachments.maxBytes: a file of 8000000 bytes"}},
+		{"agent attachment larger than the body", agentYAML("attachments: {maxBytes: 8000000}"), []string{"line 5 col 30: agents[0] (a): attachments.maxBytes: a file of 8000000 bytes"}},
 		{"unknown attachment key", agentYAML("attachments: {maxbytes: 1}"), []string{`unknown key "maxbytes"`, `did you mean "maxBytes"`}},
 		{"tool timeout without a unit", "limits: {toolTimeout: fast}\n", []string{"line 1"}},
 		{"unknown timeout key", agentYAML("timeout: {totalMs: 5}"), []string{"line 5", "totalMs"}},
-		{"duplicate agent", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents: [{name: a, model: m}, {name: a, model: m}]\n", []string{"line 3: agents[1]: duplicate agent"}},
+		{"duplicate agent", "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents: [{name: a, model: m}, {name: a, model: m}]\n", []string{"line 3 col 38: agents[1]: duplicate agent"}},
 		// Keys and values in YAML terms: line, column, field path, the
 		// closest known key; never a Go type.
 		{"misspelt agent key", "agents:\n  - name: a\n    maxStep: 3\n",
@@ -141,15 +141,15 @@ func TestParseErrors(t *testing.T) {
 		{"duration", "limits:\n  toolTimeout: fast\n", []string{`line 2 col 16: limits.toolTimeout must be a duration such as 30s or 1m30s, not "fast"`}},
 		{"integer", "limits:\n  maxMessages: many\n", []string{`line 2 col 16: limits.maxMessages must be a whole number, not "many"`}},
 		{"bool", "rules: {watch: sometimes}\n", []string{`rules.watch must be true or false, not "sometimes"`}},
-		{"enabled without endpoint", "tracing:\n  enabled: true\n", []string{"line 2: tracing.endpoint: no endpoint"}},
-		{"endpoint scheme", "tracing:\n  enabled: true\n  endpoint: grpc://collector:4317\n", []string{"line 3: tracing.endpoint:", "scheme must be http or https"}},
+		{"enabled without endpoint", "tracing:\n  enabled: true\n", []string{"line 2 col 3: tracing.endpoint: no endpoint"}},
+		{"endpoint scheme", "tracing:\n  enabled: true\n  endpoint: grpc://collector:4317\n", []string{"line 3 col 13: tracing.endpoint:", "scheme must be http or https"}},
 		{"endpoint without host", "tracing: {enabled: true, endpoint: \"http:///v1/traces\"}\n", []string{"tracing.endpoint:", "no host"}},
 		{"endpoint with credentials", "tracing: {enabled: true, endpoint: \"http://u:p@collector:4318\"}\n", []string{"tracing.endpoint:", "send credentials in tracing.headers"}},
-		{"ratio above one", "tracing:\n  sampleRatio: 1.5\n", []string{"line 2: tracing.sampleRatio: must be between 0 and 1, not 1.5"}},
+		{"ratio above one", "tracing:\n  sampleRatio: 1.5\n", []string{"line 2 col 16: tracing.sampleRatio: must be between 0 and 1, not 1.5"}},
 		{"negative ratio", "tracing: {sampleRatio: -0.1}\n", []string{"tracing.sampleRatio: must be between 0 and 1"}},
 		{"ratio not a number", "tracing:\n  sampleRatio: half\n", []string{"line 2 col 16: tracing.sampleRatio"}},
-		{"bad header name", "tracing:\n  headers: {\"bad header\": x}\n", []string{"tracing.headers.bad header: not a valid HTTP header name"}},
-		{"header value with a newline", "tracing:\n  headers: {X-Token: \"a\\nb\"}\n", []string{"line 2: tracing.headers.X-Token: the value contains a control character"}},
+		{"bad header name", "tracing:\n  headers: {\"bad header\": x}\n", []string{`line 2 col 13: tracing.headers["bad header"]: not a valid HTTP header name`}},
+		{"header value with a newline", "tracing:\n  headers: {X-Token: \"a\\nb\"}\n", []string{"line 2 col 22: tracing.headers.X-Token: the value contains a control character"}},
 		{"misspelt key", "tracing:\n  endpiont: http://x\n", []string{`line 2 col 3: tracing: unknown key "endpiont" (did you mean "endpoint"?)`}},
 		{"bad indent deep in a list", "agents:\n  - name: a\n    model: m\n  - name: b\n    model: m\n   tools: [t]\n",
 			[]string{`line 6 col 4: invalid YAML: did not find expected '-' indicator`}},
@@ -335,16 +335,26 @@ func sections(data []byte) [][]byte {
 // topLevelKey matches the start of a top-level key's line.
 var topLevelKey = regexp.MustCompile(`(?m)^[A-Za-z]`)
 
+// fuzzPositioned matches a line of a report of FuzzParse's.
+var fuzzPositioned = regexp.MustCompile(`^fuzz\.yaml: line [1-9]\d* col [1-9]\d*: `)
+
 // FuzzParse checks that no config text panics the decoder, the expansion
-// or the validation, or takes the decoder long.
+// or the validation, or takes the decoder long, and that every error is
+// positioned: each line of a report starts with the file, line and column
+// (a message of several lines goes on indented). Seeded with the sections
+// of the embedded default, the examples' and deploy's configs.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("listen: x"))
 	f.Add([]byte("agents: [{name: a, model: ${X:-m}}]\nlimits: {turnTimeout: 1s}\n"))
 	f.Add([]byte("providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\n" +
 		"agents: [{name: a, model: m, toolChoice: {type: tool, toolName: t}, timeout: {total: 1s}}]\n"))
 	seeds := [][]byte{DefaultYAML()}
-	if data, err := os.ReadFile(filepath.Join("..", "testdata", "config.yaml")); err == nil {
-		seeds = append(seeds, data)
+	files, _ := filepath.Glob(filepath.Join("..", "..", "examples", "*", "turngate.yaml"))
+	files = append(files, filepath.Join("..", "testdata", "config.yaml"), filepath.Join("..", "..", "deploy", "turngate.yaml"))
+	for _, file := range files {
+		if data, err := os.ReadFile(file); err == nil {
+			seeds = append(seeds, data)
+		}
 	}
 	for _, s := range seeds {
 		for _, sec := range sections(s) {
@@ -355,7 +365,15 @@ func FuzzParse(f *testing.F) {
 		if len(data) > maxFuzzConfig {
 			return
 		}
-		_, _ = Parse("fuzz.yaml", data, env(map[string]string{"X": "y"}))
+		_, err := Parse("fuzz.yaml", data, env(map[string]string{"X": "y"}))
+		if err == nil {
+			return
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if !fuzzPositioned.MatchString(line) && !strings.HasPrefix(line, "    ") {
+				t.Errorf("error without its file, line and column: %q\nin %q", line, err)
+			}
+		}
 	})
 }
 

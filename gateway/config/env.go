@@ -1,20 +1,24 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 )
 
 // expandEnv replaces ${VAR} and ${VAR:-default} in every string reachable
-// from v (struct fields, slices, map values) using lookup. path names the
-// field in errors. "$$" stands for a literal "$".
-func expandEnv(v reflect.Value, path string, lookup func(string) (string, bool)) error {
+// from v (struct fields, slices, map values) using lookup, and returns an
+// error for each string it cannot expand, at its field path (a string
+// left as written). "$$" stands for a literal "$".
+func expandEnv(v reflect.Value, path string, lookup func(string) (string, bool)) []error {
+	var errs []error
 	switch v.Kind() {
 	case reflect.String:
 		s, err := expand(v.String(), lookup)
 		if err != nil {
-			return atField(path, "%s: %w", path, err)
+			return []error{atField(path, "%s: %w", path, err)}
 		}
 		v.SetString(s)
 	case reflect.Pointer:
@@ -24,32 +28,31 @@ func expandEnv(v reflect.Value, path string, lookup func(string) (string, bool))
 	case reflect.Struct:
 		t := v.Type()
 		for i := range t.NumField() {
-			name := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-			if err := expandEnv(v.Field(i), joinPath(path, name), lookup); err != nil {
-				return err
+			name, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			p := path // an inline struct's fields are its parent's
+			if !strings.Contains(opts, "inline") {
+				p = joinPath(path, cmp.Or(name, strings.ToLower(t.Field(i).Name)))
 			}
+			errs = append(errs, expandEnv(v.Field(i), p, lookup)...)
 		}
 	case reflect.Slice:
 		for i := range v.Len() {
-			if err := expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", path, i), lookup); err != nil {
-				return err
-			}
+			errs = append(errs, expandEnv(v.Index(i), fmt.Sprintf("%s[%d]", path, i), lookup)...)
 		}
 	case reflect.Map:
 		if v.Type().Elem().Kind() == reflect.Interface {
 			return nil // free-form data such as JSON schemas is not expanded
 		}
-		iter := v.MapRange()
-		for iter.Next() {
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return cmp.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+		for _, k := range keys {
 			elem := reflect.New(v.Type().Elem()).Elem()
-			elem.Set(iter.Value())
-			if err := expandEnv(elem, joinPath(path, fmt.Sprint(iter.Key())), lookup); err != nil {
-				return err
-			}
-			v.SetMapIndex(iter.Key(), elem)
+			elem.Set(v.MapIndex(k))
+			errs = append(errs, expandEnv(elem, keyPath(path, fmt.Sprint(k)), lookup)...)
+			v.SetMapIndex(k, elem)
 		}
 	}
-	return nil
+	return errs
 }
 
 func joinPath(path, name string) string {

@@ -3,12 +3,9 @@ package config
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/turngate/turngate/internal/golden"
 )
 
 // extensionYAML is a valid config with one agent (a) whose extensions
@@ -107,29 +104,8 @@ func TestExtensionErrors(t *testing.T) {
 // every error is positioned at the line and column of the value it is
 // about, all of a file's errors in one pass.
 func TestExtensionDiagnostics(t *testing.T) {
-	for _, name := range []string{"env", "exec", "http", "types", "values"} {
-		t.Run(name, func(t *testing.T) {
-			path := "testdata/extensions/" + name
-			data, err := os.ReadFile(path + ".yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = Parse(path+".yaml", data, env(nil))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, line := range strings.Split(err.Error(), "\n") {
-				if !positioned.MatchString(line) {
-					t.Errorf("error without its file, line and column: %s", line)
-				}
-			}
-			golden.Check(t, path+".golden", err.Error()+"\n")
-		})
-	}
+	checkReports(t, "testdata/extensions", "env", "exec", "http", "types", "values")
 }
-
-// positioned matches an error that starts with its file, line and column.
-var positioned = regexp.MustCompile(`^testdata/extensions/\w+\.yaml: line \d+ col \d+: `)
 
 // TestExtensionPrograms: Load finds every exec extension's program as the
 // gateway will start it (a path with a slash against the config's
@@ -197,8 +173,8 @@ func TestExtensionProgramsWithOtherErrors(t *testing.T) {
 		t.Fatal("no error")
 	}
 	lines := strings.Split(err.Error(), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], "line 5 col 75: extensions[0] (e): hooks: beforeStep") ||
-		!strings.Contains(lines[1], "line 5 col 42: extensions[0] (e): command: ") {
-		t.Errorf("Load: %v\nwant the hook's error, then the program's", err)
+	if len(lines) != 2 || !strings.Contains(lines[0], "line 5 col 42: extensions[0] (e): command: ") ||
+		!strings.Contains(lines[1], "line 5 col 75: extensions[0] (e): hooks: beforeStep") {
+		t.Errorf("Load: %v\nwant the program's error, then the hook's (in position order)", err)
 	}
 }

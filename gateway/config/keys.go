@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agnivade/levenshtein"
 	"gopkg.in/yaml.v3"
@@ -22,23 +24,88 @@ import (
 // field path ("agents[0]") and the closest known key when one is near. The
 // strict decoder would report the same keys in Go terms ("field maxStep
 // not found in type config.Agent"); users read YAML, not Go.
-func unknownKeys(root *yaml.Node) error {
+func unknownKeys(root *yaml.Node) []*posError {
 	if root == nil || root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
 		return nil
 	}
-	var errs []error
-	walkKeys(root.Content[0], reflect.TypeFor[Config](), "", &errs)
-	return errors.Join(errs...)
+	w := &keyWalk{reported: map[[2]int]bool{}, walked: map[aliasWalk]bool{}}
+	w.walk(root.Content[0], reflect.TypeFor[Config](), "")
+	return w.errs
+}
+
+// keyWalk is unknownKeys' walk: the errors so far, the positions they are
+// at, and the anchors walked through an alias already.
+type keyWalk struct {
+	errs     []*posError
+	reported map[[2]int]bool
+	walked   map[aliasWalk]bool
+}
+
+// aliasWalk is an anchor's node walked as a Go type.
+type aliasWalk struct {
+	n *yaml.Node
+	t reflect.Type
+}
+
+// duplicateKeys reports every mapping key that repeats an earlier key of
+// its mapping, at the repeat, and removes the repeats from the document so
+// that the decoder takes the first: yaml.v3 would skip the whole mapping,
+// and the errors of its other values with it.
+func duplicateKeys(root *yaml.Node) []*posError {
+	var errs []*posError
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
+			}
+		case yaml.MappingNode:
+			first := map[string]*yaml.Node{}
+			kept := n.Content[:0:0]
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				if f, ok := first[k.Value]; ok && k.Kind == yaml.ScalarNode {
+					errs = append(errs, at(k, "%s: key %q is set twice (first at line %d)", cmp.Or(path, "top level"), k.Value, f.Line))
+					continue
+				}
+				if k.Kind == yaml.ScalarNode {
+					first[k.Value] = k
+				}
+				kept = append(kept, k, v)
+				walk(v, keyPath(path, k.Value))
+			}
+			n.Content = kept
+		}
+	}
+	walk(root, "")
+	return errs
 }
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
-// walkKeys checks n against t, appending an error per unknown key.
-func walkKeys(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
+// walk checks n against t, recording an error per unknown key. An alias
+// is checked as what it stands for, each anchor once per type: an unknown
+// key in an anchor used twice is reported once, an anchor that contains
+// its own alias ends, and aliases of aliases (a "billion laughs") cost no
+// more than their anchors.
+func (w *keyWalk) walk(n *yaml.Node, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if n.Kind == yaml.AliasNode || t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+	if n.Kind == yaml.AliasNode {
+		v := aliasWalk{n.Alias, t}
+		if n.Alias == nil || w.walked[v] {
+			return
+		}
+		w.walked[v] = true
+		n = n.Alias
+	}
+	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
 		return // decoded by its own rules
 	}
 	switch t.Kind() {
@@ -59,24 +126,27 @@ func walkKeys(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 				if where == "" {
 					where = "top level"
 				}
-				*errs = append(*errs, fmt.Errorf("line %d col %d: %s: %s", k.Line, k.Column, where, msg))
+				if pos := [2]int{k.Line, k.Column}; !w.reported[pos] {
+					w.reported[pos] = true
+					w.errs = append(w.errs, at(k, "%s: %s", where, msg))
+				}
 				continue
 			}
-			walkKeys(v, ft, joinPath(path, k.Value), errs)
+			w.walk(v, ft, joinPath(path, k.Value))
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			return
 		}
 		for i, e := range n.Content {
-			walkKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+			w.walk(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			walkKeys(n.Content[i+1], t.Elem(), joinPath(path, n.Content[i].Value), errs)
+			w.walk(n.Content[i+1], t.Elem(), keyPath(path, n.Content[i].Value))
 		}
 	}
 }
@@ -120,61 +190,196 @@ func suggest(key string, known map[string]reflect.Type) string {
 	return best
 }
 
-// typeMismatch matches one of yaml.v3's type errors: "line 2: cannot
-// unmarshal !!str `many` into int".
-var typeMismatch = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+) `(.*)` into (\\S+)$")
+// Errors of yaml.v3's decoder: "line 2: cannot unmarshal !!str `many`
+// into int" (a value longer than ten characters cut to seven and "..."),
+// the "line N col M: …" of ToolChoice and the "line N: …" of other types'
+// own decoding.
+var (
+	typeMismatch = regexp.MustCompile("(?s)^line (\\d+): cannot unmarshal (\\S+?)(?: `(.*)`)? into (\\S+)$")
+	atLineCol    = regexp.MustCompile(`(?s)^line (\d+) col (\d+): (.*)$`)
+	lineOnly     = regexp.MustCompile(`(?s)^(?:yaml: )?line (\d+): (.*)$`)
+)
 
-// friendlyTypeErrors rewrites the decoder's type errors in YAML terms:
-// the field path and what the key takes, instead of a Go type.
-func friendlyTypeErrors(root *yaml.Node, err error) error {
+// friendlyTypeErrors rewrites the decoder's errors in YAML terms, each at
+// the line and column of the value or key it is about, with its field path
+// and what the key takes instead of a Go type.
+func friendlyTypeErrors(root *yaml.Node, err error) []*posError {
 	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err
+	msgs := []string{err.Error()}
+	if errors.As(err, &te) {
+		msgs = te.Errors
 	}
-	out := make([]error, 0, len(te.Errors))
-	for _, e := range te.Errors {
-		m := typeMismatch.FindStringSubmatch(e)
-		if m == nil {
-			out = append(out, errors.New(e))
-			continue
-		}
-		line, _ := strconv.Atoi(m[1])
-		where, col := "", 0
-		if root != nil && len(root.Content) > 0 {
-			where, col = pathAt(root.Content[0], "", line, m[3])
-		}
-		msg := fmt.Sprintf("%s must be %s, not %q", cmp.Or(where, "value"), goTypeWord(m[4]), m[3])
-		if col > 0 {
-			out = append(out, fmt.Errorf("line %d col %d: %s", line, col, msg))
-		} else {
-			out = append(out, fmt.Errorf("line %d: %s", line, msg))
+	doc := documentStart(root)
+	var out []*posError
+	for _, e := range msgs {
+		switch m := (match{}); {
+		case m.of(typeMismatch, e):
+			line, want := m.line(), m[4]
+			n, path := find(root, line, func(n *yaml.Node, t reflect.Type) bool {
+				return t.String() == want && sameValue(n, m[2], m[3])
+			})
+			out = append(out, at(n, "%s must be %s, not %s", cmp.Or(path, "the config"), goTypeWord(want), describe(n, m[3])))
+		case m.of(atLineCol, e):
+			n, path := find(root, m.line(), func(n *yaml.Node, _ reflect.Type) bool { return n.Column == m.int(2) })
+			out = append(out, at(n, "%s: %s", cmp.Or(path, "the config"), m[3]))
+		case m.of(lineOnly, e):
+			// An error of a type's own decoding (UnmarshalYAML), on the
+			// line of the value that type decodes.
+			n, path := find(root, m.line(), func(_ *yaml.Node, t reflect.Type) bool {
+				return t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)
+			})
+			out = append(out, at(n, "%s: %s", cmp.Or(path, "the config"), m[2]))
+		default:
+			out = append(out, at(doc, "%s", strings.TrimPrefix(e, "yaml: ")))
 		}
 	}
-	return errors.Join(out...)
+	return out
 }
 
-// pathAt returns the field path and column of the scalar on line whose
-// value is value.
-func pathAt(n *yaml.Node, path string, line int, value string) (string, int) {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if n.Line == line && n.Value == value {
-			return path, n.Column
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if p, c := pathAt(n.Content[i+1], joinPath(path, n.Content[i].Value), line, value); p != "" {
-				return p, c
-			}
-		}
-	case yaml.SequenceNode:
-		for i, e := range n.Content {
-			if p, c := pathAt(e, fmt.Sprintf("%s[%d]", path, i), line, value); p != "" {
-				return p, c
-			}
-		}
+// match is a regexp's submatches.
+type match []string
+
+// of matches s against re, keeping the submatches.
+func (m *match) of(re *regexp.Regexp, s string) bool {
+	*m = re.FindStringSubmatch(s)
+	return *m != nil
+}
+
+// int returns submatch i as a number.
+func (m match) int(i int) int {
+	v, _ := strconv.Atoi(m[i])
+	return v
+}
+
+// line returns the line number every pattern starts with.
+func (m match) line() int { return m.int(1) }
+
+// sameValue reports whether n is what the decoder's type error describes:
+// a mapping or list for !!map and !!seq, else a scalar whose value is value
+// (or starts with it, for the decoder's "abcdefg..." of a long value).
+func sameValue(n *yaml.Node, tag, value string) bool {
+	switch tag {
+	case "!!map":
+		return n.Kind == yaml.MappingNode
+	case "!!seq":
+		return n.Kind == yaml.SequenceNode
 	}
-	return "", 0
+	if n.Kind != yaml.ScalarNode {
+		return false
+	}
+	if short, ok := strings.CutSuffix(value, "..."); ok && len(n.Value) > 10 {
+		return strings.HasPrefix(n.Value, short)
+	}
+	return n.Value == value
+}
+
+// describe names the value of n for an error: a mapping, a list, or the
+// scalar quoted (cut at 40 bytes).
+func describe(n *yaml.Node, value string) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		value = n.Value
+	}
+	if len(value) > 40 {
+		return strconv.Quote(value[:37]) + "..."
+	}
+	return strconv.Quote(value)
+}
+
+// find returns the first node on line, in document order, that ok accepts
+// given the Go type it decodes into, with its field path; else the first
+// node on line; else a node at the line's first character (a value the
+// document does not hold as a node).
+func find(root *yaml.Node, line int, ok func(n *yaml.Node, t reflect.Type) bool) (*yaml.Node, string) {
+	if root == nil || len(root.Content) == 0 {
+		return &yaml.Node{Line: max(line, 1), Column: 1}, ""
+	}
+	var first *yaml.Node
+	var firstPath string
+	var found *yaml.Node
+	var foundPath string
+	visit(root.Content[0], reflect.TypeFor[Config](), "", func(n *yaml.Node, t reflect.Type, path string) bool {
+		if n.Line != line {
+			return false
+		}
+		if first == nil {
+			first, firstPath = n, path
+		}
+		if t != nil && ok(n, t) {
+			found, foundPath = n, path
+			return true
+		}
+		return false
+	})
+	switch {
+	case found != nil:
+		return found, foundPath
+	case first != nil:
+		return first, firstPath
+	}
+	return &yaml.Node{Line: max(line, 1), Column: 1}, ""
+}
+
+// visit calls fn for n and every node under it in document order, with its
+// field path and the Go type it decodes into (nil where no Config field
+// takes it), until fn returns true. An alias is visited as what it stands
+// for, each anchor once per type (as keyWalk.walk).
+func visit(n *yaml.Node, t reflect.Type, path string, fn func(n *yaml.Node, t reflect.Type, path string) bool) bool {
+	walked := map[aliasWalk]bool{}
+	var rec func(n *yaml.Node, t reflect.Type, path string) bool
+	rec = func(n *yaml.Node, t reflect.Type, path string) bool {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if n.Kind == yaml.AliasNode {
+			v := aliasWalk{n.Alias, t}
+			if n.Alias == nil || walked[v] {
+				return false
+			}
+			walked[v] = true
+			n = n.Alias
+		}
+		if fn(n, t, path) {
+			return true
+		}
+		custom := t != nil && (t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType))
+		switch n.Kind {
+		case yaml.MappingNode:
+			var fields map[string]reflect.Type
+			if t != nil && !custom && t.Kind() == reflect.Struct {
+				fields = yamlFields(t)
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				var vt reflect.Type
+				switch {
+				case fields != nil:
+					vt = fields[k.Value]
+				case t != nil && !custom && t.Kind() == reflect.Map:
+					vt = t.Elem()
+				}
+				if rec(v, vt, keyPath(path, k.Value)) {
+					return true
+				}
+			}
+		case yaml.SequenceNode:
+			var et reflect.Type
+			if t != nil && !custom && t.Kind() == reflect.Slice {
+				et = t.Elem()
+			}
+			for i, e := range n.Content {
+				if rec(e, et, fmt.Sprintf("%s[%d]", path, i)) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return rec(n, t, path)
 }
 
 // goTypeWord names what a Go type takes, in YAML terms.
@@ -197,14 +402,67 @@ func goTypeWord(goType string) string {
 }
 
 // syntaxError reports a YAML syntax error at the problem's line and column
-// (yamlpos), in the form of the other errors.
-func syntaxError(data []byte, err error) error {
+// (yamlpos), in the form of the other errors. When yamlpos knows only the
+// line, the column is that of the line's first character; an error
+// yaml.v3 gives no line (a byte YAML does not allow, an alias of no
+// anchor) is positioned at what it names.
+func syntaxError(data []byte, err error) *posError {
 	e, ok := yamlpos.Locate(data, err)
-	switch {
-	case !ok:
-		return err
-	case e.Column > 0:
-		return fmt.Errorf("line %d col %d: invalid YAML: %s", e.Line, e.Column, e.Message)
+	if !ok {
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		line, col := errorOffset(data, msg)
+		return &posError{line: line, col: col, err: fmt.Errorf("invalid YAML: %s", msg)}
 	}
-	return fmt.Errorf("line %d: invalid YAML: %s", e.Line, e.Message)
+	if e.Column == 0 {
+		e.Column = firstColumn(data, e.Line)
+	}
+	return &posError{line: e.Line, col: e.Column, err: fmt.Errorf("invalid YAML: %s", e.Message)}
+}
+
+// unknownAnchor matches yaml.v3's error for an alias of no anchor.
+var unknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+
+// errorOffset returns the line and column of what a syntax error without
+// a line is about: the alias of an unknown anchor, else the first byte
+// YAML does not allow (invalid UTF-8 or a control character), else the
+// document's start.
+func errorOffset(data []byte, msg string) (line, col int) {
+	off := -1
+	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
+		off = bytes.Index(data, []byte("*"+m[1]))
+	}
+	for i := 0; off < 0 && i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if (r == utf8.RuneError && size == 1) || (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0x7f {
+			off = i
+		}
+		i += size
+	}
+	if off < 0 {
+		return 1, 1
+	}
+	return lineCol(data, off)
+}
+
+// lineCol returns the 1-based line and column (in characters) of byte
+// offset off in data.
+func lineCol(data []byte, off int) (line, col int) {
+	before := data[:off]
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return bytes.Count(before, []byte("\n")) + 1, utf8.RuneCount(before[start:]) + 1
+}
+
+// firstColumn returns the column of line's first character that is not a
+// space, or 1.
+func firstColumn(data []byte, line int) int {
+	lines := bytes.Split(data, []byte("\n"))
+	if line < 1 || line > len(lines) {
+		return 1
+	}
+	text := lines[line-1]
+	trimmed := bytes.TrimLeft(text, " \t")
+	if len(trimmed) == 0 {
+		return 1
+	}
+	return utf8.RuneCount(text[:len(text)-len(trimmed)]) + 1
 }

@@ -1,28 +1,44 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/turngate/turngate/policy"
 )
 
-// fieldPath matches the field path that starts every validation and
-// expansion error: "agents[1]", "models.fast", "auth.apiKeys[0]"...
-var fieldPath = regexp.MustCompile(`^[A-Za-z]+(?:\[\d+\]|\.[A-Za-z0-9_-]+)*`)
+// posError is an error about what is at a line and column of the config
+// file; every error Parse returns is one, rendered "line N col M: …".
+type posError struct {
+	line, col int
+	err       error
+}
 
-// segment is one step of a field path: a key or an index.
-var segment = regexp.MustCompile(`\[(\d+)\]|\.?([A-Za-z0-9_-]+)`)
+func (e *posError) Error() string { return fmt.Sprintf("line %d col %d: %v", e.line, e.col, e.err) }
+func (e *posError) Unwrap() error { return e.err }
+
+// at returns an error positioned at node n.
+func at(n *yaml.Node, format string, args ...any) *posError {
+	return &posError{line: n.Line, col: n.Column, err: fmt.Errorf(format, args...)}
+}
 
 // fieldError is an error about the value at a field path such as
-// "extensions[0].hooks[1]": withLines prefixes it with the line and column
+// "extensions[0].hooks[1]": withLines positions it at the line and column
 // of that value (or of the nearest enclosing node the document has, for a
 // missing key). Its message names the field in its own words.
 type fieldError struct {
 	path string
-	err  error
+	// key positions the error at the mapping key that ends path rather
+	// than at its value: the key itself is wrong.
+	key bool
+	err error
 }
 
 func (e *fieldError) Error() string { return e.err.Error() }
@@ -33,49 +49,88 @@ func atField(path, format string, args ...any) error {
 	return &fieldError{path: path, err: fmt.Errorf(format, args...)}
 }
 
-// withLines prefixes each error of err with "line N col M: " when it is a
-// fieldError whose path the document data holds, else with "line N: "
-// when the field path that starts its message can be found. Only a failed
-// Parse pays for this second, positioned parse.
-func withLines(data []byte, err error) error {
-	root := new(yaml.Node)
-	_ = yaml.Unmarshal(data, root) // data decoded once already; only positions are needed
-	errs := flatten(err)
-	out := make([]error, len(errs))
-	for i, e := range errs {
-		out[i] = e
-		if fe := (*fieldError)(nil); errors.As(e, &fe) {
-			if n := locate(root, fe.path); n != nil {
-				out[i] = fmt.Errorf("line %d col %d: %w", n.Line, n.Column, e)
-				continue
-			}
-		}
-		if n := locate(root, fieldPath.FindString(e.Error())); n != nil {
-			out[i] = fmt.Errorf("line %d: %w", n.Line, e)
-		}
-	}
-	return errors.Join(out...)
+// atKey returns an error about the mapping key that ends path (a header
+// name that is not one), positioned by withLines.
+func atKey(path, format string, args ...any) error {
+	return &fieldError{path: path, key: true, err: fmt.Errorf(format, args...)}
 }
 
-// locate returns the node at path in the document root, or nil.
-func locate(root *yaml.Node, path string) *yaml.Node {
+// plainKey is a mapping key a field path writes after a dot.
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// keyPath returns path extended by the mapping key k: "path.k", or
+// `path["k"]` when k is not a plain word (a model alias with a dot, a
+// header name with a space), so that locate finds it.
+func keyPath(path, k string) string {
+	if !plainKey.MatchString(k) {
+		return path + "[" + strconv.Quote(k) + "]"
+	}
+	return joinPath(path, k)
+}
+
+// segment is one step of a field path: an index, a quoted key or a key.
+var segment = regexp.MustCompile(`\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]|\.?([^.\[\]]+)`)
+
+// withLines positions each error of err: a fieldError at the node its
+// path leads to, any other at the document's start (Validate's errors are
+// all fieldErrors; this keeps a position on every error regardless). Only
+// a failed Parse pays for this second, positioned parse.
+func withLines(data []byte, err error) []*posError {
+	root := new(yaml.Node)
+	_ = yaml.Unmarshal(data, root) // data decoded once already; only positions are needed
+	var out []*posError
+	for _, e := range flatten(err) {
+		var fe *fieldError
+		n := (*yaml.Node)(nil)
+		if errors.As(e, &fe) {
+			n = locate(root, fe.path, fe.key)
+		}
+		if n == nil {
+			n = documentStart(root)
+		}
+		out = append(out, &posError{line: n.Line, col: n.Column, err: e})
+	}
+	return out
+}
+
+// documentStart is the node where the document's content starts, or line
+// 1 column 1 for an empty document.
+func documentStart(root *yaml.Node) *yaml.Node {
+	if root != nil && len(root.Content) > 0 && root.Content[0].Line > 0 {
+		return root.Content[0]
+	}
+	return &yaml.Node{Line: 1, Column: 1}
+}
+
+// locate returns the node at path in the document root (with key, the
+// mapping key that ends path), the nearest enclosing node when the path
+// leads to a key the document lacks, or nil for an empty document.
+func locate(root *yaml.Node, path string, key bool) *yaml.Node {
 	if path == "" || root == nil || root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
 		return nil
 	}
-	n := root.Content[0]
+	n, keyNode := root.Content[0], (*yaml.Node)(nil)
 	for _, m := range segment.FindAllStringSubmatch(path, -1) {
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias // descend into what the alias stands for
+		}
+		name := m[3]
+		if m[2] != "" {
+			name, _ = strconv.Unquote(m[2])
+		}
+		keyNode = nil
 		switch {
 		case m[1] != "" && n.Kind == yaml.SequenceNode:
 			i, _ := strconv.Atoi(m[1])
 			if i >= len(n.Content) {
-				return nil
+				return n
 			}
 			n = n.Content[i]
-		case m[2] != "" && n.Kind == yaml.MappingNode:
+		case m[1] == "" && n.Kind == yaml.MappingNode:
 			var next *yaml.Node
-			for k := 0; k+1 < len(n.Content); k += 2 {
-				if n.Content[k].Value == m[2] {
-					next = n.Content[k+1]
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == name {
+					keyNode, next = n.Content[i], n.Content[i+1]
 				}
 			}
 			if next == nil {
@@ -86,12 +141,18 @@ func locate(root *yaml.Node, path string) *yaml.Node {
 			return n
 		}
 	}
+	if key && keyNode != nil {
+		return keyNode
+	}
 	return n
 }
 
 // flatten returns the errors joined in err (errors.Join, nested or not),
 // or err alone.
 func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
 	j, ok := err.(interface{ Unwrap() []error })
 	if !ok {
 		return []error{err}
@@ -103,12 +164,25 @@ func flatten(err error) []error {
 	return out
 }
 
-// inFile prefixes each error of err with the config's name, so every line
-// of a report reads "file: line N col M: …".
-func inFile(name string, err error) error {
-	errs := flatten(err)
-	for i, e := range errs {
-		errs[i] = fmt.Errorf("%s: %w", name, e)
+// inFile renders a report: errs in position order (those at one position
+// in the order they were found, each once), at most policy.MaxErrors of them and then
+// how many more there are from where the first one not shown is, each
+// reading "file: line N col M: …" (the further lines of a message of
+// several indented under it).
+func inFile(name string, errs []*posError) error {
+	slices.SortStableFunc(errs, func(a, b *posError) int {
+		return cmp.Or(cmp.Compare(a.line, b.line), cmp.Compare(a.col, b.col))
+	})
+	// The decoder reports a value aliased several times once per alias.
+	errs = slices.CompactFunc(errs, func(a, b *posError) bool { return a.Error() == b.Error() })
+	if len(errs) > policy.MaxErrors {
+		rest := errs[policy.MaxErrors]
+		errs = append(errs[:policy.MaxErrors], &posError{line: rest.line, col: rest.col,
+			err: fmt.Errorf("%d more errors from here on (the first %d are shown)", len(errs)-policy.MaxErrors, policy.MaxErrors)})
 	}
-	return errors.Join(errs...)
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = fmt.Errorf("%s: line %d col %d: %s", name, e.line, e.col, strings.ReplaceAll(e.err.Error(), "\n", "\n    "))
+	}
+	return errors.Join(out...)
 }

@@ -52,11 +52,11 @@ func (r *Replica) applyDefaults() {
 }
 
 // validate reports the replica settings that do not fit.
-func (r *Replica) validate(add func(format string, args ...any)) {
+func (r *Replica) validate(add func(path, format string, args ...any)) {
 	if !replicaID.MatchString(r.ID) {
-		add("replica.id: must be 1-128 characters of letters, digits and _ . : @ -, starting with a letter or digit, not %q", r.ID)
+		add("replica.id", "replica.id: must be 1-128 characters of letters, digits and _ . : @ -, starting with a letter or digit, not %q", r.ID)
 	}
 	if r.LeaseTTL < time.Second {
-		add("replica.leaseTtl: must be at least 1s, not %s", r.LeaseTTL)
+		add("replica.leaseTtl", "replica.leaseTtl: must be at least 1s, not %s", r.LeaseTTL)
 	}
 }

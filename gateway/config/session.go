@@ -133,7 +133,7 @@ func (c *Config) applySessionDefaults() {
 // validateSessions reports, through add, the session settings of every
 // agent that do not hold together. Each error starts with the setting's
 // path, so Parse can name its line.
-func (c *Config) validateSessions(add func(format string, args ...any)) {
+func (c *Config) validateSessions(add func(path, format string, args ...any)) {
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		if a.Session == nil {
@@ -143,16 +143,16 @@ func (c *Config) validateSessions(add func(format string, args ...any)) {
 	}
 }
 
-func (s *Session) validate(path string, models map[string]Model, add func(format string, args ...any)) {
+func (s *Session) validate(path string, models map[string]Model, add func(path, format string, args ...any)) {
 	names := map[string]bool{}
 	for j := range s.Context {
 		b := &s.Context[j]
 		at := fmt.Sprintf("%s.context[%d]", path, j)
 		switch {
 		case !blockName.MatchString(b.Name):
-			add("%s: name must be a letter then up to 63 letters, digits, _ or -, not %q", at, b.Name)
+			add(at+".name", "%s: name must be a letter then up to 63 letters, digits, _ or -, not %q", at, b.Name)
 		case names[b.Name]:
-			add("%s: duplicate context block %q", at, b.Name)
+			add(at+".name", "%s: duplicate context block %q", at, b.Name)
 		}
 		names[b.Name] = true
 		sources := 0
@@ -162,33 +162,31 @@ func (s *Session) validate(path string, models map[string]Model, add func(format
 			}
 		}
 		if sources != 1 {
-			add("%s (%s): set exactly one source: text, file, http or writable: true", at, b.Name)
+			add(at, "%s (%s): set exactly one source: text, file, http or writable: true", at, b.Name)
 		}
 		switch {
 		case b.Writable && b.MaxTokens < 1:
-			add("%s (%s): a writable block needs maxTokens of at least 1", at, b.Name)
+			add(at+".maxTokens", "%s (%s): a writable block needs maxTokens of at least 1", at, b.Name)
 		case !b.Writable && b.MaxTokens != 0:
-			add("%s (%s): maxTokens bounds a writable block only", at, b.Name)
+			add(at+".maxTokens", "%s (%s): maxTokens bounds a writable block only", at, b.Name)
 		}
 		if h := b.HTTP; h != nil {
 			if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				add("%s.http (%s): url must be an http or https URL, not %q", at, b.Name, h.URL)
+				add(at+".http.url", "%s.http (%s): url must be an http or https URL, not %q", at, b.Name, h.URL)
 			}
-			if h.Timeout < 0 || h.CacheTTL < 0 {
-				add("%s.http (%s): timeout and cacheTTL must not be negative", at, b.Name)
-			}
+			notNegative(add, at+".http", map[string]any{"timeout": h.Timeout, "cacheTTL": h.CacheTTL})
 		}
 	}
 	if cp := s.Compaction; cp != nil {
 		at := path + ".compaction"
 		if cp.After < 1 {
-			add("%s: after must be a token count of at least 1", at)
+			add(at+".after", "%s: after must be a token count of at least 1", at)
 		}
 		if _, ok := models[cp.Model]; !ok {
-			add("%s: unknown model alias %q", at, cp.Model)
+			add(at+".model", "%s: unknown model alias %q", at, cp.Model)
 		}
 		if cp.KeepLast < 1 {
-			add("%s: keepLast must be at least 1", at)
+			add(at+".keepLast", "%s: keepLast must be at least 1", at)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"maps"
+	"slices"
+
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/turngate/turngate/internal/tracing"
@@ -35,23 +38,25 @@ func (t *Tracing) Ratio() float64 {
 	return *t.SampleRatio
 }
 
-// validate reports the tracing settings that cannot work.
-func (t *Tracing) validate(add func(format string, args ...any)) {
+// validate reports the tracing settings that cannot work, each at its
+// value (a header name at its key).
+func (t *Tracing) validate(report func(error)) {
 	if r := t.SampleRatio; r != nil && !(*r >= 0 && *r <= 1) {
-		add("tracing.sampleRatio: must be between 0 and 1, not %v", *r)
+		report(atField("tracing.sampleRatio", "tracing.sampleRatio: must be between 0 and 1, not %v", *r))
 	}
-	for name, v := range t.Headers {
+	for _, name := range slices.Sorted(maps.Keys(t.Headers)) {
+		h := keyPath("tracing.headers", name)
 		if !httpguts.ValidHeaderFieldName(name) {
-			add("tracing.headers.%s: not a valid HTTP header name", name)
+			report(atKey(h, "%s: not a valid HTTP header name", h))
 		}
-		if !httpguts.ValidHeaderFieldValue(v) {
-			add("tracing.headers.%s: the value contains a control character", name)
+		if !httpguts.ValidHeaderFieldValue(t.Headers[name]) {
+			report(atField(h, "%s: the value contains a control character", h))
 		}
 	}
 	if !t.Enabled {
 		return
 	}
 	if _, err := tracing.EndpointURL(t.Endpoint); err != nil {
-		add("tracing.endpoint: %v", err)
+		report(atField("tracing.endpoint", "tracing.endpoint: %v", err))
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"fmt"
 	"path"
 	"time"
 )
@@ -57,7 +58,7 @@ const (
 // default frame cap.
 func (w *WebSocket) applyDefaults(maxBodyBytes int64) {
 	w.MaxConnections = cmp.Or(w.MaxConnections, DefaultWSMaxConnections)
-	w.MaxFrameBytes = cmp.Or(w.MaxFrameBytes, maxBodyBytes)
+	w.MaxFrameBytes = cmp.Or(w.MaxFrameBytes, max(maxBodyBytes, 0)) // a negative maxBodyBytes is its own error
 	w.MaxRequestsPerConnection = cmp.Or(w.MaxRequestsPerConnection, DefaultWSMaxRequestsPerConnection)
 	w.SendQueue = cmp.Or(w.SendQueue, DefaultWSSendQueue)
 	w.WriteTimeout = cmp.Or(w.WriteTimeout, DefaultWSWriteTimeout)
@@ -67,14 +68,16 @@ func (w *WebSocket) applyDefaults(maxBodyBytes int64) {
 }
 
 // validate reports the websocket settings that cannot work.
-func (w *WebSocket) validate(add func(format string, args ...any)) {
-	if w.MaxConnections < 0 || w.MaxFrameBytes < 0 || w.MaxRequestsPerConnection < 0 || w.SendQueue < 0 ||
-		w.WriteTimeout < 0 || w.PingInterval < 0 || w.PongTimeout < 0 || w.AuthTimeout < 0 {
-		add("websocket: limits and timeouts must not be negative")
-	}
+func (w *WebSocket) validate(add func(path, format string, args ...any)) {
+	notNegative(add, "websocket", map[string]any{
+		"maxConnections": w.MaxConnections, "maxFrameBytes": w.MaxFrameBytes, "maxRequestsPerConnection": w.MaxRequestsPerConnection,
+		"sendQueue": w.SendQueue, "writeTimeout": w.WriteTimeout, "pingInterval": w.PingInterval, "pongTimeout": w.PongTimeout,
+		"authTimeout": w.AuthTimeout,
+	})
 	for i, p := range w.OriginPatterns {
 		if _, err := path.Match(p, ""); err != nil || p == "" {
-			add("websocket.originPatterns[%d]: %q is not a valid host pattern (path.Match syntax, e.g. \"*.example.com\")", i, p)
+			item := fmt.Sprintf("websocket.originPatterns[%d]", i)
+			add(item, "%s: %q is not a valid host pattern (path.Match syntax, e.g. \"*.example.com\")", item, p)
 		}
 	}
 }
