@@ -22,6 +22,9 @@ type toolJournal struct {
 	tenant string
 	sessID string
 	reqID  string
+	// lost ends the turn as fenced when a journal write finds the
+	// session's lease lost (nil when the turn runs under no lease).
+	lost func()
 }
 
 // journalFor returns the journal of in's turn when it runs a durable
@@ -32,7 +35,11 @@ func (s *Server) journalFor(in *turnInput) engine.ToolJournal {
 	if in.entry != engine.EntrySubmitMessages || in.ephemeral {
 		return nil
 	}
-	return &toolJournal{st: s.store, log: s.log, tenant: in.principal.Tenant, sessID: in.sessionID, reqID: in.requestID}
+	j := &toolJournal{st: s.store, log: s.log, tenant: in.principal.Tenant, sessID: in.sessionID, reqID: in.requestID}
+	if h := in.holding; h != nil {
+		j.lost = func() { h.cancel(store.ErrFenced) }
+	}
+	return j
 }
 
 func (j *toolJournal) key(id string) store.ToolCallKey {
@@ -64,7 +71,10 @@ func (j *toolJournal) Lookup(ctx context.Context, c engine.JournalCall) (engine.
 }
 
 // Record implements engine.ToolJournal. A store error is logged: the call's
-// outcome is then not reused by a re-run.
+// outcome is then not reused by a re-run. A write refused because the
+// session's lease was lost (another replica took the session, and may
+// re-run the submission) ends the turn at once, as a lost renewal does: it
+// stores nothing and ends as an error.
 func (j *toolJournal) Record(ctx context.Context, c engine.JournalCall, e engine.JournalEntry) {
 	err := j.st.JournalToolResult(context.WithoutCancel(ctx), &store.ToolResult{
 		ToolCallKey: j.key(c.ToolCallID),
@@ -75,7 +85,11 @@ func (j *toolJournal) Record(ctx context.Context, c engine.JournalCall, e engine
 		Output:      e.Output,
 		Error:       e.Error,
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrFenced) && j.lost != nil:
+		j.log.Warn("session lease lost while journaling a tool result; the turn ends as an error", "requestId", j.reqID, "toolCallId", c.ToolCallID)
+		j.lost()
+	case err != nil:
 		j.log.Error("journaling a tool result", "requestId", j.reqID, "toolCallId", c.ToolCallID, "err", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -410,4 +411,63 @@ func TestWSAbortOfResumeOnOtherReplica(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Status != engine.StatusAborted {
 		t.Errorf("turn records = %+v, %v; want one aborted", recs, err)
 	}
+}
+
+// TestFencedJournal: a submission's turn on one replica stands still before
+// its tool call (a paused process: its lease renewals stop); its lease
+// expires and the other replica runs the session's next turn. When the
+// paused turn goes on, its tool runs but the journal refuses the outcome
+// (the new holder could re-run the submission and reuse it): the turn ends
+// at once as a fenced error, journaling and storing nothing.
+func TestFencedJournal(t *testing.T) {
+	gate := newStepGate(false)
+	a, b := twoReplicas(t, [2]engine.Hooks{gate, gate}, func(cfg *config.Config) { cfg.Replica.LeaseTTL = time.Second })
+	var sub submissionResponse
+	a.doJSON("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "weather in Paris", "async": true}, http.StatusAccepted, &sub)
+	<-gate.entered
+	gate.armed.Store(false)
+	// Either replica's worker may have claimed it.
+	runner, other := a, b
+	if runningHere(b, "s1") {
+		runner, other = b, a
+	}
+	runner.srv.rep.pauseHeartbeats.Store(true)
+	chunks := readUIStream(t, other.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u2", "hello there")))
+	close(gate.open)
+	for sub.Status == store.StatusQueued || sub.Status == store.StatusRunning {
+		time.Sleep(5 * time.Millisecond)
+		other.doJSON("GET", "/v1/agents/demo/sessions/s1/submissions/"+sub.SubmissionID, nil, http.StatusOK, &sub)
+	}
+	if sub.Status != store.StatusError || !bytes.Contains(sub.Result, []byte(errFencedText)) {
+		t.Errorf("submission %s: %s, want an error naming the lost lease", sub.Status, sub.Result)
+	}
+	if r, err := other.store.JournaledToolResult(context.Background(), store.ToolCallKey{Tenant: "default", SessionID: "s1",
+		RequestID: "sub_" + sub.SubmissionID, ToolCallID: "none"}, 0, 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("journaled under the lost lease: %+v, %v", r, err)
+	}
+	var roles []string
+	for _, m := range other.history("demo", "s1") {
+		if m.Role == engine.RoleUser {
+			roles = append(roles, "user:"+textOf(m))
+		} else {
+			roles = append(roles, m.Role+":"+m.ID)
+		}
+	}
+	want := []string{"user:weather in Paris", "user:hello there", "assistant:" + chunks[0].str("messageId")}
+	if strings.Join(roles, "|") != strings.Join(want, "|") {
+		t.Errorf("transcript = %q, want %q (the fenced turn stored nothing)", roles, want)
+	}
+	// The turn ended after its tool call (its beforeToolCall is in the
+	// audit), without a second model step on the tool's outcome.
+	if audit := runner.audit.String(); !strings.Contains(audit, `"hook":"beforeToolCall"`) || strings.Contains(audit, `"stepNumber":1`) {
+		t.Errorf("the fenced turn's audit does not show one step that called the tool:\n%s", audit)
+	}
+}
+
+// runningHere reports whether g runs the turn of the anonymous tenant's
+// session.
+func runningHere(g *testGateway, session string) bool {
+	g.srv.mu.Lock()
+	defer g.srv.mu.Unlock()
+	return g.srv.active[sessionKey("default", session)] != nil
 }

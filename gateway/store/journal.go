@@ -130,6 +130,9 @@ func (s *SQLite) JournalToolResult(ctx context.Context, r *ToolResult) error {
 		return fmt.Errorf("journaling tool result: %w", err)
 	}
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := s.leases.check(fenceOf(ctx, r.Tenant, r.SessionID)); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, sqliteJournalTool, args...)
 		return err
 	})
@@ -155,16 +158,18 @@ func (s *SQLite) JournaledToolResult(ctx context.Context, k ToolCallKey, step, i
 // JournalToolResult implements Store.
 func (s *Postgres) JournalToolResult(ctx context.Context, r *ToolResult) error {
 	args, err := journalArgs(r)
-	if err == nil {
-		err = ctx.Err()
-	}
 	if err != nil {
 		return fmt.Errorf("journaling tool result: %w", err)
 	}
-	// One statement is its own transaction; once sent it runs to its end,
-	// as write's transactions do.
-	if _, err := s.pool.Exec(context.WithoutCancel(ctx), pgJournalTool, args...); err != nil {
-		return fmt.Errorf("journaling tool result: %w", pgError(err))
+	err = s.write(ctx, cacheKey{r.Tenant, r.SessionID}, func(ctx context.Context, tx pgx.Tx) error {
+		if err := pgCheckFence(ctx, tx, r.Tenant, r.SessionID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, pgJournalTool, args...)
+		return err
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("journaling tool result: %w", err)
 	}
 	return nil
 }

@@ -60,7 +60,7 @@ type leaseKey struct{}
 
 // WithLease returns ctx carrying l: every write of l's session made with the
 // returned context (Admit, AppendMessage, UpsertMessage, TruncateAfter,
-// SetLastBody, FinishTurn) checks, in its own transaction, that l is still
+// SetLastBody, FinishTurn, JournalToolResult) checks, in its own transaction, that l is still
 // the session's current lease, and fails with ErrFenced otherwise, storing
 // nothing. Writes of other sessions are unaffected.
 func WithLease(ctx context.Context, l *Lease) context.Context {

@@ -128,6 +128,9 @@ func TestFencedReplicaCannotWrite(t *testing.T) {
 		if err := a.UpsertMessage(fenced, "acme", "s1", msg("a1", engine.RoleAssistant, "partial")); err != nil {
 			t.Fatalf("write under the live lease: %v", err)
 		}
+		if err := a.JournalToolResult(fenced, toolResult("c0")); err != nil {
+			t.Fatalf("journal under the live lease: %v", err)
+		}
 		cur := takeOver(t, b, old, "live")
 		if err := b.UpsertMessage(WithLease(ctx, cur), "acme", "s1", msg("a1", engine.RoleAssistant, "new holder")); err != nil {
 			t.Fatalf("the new holder's write: %v", err)
@@ -141,10 +144,11 @@ func TestFencedReplicaCannotWrite(t *testing.T) {
 			"FinishTurn": func() error {
 				return a.FinishTurn(fenced, "acme", "s1", msg("a1", engine.RoleAssistant, "stale"), rec)
 			},
-			"UpsertMessage": func() error { return a.UpsertMessage(fenced, "acme", "s1", msg("a1", engine.RoleAssistant, "stale")) },
-			"AppendMessage": func() error { return a.AppendMessage(fenced, "acme", "s1", msg("a2", engine.RoleAssistant, "stale")) },
-			"TruncateAfter": func() error { return a.TruncateAfter(fenced, "acme", "s1", "u1", false) },
-			"SetLastBody":   func() error { return a.SetLastBody(fenced, "acme", "s1", json.RawMessage(`{"x":1}`)) },
+			"UpsertMessage":     func() error { return a.UpsertMessage(fenced, "acme", "s1", msg("a1", engine.RoleAssistant, "stale")) },
+			"AppendMessage":     func() error { return a.AppendMessage(fenced, "acme", "s1", msg("a2", engine.RoleAssistant, "stale")) },
+			"TruncateAfter":     func() error { return a.TruncateAfter(fenced, "acme", "s1", "u1", false) },
+			"SetLastBody":       func() error { return a.SetLastBody(fenced, "acme", "s1", json.RawMessage(`{"x":1}`)) },
+			"JournalToolResult": func() error { return a.JournalToolResult(fenced, toolResult("c1")) },
 			"Admit": func() error {
 				_, err := a.Admit(fenced, "acme", "demo", "s1", nil, &user)
 				return err
@@ -164,6 +168,9 @@ func TestFencedReplicaCannotWrite(t *testing.T) {
 		if got := queryInt(t, b, "SELECT COUNT(*) FROM turns"); got != turns {
 			t.Errorf("%d turn records after the fenced FinishTurn, want %d", got, turns)
 		}
+		if got := queryInt(t, b, "SELECT COUNT(*) FROM tool_results"); got != 1 {
+			t.Errorf("%d tool results journaled, want 1: none under the lost lease", got)
+		}
 		// A lease of another session does not fence this one's writes.
 		other, err := a.AcquireLease(ctx, "acme", "s2", "paused", testClaimTTL)
 		if err != nil {
@@ -173,6 +180,12 @@ func TestFencedReplicaCannotWrite(t *testing.T) {
 			t.Errorf("write of s1 carrying s2's lease: %v", err)
 		}
 	})
+}
+
+// toolResult is a journaled result of tool call id of session acme/s1.
+func toolResult(id string) *ToolResult {
+	return &ToolResult{ToolCallKey: ToolCallKey{Tenant: "acme", SessionID: "s1", RequestID: "r", ToolCallID: id},
+		ToolName: "weather", InputSHA256: "ab", Output: json.RawMessage(`{"t":1}`)}
 }
 
 // transcriptOf renders the session's transcript, read without any cache.

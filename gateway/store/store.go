@@ -221,7 +221,9 @@ type Store interface {
 
 	// JournalToolResult stores the outcome of an executed tool call,
 	// replacing an earlier one of the same key; the engine journals it
-	// before the turn's next model step (see ToolResult).
+	// before the turn's next model step (see ToolResult). Made under the
+	// session's lease (WithLease), it is fenced as the transcript writes
+	// are: ErrFenced, nothing stored, once the lease was lost.
 	JournalToolResult(ctx context.Context, r *ToolResult) error
 	// JournaledToolResult returns the journaled outcome of the tool call
 	// k or, when there is none, the latest one journaled at position
