@@ -256,6 +256,14 @@ func TestSubmissionsOnTwoReplicas(t *testing.T) {
 		if sub.Attempts != 1 {
 			t.Errorf("submission %s ran %d times", s.id, sub.Attempts)
 		}
+		// Its result names the replica whose turn (audit record) ran it.
+		ranOn := "replica-b"
+		if strings.Contains(a.audit.String(), `"replica":"replica-a","requestId":"sub_`+s.id+`"`) {
+			ranOn = "replica-a"
+		}
+		if got := resultReplica(t, sub.Result); got != ranOn {
+			t.Errorf("submission %s ran on %s, its result names %q", s.id, ranOn, got)
+		}
 	}
 	for s := range sessions {
 		msgs := a.history("demo", fmt.Sprint("s", s))
@@ -441,6 +449,9 @@ func TestFencedJournal(t *testing.T) {
 	if sub.Status != store.StatusError || !bytes.Contains(sub.Result, []byte(errFencedText)) {
 		t.Errorf("submission %s: %s, want an error naming the lost lease", sub.Status, sub.Result)
 	}
+	if got := resultReplica(t, sub.Result); got != runner.cfg.Replica.ID {
+		t.Errorf("the fenced submission's result names %q, want %s, which ran it", got, runner.cfg.Replica.ID)
+	}
 	if r, err := other.store.JournaledToolResult(context.Background(), store.ToolCallKey{Tenant: "default", SessionID: "s1",
 		RequestID: "sub_" + sub.SubmissionID, ToolCallID: "none"}, 0, 0); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("journaled under the lost lease: %+v, %v", r, err)
@@ -462,6 +473,16 @@ func TestFencedJournal(t *testing.T) {
 	if audit := runner.audit.String(); !strings.Contains(audit, `"hook":"beforeToolCall"`) || strings.Contains(audit, `"stepNumber":1`) {
 		t.Errorf("the fenced turn's audit does not show one step that called the tool:\n%s", audit)
 	}
+}
+
+// resultReplica returns the replica a submission's result names.
+func resultReplica(t *testing.T, result json.RawMessage) string {
+	t.Helper()
+	var r struct{ Replica string }
+	if err := json.Unmarshal(result, &r); err != nil {
+		t.Fatalf("result %s: %v", result, err)
+	}
+	return r.Replica
 }
 
 // runningHere reports whether g runs the turn of the anonymous tenant's

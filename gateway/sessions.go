@@ -35,6 +35,9 @@ type turnResponse struct {
 	Usage        *engine.Usage    `json:"usage,omitempty"`
 	// PendingApprovals are the tool calls the turn holds for approval.
 	PendingApprovals []pendingApproval `json:"pendingApprovals,omitempty"`
+	// Replica names the replica that ran the turn, in a submission's
+	// stored result (empty in a synchronous answer).
+	Replica string `json:"replica,omitempty"`
 }
 
 func newTurnResponse(t *turn) *turnResponse {

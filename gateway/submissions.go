@@ -128,14 +128,18 @@ func (w *submissions) run(sub *store.Submission) {
 			s.log.Error("finishing submission", "submission", sub.ID, "err", err)
 		}
 	}
+	// failed finishes the submission as an error before its turn ran.
+	failed := func(msg string) {
+		finish(store.StatusError, map[string]string{"error": msg, "replica": s.cfg.Replica.ID})
+	}
 	var req submissionRequest
 	if err := json.Unmarshal(sub.Request, &req); err != nil {
-		finish(store.StatusError, map[string]string{"error": "stored request is unreadable"})
+		failed("stored request is unreadable")
 		return
 	}
 	ag, ok := s.agents[sub.Agent]
 	if !ok {
-		finish(store.StatusError, map[string]string{"error": "agent " + sub.Agent + " is no longer configured"})
+		failed("agent " + sub.Agent + " is no longer configured")
 		return
 	}
 	req.Principal.Tenant = sub.Tenant
@@ -153,7 +157,7 @@ func (w *submissions) run(sub *store.Submission) {
 			stopRenewing()
 			return // stays running; requeued at the next start (SQLite) or taken over once its claim expires
 		}
-		finish(store.StatusError, map[string]string{"error": toAPIError(err).Message})
+		failed(toAPIError(err).Message)
 		return
 	}
 	_ = t.wait(ctx)
@@ -161,5 +165,7 @@ func (w *submissions) run(sub *store.Submission) {
 		stopRenewing()
 		return // interrupted by shutdown: requeued at the next start, or taken over
 	}
-	finish(t.status, newTurnResponse(t))
+	resp := newTurnResponse(t)
+	resp.Replica = s.cfg.Replica.ID
+	finish(t.status, resp)
 }
