@@ -56,9 +56,12 @@ func checkConfig(ctx context.Context, path string, log *slog.Logger) error {
 		return err
 	}
 	if err := checkListen(cfg.Listen, len(cfg.Auth.APIKeys) > 0); err != nil {
-		return err
+		return cfg.ErrorAt("listen", err)
 	}
 	if _, err := ruleset.NewManager(cfg.Rules.Dir, rulesOptions(cfg), log); err != nil {
+		return rulesDirError(cfg, err)
+	}
+	if err := checkScripts(cfg); err != nil {
 		return err
 	}
 	if _, err := gateway.NewResolver(cfg); err != nil {

@@ -34,7 +34,14 @@ func TestCheckConfig(t *testing.T) {
 		{name: "unreachable MCP server", code: 0, stdout: "ok: ",
 			extra:  "mcpServers:\n  - {name: fs, transport: stdio, command: turngate-no-such-mcp-server}\n",
 			stderr: []string{`mcp server \"fs\"`, "turngate-no-such-mcp-server"}},
-		{name: "public listen without keys", extra: "listen: 0.0.0.0:8080\n", code: 1, stderr: []string{"without API keys"}},
+		{name: "public listen without keys", extra: "listen: 0.0.0.0:8080\n", code: 1,
+			stderr: []string{"turngate.yaml: line 10 col 9: refusing to listen on 0.0.0.0:8080 without API keys"}},
+		{name: "missing rules directory", extra: "rules: {dir: ./no-rules, watch: false}\n", code: 1,
+			stderr: []string{"turngate.yaml: line 9 col 14: loading rules from ", "no-rules"}},
+		{name: "invalid MCP server", extra: "mcpServers:\n  - {name: fs, transport: http, url: /mcp}\n", code: 1,
+			stderr: []string{"turngate.yaml: line 11 col 38: mcpServers[0] (fs): url: must be an http or https URL with a host"}},
+		{name: "missing script", extra: "providers: [{name: scripted, type: scripted, script: ./nope.yaml}]\n", code: 1,
+			stderr: []string{"turngate.yaml: line 9 col 54: providers[0] (scripted): script: open ", "nope.yaml: no such file or directory"}},
 		{name: "missing extension program", code: 1,
 			extra:  "extensions:\n  - {name: local, transport: exec, command: [./bin/no-such-extension], hooks: [afterToolCall]}\n",
 			stderr: []string{"turngate.yaml: line 11 col 46: extensions[0] (local): command: ", "bin/no-such-extension does not exist"}},
@@ -47,10 +54,12 @@ func TestCheckConfig(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// Later keys replace the base config's (providers) or add to it.
+				// Later keys replace the base config's (providers, rules) or add to it.
 				cfg := string(data)
-				if strings.HasPrefix(tc.extra, "providers:") {
-					cfg = regexp.MustCompile(`(?m)^providers:.*\n`).ReplaceAllString(cfg, "")
+				for _, key := range []string{"providers:", "rules:"} {
+					if strings.HasPrefix(tc.extra, key) {
+						cfg = regexp.MustCompile(`(?m)^`+key+`.*\n`).ReplaceAllString(cfg, "")
+					}
 				}
 				if err := os.WriteFile(path, []byte(cfg+tc.extra), 0o644); err != nil {
 					t.Fatal(err)

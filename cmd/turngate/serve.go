@@ -84,7 +84,10 @@ func serve(ctx context.Context, p serveParams) error {
 		cfg.Listen = p.Listen
 	}
 	if err := checkListen(cfg.Listen, len(cfg.Auth.APIKeys) > 0); err != nil {
-		return err
+		if p.Listen != "" {
+			return err // the flag's, not the file's
+		}
+		return cfg.ErrorAt("listen", err)
 	}
 	if len(cfg.Auth.APIKeys) == 0 {
 		log.Warn("NO API KEYS CONFIGURED: every request is the anonymous admin of tenant \"default\"; serving on loopback only", "listen", cfg.Listen)
@@ -103,10 +106,13 @@ func serve(ctx context.Context, p serveParams) error {
 	var rules *ruleset.Manager
 	if rulesFS != nil {
 		rules, err = ruleset.NewManagerFS(rulesFS, embeddedRules, rulesOpts, log)
-	} else {
-		rules, err = ruleset.NewManager(cfg.Rules.Dir, rulesOpts, log)
+	} else if rules, err = ruleset.NewManager(cfg.Rules.Dir, rulesOpts, log); err != nil {
+		err = rulesDirError(cfg, err)
 	}
 	if err != nil {
+		return err
+	}
+	if err := checkScripts(cfg); err != nil {
 		return err
 	}
 	models, err := gateway.NewResolver(cfg)
@@ -326,6 +332,40 @@ func missingAgentTools(cfg *config.Config, listed []engine.Tool) []string {
 		}
 	}
 	return out
+}
+
+// rulesDirError positions err, the rules' failure to load, at the config's
+// rules.dir when that is not a directory the gateway can read; the errors
+// of the rule files name their own files.
+func rulesDirError(cfg *config.Config, err error) error {
+	if st, serr := os.Stat(cfg.Rules.Dir); serr != nil || !st.IsDir() {
+		return cfg.ErrorAt("rules.dir", err)
+	}
+	return err
+}
+
+// checkScripts reports, each at its script in the config, the scripted
+// providers whose script file cannot be read, which NewResolver would
+// report without a position.
+func checkScripts(cfg *config.Config) error {
+	var errs []error
+	for i, p := range cfg.Providers {
+		if p.Type != config.ProviderScripted || p.Script == "" {
+			continue
+		}
+		f, err := os.Open(p.Script)
+		if err == nil {
+			var st os.FileInfo
+			if st, err = f.Stat(); err == nil && st.IsDir() {
+				err = fmt.Errorf("%s is a directory", p.Script)
+			}
+			f.Close()
+		}
+		if err != nil {
+			errs = append(errs, cfg.ErrorAt(fmt.Sprintf("providers[%d].script", i), fmt.Errorf("providers[%d] (%s): script: %w", i, p.Name, err)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkListen refuses a non-loopback listen address without API keys:

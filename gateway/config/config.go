@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +61,27 @@ type Config struct {
 	WebSocket WebSocket `yaml:"websocket"`
 	// Replica names this process among the replicas of one database.
 	Replica Replica `yaml:"replica"`
+
+	// source is the file c was parsed from, for ErrorAt.
+	source *source
+}
+
+// source is a config file's name and text.
+type source struct {
+	name string
+	data []byte
+}
+
+// ErrorAt returns err positioned as Parse positions the config's own
+// errors, "file: line N col M: err", at the value of the field at path
+// ("listen", "rules.dir", "providers[0].script"), or at the enclosing
+// mapping when the file does not set it: for what is checked after Parse,
+// against the world, such as a listen address that needs API keys.
+func (c *Config) ErrorAt(path string, err error) error {
+	if c.source == nil {
+		return err
+	}
+	return inFile(c.source.name, withLines(c.source.data, atField(path, "%w", err)))
 }
 
 // Debug configures diagnostics that are off by default.
@@ -464,6 +486,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool), dir str
 		return nil, inFile(name, withLines(data, errors.Join(append(envErrs, unexpanded(envErrs, verrs)...)...)))
 	}
 	c.hashKeys()
+	c.source = &source{name: name, data: data}
 	return &c, nil
 }
 
@@ -586,6 +609,7 @@ func (c *Config) Validate() error {
 			add(item+".builtin", "%s (%s): builtin and a runner block are exclusive", item, t.Name)
 		}
 	}
+	c.validateMCPServers(add)
 	agents := map[string]bool{}
 	for i, a := range c.Agents {
 		item := fmt.Sprintf("agents[%d]", i)
@@ -662,6 +686,31 @@ func (c *Config) Validate() error {
 	c.WebSocket.validate(add)
 	return errors.Join(errs...)
 }
+
+// validateMCPServers reports each MCP server's problems (mcptool's own
+// checks, which the gateway would refuse at startup) at the key each is
+// about, and a name used twice.
+func (c *Config) validateMCPServers(add func(path, format string, args ...any)) {
+	keys := yamlFields(reflect.TypeFor[mcptool.ServerConfig]())
+	names := map[string]bool{}
+	for i, s := range c.MCPServers {
+		item := fmt.Sprintf("mcpServers[%d]", i)
+		for _, err := range flatten(s.Validate()) {
+			path := item
+			if k := leadingWord.FindString(err.Error()); keys[k] != nil {
+				path += "." + k
+			}
+			add(path, "%s (%s): %v", item, s.Name, err)
+		}
+		if names[s.Name] {
+			add(item+".name", "%s: duplicate MCP server %q", item, s.Name)
+		}
+		names[s.Name] = true
+	}
+}
+
+// leadingWord matches the key an mcptool error starts with.
+var leadingWord = regexp.MustCompile(`^[A-Za-z]+`)
 
 // notNegative reports, each at its value, the settings of the block at
 // path (a key's number or duration) that are negative.

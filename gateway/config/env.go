@@ -28,6 +28,9 @@ func expandEnv(v reflect.Value, path string, lookup func(string) (string, bool))
 	case reflect.Struct:
 		t := v.Type()
 		for i := range t.NumField() {
+			if !t.Field(i).IsExported() {
+				continue // not decoded: not the file's
+			}
 			name, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
 			p := path // an inline struct's fields are its parent's
 			if !strings.Contains(opts, "inline") {

@@ -66,6 +66,11 @@ func TestErrorPositions(t *testing.T) {
 		{"provider without a key", "providers:\n  - name: p\n    type: openai\n", `turngate.yaml: line 2 col 5: providers[0] (p): apiKey is empty: the openai API needs one (e.g. apiKey: ${OPENAI_API_KEY}); set baseURL for a server that takes none`},
 		{"model of no provider", "models:\n  fast: {provider: ghost, model: x}\n", `turngate.yaml: line 2 col 20: models.fast: unknown provider "ghost"`},
 		{"model without its id", pm[:len(pm)-len("models: {m: {provider: p, model: x}}\n")] + "models:\n  gpt-4.1: {provider: p}\n", `turngate.yaml: line 3 col 12: models["gpt-4.1"]: model is required`},
+		// MCP servers.
+		{"mcp server url", "mcpServers:\n  - {name: fs, transport: http, url: /mcp}\n", `turngate.yaml: line 2 col 38: mcpServers[0] (fs): url: must be an http or https URL with a host`},
+		{"mcp server without command", "mcpServers:\n  - name: fs\n    transport: stdio\n", `turngate.yaml: line 2 col 5: mcpServers[0] (fs): command: required for transport stdio`},
+		{"mcp server transport", "mcpServers:\n  - {name: fs, transport: grpc}\n", `turngate.yaml: line 2 col 27: mcpServers[0] (fs): transport "grpc": must be "http" or "stdio"`},
+		{"mcp server twice", "mcpServers:\n  - {name: fs, transport: stdio, command: x}\n  - {name: fs, transport: stdio, command: y}\n", `turngate.yaml: line 3 col 12: mcpServers[1]: duplicate MCP server "fs"`},
 		// Tools.
 		{"tool twice", "tools:\n  - {name: t, builtin: echo}\n  - {name: t, builtin: echo}\n", `turngate.yaml: line 3 col 12: tools[1]: duplicate tool "t"`},
 		{"builtin and a runner", "tools:\n  - {name: t, builtin: echo, http: {url: \"http://x/\"}}\n", `turngate.yaml: line 2 col 24: tools[0] (t): builtin and a runner block are exclusive`},

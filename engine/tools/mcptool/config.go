@@ -87,8 +87,10 @@ func (c *ServerConfig) prefix() string {
 	return c.Name + "_"
 }
 
-// validate reports every problem with c, joined.
-func (c *ServerConfig) validate() error {
+// Validate reports every problem with c, joined, each message starting
+// with the key it is about ("url: …"); NewManager refuses a config that
+// has any.
+func (c *ServerConfig) Validate() error {
 	var errs []error
 	if err := toolname.Check(c.Name); err != nil {
 		errs = append(errs, fmt.Errorf("name: %w", err))

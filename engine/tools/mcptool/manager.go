@@ -89,7 +89,7 @@ func NewManager(configs []ServerConfig, opts ...Option) (*Manager, error) {
 	m.retryMax = max(m.retryMax, m.retryMin)
 	var errs []error
 	for i, cfg := range configs {
-		if err := cfg.validate(); err != nil {
+		if err := cfg.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("mcp server %d (%q): %w", i, cfg.Name, err))
 			continue
 		}
