@@ -2,8 +2,10 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -21,6 +23,33 @@ func (a *Agent) CompileBodySchema() (*jsonschema.Schema, error) {
 		return nil, fmt.Errorf("not representable as JSON: %w", err)
 	}
 	return engine.CompileSchema(raw)
+}
+
+// schemaPath returns the field path, under base (the schema's own), of
+// the part of a JSON Schema that err, its failure to compile, is about: the
+// location of the first of its metaschema errors' innermost causes ("type"
+// of {type: objekt}), or base when err says none.
+func schemaPath(base string, err error) string {
+	var se *jsonschema.SchemaValidationError
+	if !errors.As(err, &se) {
+		return base
+	}
+	ve, ok := se.Err.(*jsonschema.ValidationError)
+	if !ok {
+		return base
+	}
+	for len(ve.Causes) > 0 {
+		ve = ve.Causes[0]
+	}
+	path := base
+	for _, seg := range ve.InstanceLocation {
+		if _, err := strconv.Atoi(seg); err == nil {
+			path += "[" + seg + "]"
+		} else {
+			path = keyPath(path, seg)
+		}
+	}
+	return path
 }
 
 // BodySchema returns the JSON Schema of input.body for the Rego rules:

@@ -54,7 +54,7 @@ func TestInvalidBodySchema(t *testing.T) {
 	if err == nil {
 		t.Fatal("Parse succeeded")
 	}
-	for _, want := range []string{"line 5 col 18: agents[0] (a): bodySchema:", "not valid against metaschema", "\n    - at ''", "\n        - at '/type'"} {
+	for _, want := range []string{"line 5 col 25: agents[0] (a): bodySchema:", "not valid against metaschema", "\n    - at ''", "\n        - at '/type'"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

@@ -30,7 +30,7 @@ func (c *Config) check(add func(path, format string, args ...any)) {
 			err = engine.CheckSchema(raw)
 		}
 		if err != nil {
-			add(fmt.Sprintf("tools[%d].inputSchema", i), "tools[%d] (%s): inputSchema: %v", i, t.Name, err)
+			add(schemaPath(fmt.Sprintf("tools[%d].inputSchema", i), err), "tools[%d] (%s): inputSchema: %v", i, t.Name, err)
 		}
 	}
 	seen := map[string]int{}

@@ -753,7 +753,7 @@ func (a *Agent) validate(add func(field, format string, args ...any), mcp bool) 
 		add("providerOptions", "providerOptions: not representable as JSON: %v", err)
 	}
 	if _, err := a.CompileBodySchema(); err != nil {
-		add("bodySchema", "bodySchema: %v", err)
+		add(schemaPath("bodySchema", err), "bodySchema: %v", err)
 	}
 }
 
