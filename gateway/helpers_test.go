@@ -50,10 +50,14 @@ func testConfig(t testing.TB, rules string) *config.Config {
 	return cfg
 }
 
-// startGateway starts a gateway for cfg; opts may set an Observer.
+// startGateway starts a gateway for cfg; opts may set an Observer, and a
+// Store (else it opens cfg's; the gateway closes it either way).
 func startGateway(t testing.TB, cfg *config.Config, opts Options) *testGateway {
 	t.Helper()
-	st := openTestStore(t, cfg)
+	st := opts.Store
+	if st == nil {
+		st = openTestStore(t, cfg)
+	}
 	rules, err := ruleset.NewManager(cfg.Rules.Dir, ruleset.Options{}, discardLogger())
 	if err != nil {
 		t.Fatal(err)

@@ -18,8 +18,8 @@ var errRemoteCancel = errors.New("cancelled from another replica")
 // replicas coordinates this gateway with the other replicas of a shared
 // database (a store that implements store.Relay, PostgreSQL): a session's
 // turn runs under the session's lease, its stream is relayed through the
-// database, and cancels reach it from any replica. nil on SQLite, whose
-// file serves one process.
+// database while a reader on another replica follows it, and cancels reach
+// it from any replica. nil on SQLite, whose file serves one process.
 type replicas struct {
 	s     *Server
 	relay store.Relay
@@ -27,6 +27,9 @@ type replicas struct {
 	// pauseHeartbeats, set by tests, stops the lease renewals as a paused
 	// process would.
 	pauseHeartbeats atomic.Bool
+	// beforeRelease, set by tests, runs before a turn's lease is released:
+	// before its FinishTurn (see finishing) or when its holding ends.
+	beforeRelease func()
 
 	// waiters are this replica's requests queued for sessions' leases.
 	waiters *turnQueue
@@ -48,9 +51,37 @@ type holding struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	stop   func() // ends the heartbeat and waits for it
+
+	mu sync.Mutex
+	// buf is the turn's stream (nil until it starts, and for a turn that
+	// streams nothing: a skipped one, one refused at its admission).
+	buf *uistream.Buffer
+	// followed: a reader on another replica asked for the stream.
+	followed bool
 	// relayed is closed when the stream's last batch is stored (nil until
-	// the turn's stream starts).
+	// the relay starts: once the stream has started and is followed).
 	relayed chan struct{}
+
+	// finished: the turn's FinishTurn released the lease (see finishing).
+	// Set and read by the goroutine that ends the turn.
+	finished bool
+}
+
+// finishing returns ctx for the FinishTurn of in's turn. When nothing the
+// turn writes after it needs the lease (an agent without a session
+// configuration, whose memory the turn's end updates), it asks the finish
+// to release the lease in its own transaction (store.WithRelease), unless
+// a reader follows the stream: one statement less per turn, and the
+// renewals stop there.
+func (r *replicas) finishing(ctx context.Context, in *turnInput) context.Context {
+	h := in.holding
+	if r == nil || h == nil || in.agent.session != nil {
+		return ctx
+	}
+	if r.beforeRelease != nil {
+		r.beforeRelease()
+	}
+	return store.WithRelease(ctx, h.lease, &h.finished)
 }
 
 // acquire takes the session's lease for this replica, at once when it is
@@ -77,16 +108,21 @@ func (r *replicas) hold(key string, l *store.Lease) *holding {
 		if r.pauseHeartbeats.Load() {
 			return true
 		}
-		cancelled, err := r.s.store.RenewLease(hb, l, ttl)
+		st, err := r.s.store.RenewLease(hb, l, ttl)
 		switch {
 		case errors.Is(err, store.ErrFenced):
 			r.s.log.Warn("session lease lost; the turn ends as an error", "session", l.SessionID, "token", l.Token)
 			cancel(store.ErrFenced)
 			return false
+		case errors.Is(err, store.ErrLeaseReleased):
+			return false // released with the turn's finish
 		case err != nil && hb.Err() == nil:
 			r.s.log.Error("renewing session lease", "session", l.SessionID, "err", err)
-		case cancelled:
+		case st.Cancelled:
 			cancel(errRemoteCancel)
+		}
+		if st.Followed {
+			r.follow(h) // its notification may have been missed
 		}
 		return true
 	})
@@ -96,23 +132,48 @@ func (r *replicas) hold(key string, l *store.Lease) *holding {
 	return h
 }
 
-// end ends h, the holding of the session key: the renewals stop, the
-// relayed stream's last batch is waited for, and the lease is released so
-// the session's next turn, on any replica, need not wait for it to expire.
+// end ends h, the holding of the session key, and releases its lease so
+// the session's next turn, on any replica, need not wait for it to expire
+// (unless the turn's finish released it already).
+// A stream that a reader follows is relayed to its last batch first: when
+// no relay runs, the release is refused if a reader asked for the stream
+// meanwhile (its notification not yet heard), and the stream is relayed,
+// whole, before the lease is released. So a reader either gets the whole
+// stream or finds the lease released, the turn's message stored.
 func (r *replicas) end(key string, h *holding) {
 	h.stop()
-	if h.relayed != nil {
-		<-h.relayed
+	if r.beforeRelease != nil && !h.finished {
+		r.beforeRelease()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
+	defer cancel()
+	h.mu.Lock()
+	var relayed <-chan struct{} = h.relayed
+	streamed := h.buf != nil
+	h.mu.Unlock()
+	release := !h.finished
+	if release && relayed == nil && streamed {
+		released, err := r.relay.ReleaseUnfollowed(ctx, h.lease)
+		if err != nil {
+			r.s.log.Error("releasing session lease", "session", h.lease.SessionID, "err", err)
+		}
+		release = !released
+		if !released {
+			relayed = r.follow(h)
+		}
+	}
+	if relayed != nil {
+		<-relayed
 	}
 	r.mu.Lock()
 	if r.holding[key] == h {
 		delete(r.holding, key)
 	}
 	r.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
-	defer cancel()
-	if err := r.s.store.ReleaseLease(ctx, h.lease); err != nil {
-		r.s.log.Error("releasing session lease", "session", h.lease.SessionID, "err", err)
+	if release {
+		if err := r.s.store.ReleaseLease(ctx, h.lease); err != nil {
+			r.s.log.Error("releasing session lease", "session", h.lease.SessionID, "err", err)
+		}
 	}
 	h.cancel(nil)
 }
@@ -124,8 +185,9 @@ func (r *replicas) cancelRemote(ctx context.Context, tenant, sessionID string) (
 }
 
 // notified handles a notification of any replica: a cancel for a lease this
-// replica holds cancels its turn; a stored stream batch wakes the readers;
-// a released lease wakes this replica's first waiter for it.
+// replica holds cancels its turn, a follow relays its stream; a stored
+// stream batch wakes the readers; a released lease wakes this replica's
+// first waiter for it.
 func (r *replicas) notified(n store.Notification) {
 	key := sessionKey(n.Tenant, n.SessionID)
 	r.mu.Lock()
@@ -134,6 +196,10 @@ func (r *replicas) notified(n store.Notification) {
 	case store.ChannelCancel:
 		if h := r.holding[key]; h != nil && h.lease.Token == n.Token {
 			h.cancel(errRemoteCancel)
+		}
+	case store.ChannelFollow:
+		if h := r.holding[key]; h != nil && h.lease.Token == n.Token {
+			r.follow(h)
 		}
 	case store.ChannelStream:
 		if ch := r.wakers[key]; ch != nil {
@@ -184,14 +250,41 @@ func (r *replicas) listen(ctx context.Context, ready func()) {
 // so a turn costs the database one insert per interval, not one per chunk.
 const relayInterval = 50 * time.Millisecond
 
-// relayOut relays buf, the stream of h's turn, through the database until
-// it closes; h.relayed is closed once the last batch is stored. It stores
+// attach makes buf the stream of h's turn, relayed at once if a reader
+// already follows it.
+func (r *replicas) attach(h *holding, buf *uistream.Buffer) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.buf = buf
+	if h.followed {
+		r.relayOut(h)
+	}
+}
+
+// follow marks h's stream followed by a reader on another replica and
+// starts relaying it, from its first chunk, once it has started; it returns
+// the channel closed when the relay's last batch is stored (nil before the
+// stream starts).
+func (r *replicas) follow(h *holding) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.followed = true
+	if h.buf != nil && h.relayed == nil {
+		r.relayOut(h)
+	}
+	return h.relayed
+}
+
+// relayOut relays h.buf, the stream of h's turn, through the database from
+// its first frame until it closes; h.relayed is closed once the last batch
+// is stored. The first batch holds all the frames so far; then it stores
 // the frames gathered since the last batch when it has caught up with the
-// turn, at most every relayInterval.
-func (r *replicas) relayOut(h *holding, buf *uistream.Buffer) {
-	h.relayed = make(chan struct{})
+// turn, at most every relayInterval. h.mu is held.
+func (r *replicas) relayOut(h *holding) {
+	buf, relayed := h.buf, make(chan struct{})
+	h.relayed = relayed
 	go func() {
-		defer close(h.relayed)
+		defer close(relayed)
 		ctx := context.WithoutCancel(h.ctx)
 		var (
 			seq     int64
@@ -245,10 +338,13 @@ type streamSink interface {
 
 // resume writes to out the stream of the tenant's session's running turn,
 // relayed through the database by the replica that runs it, from its first
-// chunk until it ends or ctx does. It reports false, having written
-// nothing, when no turn runs (or it ended before its first batch).
+// chunk until it ends or ctx does. It asks that replica to relay the stream
+// (FollowStream), again at each poll until the first batch comes, so a
+// missed notification costs latency, not the resume. It reports false,
+// having written nothing, when no turn runs (or it ended before the relay
+// began: then the turn's message is stored).
 func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID string) (bool, error) {
-	token, ok, err := r.relay.LiveStream(ctx, tenant, sessionID)
+	token, ok, err := r.relay.FollowStream(ctx, tenant, sessionID)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -298,8 +394,13 @@ func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID
 		case <-wake:
 		case <-time.After(relayPoll):
 			// The turn may have ended without a last batch (its replica
-			// died): then its lease is gone or another's.
-			if tok, ok, err := r.relay.LiveStream(ctx, tenant, sessionID); err == nil && (!ok || tok != token) {
+			// died): then its lease is gone or another's. Until the
+			// first batch, the poll asks for the stream again.
+			live := r.relay.LiveStream
+			if !started {
+				live = r.relay.FollowStream
+			}
+			if tok, ok, err := live(ctx, tenant, sessionID); err == nil && (!ok || tok != token) {
 				ending = true
 			}
 		}

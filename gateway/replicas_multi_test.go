@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,13 +20,15 @@ import (
 )
 
 // stepGate is an observer whose BeforeStep, once armed, signals entered and
-// waits for open: the turn stands still at its first model step, as a
-// replica that is slow or paused. With honourCtx it stops waiting when the
-// turn is cancelled; without, it waits as a paused process would.
+// waits for open: the turn stands still at its model step number step (the
+// first by default), as a replica that is slow or paused. With honourCtx
+// it stops waiting when the turn is cancelled; without, it waits as a
+// paused process would.
 type stepGate struct {
 	engine.NopHooks
 	armed     atomic.Bool
 	honourCtx bool
+	step      int
 	entered   chan struct{}
 	open      chan struct{}
 }
@@ -36,8 +39,8 @@ func newStepGate(honourCtx bool) *stepGate {
 	return g
 }
 
-func (g *stepGate) BeforeStep(ctx context.Context, _ *engine.PrepareStepContext) (*engine.StepConfig, error) {
-	if !g.armed.Load() {
+func (g *stepGate) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext) (*engine.StepConfig, error) {
+	if !g.armed.Load() || sc.StepNumber != g.step {
 		return nil, nil
 	}
 	select {
@@ -138,6 +141,101 @@ func TestResumeOnOtherReplica(t *testing.T) {
 		if ready.Replica != g.cfg.Replica.ID || rules.Replica != g.cfg.Replica.ID || ready.Revision == "" || ready.Revision != rules.Revision {
 			t.Errorf("%s: readyz %+v, rules %+v", g.cfg.Replica.ID, ready, rules)
 		}
+	}
+}
+
+// TestResumeAfterMostOfTheStream: a client resumes on replica b a stream
+// whose first step (text, a tool call and its output) replica a has sent
+// already, nobody following it: a relays it from its first chunk at once,
+// before the turn goes on, and b's client gets it whole, byte for byte
+// what a's got.
+func TestResumeAfterMostOfTheStream(t *testing.T) {
+	gate := newStepGate(false)
+	gate.step = 1
+	a, b := twoReplicas(t, [2]engine.Hooks{gate, nil})
+	respA := goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "weather in Paris"))
+	<-gate.entered
+	a.srv.mu.Lock()
+	sent := a.srv.active[sessionKey("default", "s1")].buf.Len()
+	a.srv.mu.Unlock()
+	if sent < 5 {
+		t.Fatalf("the first step sent %d frames, want the text, the tool call and its output", sent)
+	}
+	// b answers once the relay's first batch is there: a relays while its
+	// turn stands still.
+	respB := b.do("GET", "/v1/agents/demo/chat/s1/stream", nil)
+	defer respB.Body.Close()
+	if respB.StatusCode != http.StatusOK {
+		t.Fatalf("resume: %d", respB.StatusCode)
+	}
+	var gotB []byte
+	buf := make([]byte, 4096)
+	for bytes.Count(gotB, []byte("\n\n")) < sent {
+		n, err := respB.Body.Read(buf)
+		gotB = append(gotB, buf[:n]...)
+		if err != nil {
+			t.Fatalf("reading the resumed stream before the turn went on: %v\n%s", err, gotB)
+		}
+	}
+	close(gate.open)
+	rest, _ := io.ReadAll(respB.Body)
+	gotB = append(gotB, rest...)
+	_, gotA := readUIStreamRaw(t, respA())
+	if !bytes.Equal(gotA, gotB) {
+		t.Errorf("stream resumed on b:\n%s\nwant what a sent:\n%s", gotB, gotA)
+	}
+}
+
+// TestFollowRacesTheTurnsEnd: a client resumes on replica b just as the
+// turn on replica a ends, its stream whole and its message stored, but
+// its lease not released: either the follow comes first and a relays the
+// whole stream before it releases the lease, or the release comes first
+// and b answers 204, the message in the transcript.
+func TestFollowRacesTheTurnsEnd(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		before bool
+	}{
+		{"follow before the release", true},
+		{"follow after the release", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a, b := twoReplicas(t, [2]engine.Hooks{nil, nil})
+			respB := make(chan *http.Response, 1)
+			resume := func() { respB <- b.do("GET", "/v1/agents/demo/chat/s1/stream", nil) }
+			if tt.before {
+				var once sync.Once
+				a.srv.rep.beforeRelease = func() {
+					once.Do(func() {
+						go resume()
+						for !following(b, "s1") {
+							time.Sleep(time.Millisecond)
+						}
+					})
+				}
+			}
+			_, gotA := readUIStreamRaw(t, a.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "hello there")))
+			waitReleased(t, b, "s1")
+			if !tt.before {
+				go resume()
+			}
+			resp := <-respB
+			if !tt.before {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusNoContent {
+					t.Errorf("resume after the release: %d, want 204", resp.StatusCode)
+				}
+				if h := b.history("demo", "s1"); len(h) != 2 || h[1].Role != engine.RoleAssistant {
+					t.Errorf("transcript on b = %+v, want the turn's message", h)
+				}
+				return
+			}
+			_, gotB := readUIStreamRaw(t, resp)
+			if !bytes.Equal(gotA, gotB) {
+				t.Errorf("stream resumed on b:\n%s\nwant what a sent:\n%s", gotB, gotA)
+			}
+		})
 	}
 }
 

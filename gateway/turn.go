@@ -220,7 +220,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	parent := s.baseCtx
 	if in.holding != nil {
 		parent = in.holding.ctx
-		s.rep.relayOut(in.holding, t.buf)
+		s.rep.attach(in.holding, t.buf)
 	}
 	runCtx, cancel := context.WithTimeout(tracing.Follow(parent, ctx), s.cfg.Limits.TurnTimeout)
 	t.cancel = cancel
@@ -349,7 +349,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
 	s.recordApprovals(pctx, in, res)
-	if err := s.recordTurn(pctx, in, rev.ID(), res, start, time.Now()); errors.Is(err, store.ErrFenced) {
+	if err := s.recordTurn(s.rep.finishing(pctx, in), in, rev.ID(), res, start, time.Now()); errors.Is(err, store.ErrFenced) {
 		fencedOut(t.buf)
 	}
 	s.observeSession(pctx, in, req, res)

@@ -18,6 +18,10 @@ var ErrLeaseHeld = errors.New("store: the session's turn lease is held by anothe
 // new holder's work. Nothing of the write is stored.
 var ErrFenced = errors.New("store: fenced out: the lease this write was made under was lost")
 
+// ErrLeaseReleased reports a renewal of a lease that was released: its
+// holding is over, and the renewal did not revive it.
+var ErrLeaseReleased = errors.New("store: the lease was released")
+
 // Lease is a session's turn lease: while it is held, and only then, its
 // holder runs the session's turn. Token is the fencing token: it grows at
 // every acquisition of the session's lease, so a write carrying the lease
@@ -32,6 +36,30 @@ type Lease struct {
 	Token int64
 	// Expires is when the lease lapses unless renewed.
 	Expires time.Time
+
+	// version is the session's stored version when the lease was taken,
+	// read by the acquisition (versioned; PostgreSQL): the transcript read
+	// made under the lease checks its cached entry against it instead of
+	// reading the version again (see transcripts.transcript).
+	version   int64
+	versioned bool
+}
+
+// setVersion records v, the session's version its acquisition read (nil:
+// no session).
+func (l *Lease) setVersion(v *int64) {
+	if v != nil {
+		l.version, l.versioned = *v, true
+	}
+}
+
+// LeaseState is what a renewal of a lease reports.
+type LeaseState struct {
+	// Cancelled: CancelLease asked the holder to cancel its turn.
+	Cancelled bool
+	// Followed: a reader on another replica asked for the turn's stream
+	// (Relay.FollowStream), so the holder relays it.
+	Followed bool
 }
 
 // ErrTurnQueueFull reports that a session already has as many counted
@@ -65,6 +93,36 @@ type leaseKey struct{}
 // nothing. Writes of other sessions are unaffected.
 func WithLease(ctx context.Context, l *Lease) context.Context {
 	return context.WithValue(ctx, leaseKey{}, l)
+}
+
+// releaseKey carries a finishRelease in a context.
+type releaseKey struct{}
+
+// finishRelease is the release of lease that WithRelease asks of a
+// FinishTurn, and where it reports whether it released it.
+type finishRelease struct {
+	lease    *Lease
+	released *bool
+}
+
+// WithRelease returns ctx carrying l, as WithLease does, and asking the
+// FinishTurn made with it to release l in its own transaction, so the
+// session's next turn need not wait for another round trip: unless a
+// reader on another replica follows l's stream (Relay.FollowStream), whose
+// relay must end before the lease is released. FinishTurn sets *released
+// when it did. Other writes are only fenced by l.
+func WithRelease(ctx context.Context, l *Lease, released *bool) context.Context {
+	return context.WithValue(WithLease(ctx, l), releaseKey{}, &finishRelease{lease: l, released: released})
+}
+
+// releaseOf returns the release ctx asks of a FinishTurn of the tenant's
+// session, nil for none.
+func releaseOf(ctx context.Context, tenant, sessionID string) *finishRelease {
+	r, _ := ctx.Value(releaseKey{}).(*finishRelease)
+	if r == nil || r.lease.Tenant != tenant || r.lease.SessionID != sessionID {
+		return nil
+	}
+	return r
 }
 
 // fenceOf returns the lease ctx carries for the tenant's session, nil when
@@ -127,28 +185,31 @@ func (m *memLeases) acquire(tenant, sessionID, owner string, ttl time.Duration) 
 }
 
 // renew implements Store.RenewLease.
-func (m *memLeases) renew(l *Lease, ttl time.Duration) (bool, error) {
+func (m *memLeases) renew(l *Lease, ttl time.Duration) (LeaseState, error) {
 	if ttl <= 0 {
-		return false, fmt.Errorf("renewing lease: %w: ttl %v is not positive", ErrInvalid, ttl)
+		return LeaseState{}, fmt.Errorf("renewing lease: %w: ttl %v is not positive", ErrInvalid, ttl)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.leases[cacheKey{l.Tenant, l.SessionID}]
 	if cur == nil || cur.Token != l.Token {
-		return false, fmt.Errorf("renewing lease: %w", ErrFenced)
+		return LeaseState{}, fmt.Errorf("renewing lease: %w", ErrFenced)
+	}
+	if cur.Expires.IsZero() {
+		return LeaseState{}, fmt.Errorf("renewing lease: %w", ErrLeaseReleased)
 	}
 	cur.Expires = now().Add(ttl)
 	l.Expires = cur.Expires
-	return cur.cancelled, nil
+	return LeaseState{Cancelled: cur.cancelled}, nil
 }
 
-// release implements Store.ReleaseLease.
+// release implements Store.ReleaseLease: the holding stays, expired at the
+// zero time, so a renewal of it finds it released.
 func (m *memLeases) release(l *Lease) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := cacheKey{l.Tenant, l.SessionID}
-	if cur := m.leases[k]; cur != nil && cur.Token == l.Token {
-		delete(m.leases, k)
+	if cur := m.leases[cacheKey{l.Tenant, l.SessionID}]; cur != nil && cur.Token == l.Token {
+		cur.Expires = time.Time{}
 	}
 	return nil
 }

@@ -211,8 +211,8 @@ func TestLeaseRenewAndCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := l.Expires
-		if cancelled, err := a.RenewLease(ctx, l, 2*time.Minute); err != nil || cancelled {
-			t.Fatalf("RenewLease = %v, %v", cancelled, err)
+		if st, err := a.RenewLease(ctx, l, 2*time.Minute); err != nil || st.Cancelled {
+			t.Fatalf("RenewLease = %+v, %v", st, err)
 		}
 		if !l.Expires.After(first) {
 			t.Errorf("renewal left the expiry at %v (was %v)", l.Expires, first)
@@ -220,19 +220,23 @@ func TestLeaseRenewAndCancel(t *testing.T) {
 		if held, err := b.CancelLease(ctx, "acme", "s1"); err != nil || !held {
 			t.Fatalf("CancelLease = %v, %v; want true", held, err)
 		}
-		if cancelled, err := a.RenewLease(ctx, l, testClaimTTL); err != nil || !cancelled {
-			t.Errorf("RenewLease after cancel = %v, %v; want cancelled", cancelled, err)
+		if st, err := a.RenewLease(ctx, l, testClaimTTL); err != nil || !st.Cancelled {
+			t.Errorf("RenewLease after cancel = %+v, %v; want cancelled", st, err)
 		}
-		// The next holding starts uncancelled.
+		// A released lease stays released: a renewal does not revive it.
 		if err := a.ReleaseLease(ctx, l); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := a.RenewLease(ctx, l, testClaimTTL); !errors.Is(err, ErrLeaseReleased) {
+			t.Errorf("RenewLease after release: err = %v, want ErrLeaseReleased", err)
+		}
+		// The next holding starts uncancelled.
 		l2, err := b.AcquireLease(ctx, "acme", "s1", "r2", testClaimTTL)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cancelled, err := b.RenewLease(ctx, l2, testClaimTTL); err != nil || cancelled {
-			t.Errorf("RenewLease of the next holding = %v, %v; want not cancelled", cancelled, err)
+		if st, err := b.RenewLease(ctx, l2, testClaimTTL); err != nil || st.Cancelled {
+			t.Errorf("RenewLease of the next holding = %+v, %v; want not cancelled", st, err)
 		}
 	})
 }

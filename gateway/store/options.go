@@ -1,5 +1,7 @@
 package store
 
+import "github.com/jackc/pgx/v5"
+
 // Option configures OpenSQLite and OpenPostgres.
 type Option func(*options)
 
@@ -8,6 +10,8 @@ type options struct {
 	synchronous string
 	// The transcript cache's bounds; no cache when cacheEntries is 0.
 	cacheEntries, cacheBytes int
+	// tracer traces PostgreSQL's statements; nil for none.
+	tracer pgx.QueryTracer
 }
 
 // newOptions applies opts to the defaults, synchronous being the driver's.
@@ -39,4 +43,11 @@ func WithSynchronous(mode string) Option {
 // bytes of stored JSON; 0 entries disables it. For tests and benchmarks.
 func withTranscriptCache(entries, bytes int) Option {
 	return func(o *options) { o.cacheEntries, o.cacheBytes = entries, bytes }
+}
+
+// WithTracer traces every statement the PostgreSQL store sends (BEGIN and
+// COMMIT included) with t, pgx's tracer interface; OpenSQLite ignores it.
+// The gateway's tests count a turn's statements with it.
+func WithTracer(t pgx.QueryTracer) Option {
+	return func(o *options) { o.tracer = t }
 }

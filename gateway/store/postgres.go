@@ -86,6 +86,9 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Postgres, e
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = defaultPoolConns
 	}
+	if o.tracer != nil {
+		cfg.ConnConfig.Tracer = o.tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("opening postgres store: %w", err)
@@ -459,12 +462,18 @@ func (s *Postgres) putMessage(ctx context.Context, tenant, sessionID string, m e
 	if err != nil {
 		return err
 	}
-	return s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
-		if err := pgCheckFence(ctx, tx, tenant, sessionID); err != nil {
+	var released *bool // set when the transaction released the lease
+	err = s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		if turn == nil {
+			err = pgCheckFence(ctx, tx, tenant, sessionID)
+		} else {
+			released, err = s.fenceAndRelease(ctx, tx, tenant, sessionID)
+		}
+		if err != nil {
 			return err
 		}
 		t = nanos(now())
-		var err error
 		var pk int64
 		pk, version, err = pgTouch(ctx, tx, tenant, sessionID, t)
 		if err != nil {
@@ -479,6 +488,10 @@ func (s *Postgres) putMessage(ctx context.Context, tenant, sessionID string, m e
 		_, err = tx.Exec(ctx, pgRecordTurn, turn...)
 		return err
 	}, after)
+	if err == nil && released != nil {
+		*released = true
+	}
+	return err
 }
 
 // pgPutMessageAt appends m, encoded as body, to the session with key pk at

@@ -17,12 +17,27 @@ import (
 // wake the replicas. Postgres implements it; SQLite, whose file serves one
 // process, does not (its process relays streams in memory, and queues
 // requests with its in-process lock).
+//
+// A stream is relayed only while a reader follows it: the reader asks for
+// it (FollowStream), and the lease's holder, told by a notification or its
+// next renewal, relays it from its first chunk and releases the lease only
+// after its last batch (ReleaseUnfollowed refuses to release it earlier).
 type Relay interface {
 	// AppendChunk stores frames, the next batch of the stream of lease l's
 	// turn, as batch seq (0, 1, 2… in order), done marking the last, and
 	// notifies ChannelStream. One statement: the caller batches frames
-	// (see gateway/relay.go), never one round trip per frame.
+	// (see gateway/replicas.go), never one round trip per frame.
 	AppendChunk(ctx context.Context, l *Lease, seq int64, frames []byte, done bool) error
+	// FollowStream asks the holder of the session's unexpired lease to
+	// relay its turn's stream: it marks the lease followed (RenewLease
+	// reports it) and notifies ChannelFollow. It returns the lease's token,
+	// the stream's name; ok is false when no unexpired lease is held.
+	FollowStream(ctx context.Context, tenant, sessionID string) (token int64, ok bool, err error)
+	// ReleaseUnfollowed releases l, as Store.ReleaseLease does, unless a
+	// reader follows its stream: then it reports false and leaves the
+	// lease to the holder, which relays the stream before it releases it.
+	// It also reports false when l is no longer the session's lease.
+	ReleaseUnfollowed(ctx context.Context, l *Lease) (bool, error)
 	// LiveStream returns the lease token of the session's running turn:
 	// its stream's name; ok is false when no unexpired lease is held.
 	LiveStream(ctx context.Context, tenant, sessionID string) (token int64, ok bool, err error)
@@ -58,8 +73,8 @@ type Relay interface {
 	// SweepWaiters deletes the expired places (of replicas that died).
 	SweepWaiters(ctx context.Context) (int, error)
 	// Listen calls f with each notification of any replica (ChannelStream,
-	// ChannelCancel, ChannelLease) on a connection of its own, until ctx
-	// is done; it
+	// ChannelCancel, ChannelLease, ChannelFollow) on a connection of its
+	// own, until ctx is done; it
 	// returns the error that broke the connection, so the caller listens
 	// again (it may have missed notifications meanwhile).
 	Listen(ctx context.Context, ready func(), f func(Notification)) error
@@ -76,6 +91,9 @@ type Chunk struct {
 const (
 	// ChannelStream: a batch of the session's stream was stored.
 	ChannelStream = "turngate_stream"
+	// ChannelFollow: FollowStream asked the holder of the session's lease
+	// (the one with Token) to relay its turn's stream.
+	ChannelFollow = "turngate_follow"
 	// ChannelCancel: CancelLease asked the holder of the session's lease
 	// (the one with Token) to cancel its turn.
 	ChannelCancel = "turngate_cancel"
@@ -104,6 +122,12 @@ const (
 			INSERT INTO stream_chunks (tenant, session_id, token, seq, frames, done, created_at)
 			SELECT $1, $2, $3, $4, $5, $6, $7 WHERE ` + pgAsyncCommit + ` RETURNING 1)
 		SELECT pg_notify($8, $9) FROM ins`
+	// The notification's payload is Notification's JSON, built here
+	// since it names the token the update finds.
+	pgFollowStream = `WITH f AS (
+			UPDATE session_leases SET followed = true
+			WHERE tenant = $1 AND session_id = $2 AND expires_at > ` + pgNow + ` RETURNING token)
+		SELECT token, pg_notify($3, json_build_object('n', $4::text, 't', $1::text, 's', $2::text, 'k', token)::text) FROM f`
 	pgLiveStream = `SELECT token FROM session_leases
 		WHERE tenant = $1 AND session_id = $2 AND expires_at > ` + pgNow
 	pgReadChunks = `SELECT seq, frames, done FROM stream_chunks
@@ -138,6 +162,29 @@ func (s *Postgres) AppendChunk(ctx context.Context, l *Lease, seq int64, frames 
 		return fmt.Errorf("relaying stream: %w", pgError(err))
 	}
 	return nil
+}
+
+// FollowStream implements Relay.
+func (s *Postgres) FollowStream(ctx context.Context, tenant, sessionID string) (int64, bool, error) {
+	var token int64
+	err := s.pool.QueryRow(ctx, pgFollowStream, tenant, sessionID, ChannelFollow, s.schema).Scan(&token, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("following stream: %w", pgError(err))
+	}
+	return token, true, nil
+}
+
+// ReleaseUnfollowed implements Relay.
+func (s *Postgres) ReleaseUnfollowed(ctx context.Context, l *Lease) (bool, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, pgReleaseUnfollowed, l.Tenant, l.SessionID, l.Token, ChannelLease, s.payload(l.Tenant, l.SessionID, l.Token)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("releasing lease: %w", pgError(err))
+	}
+	return n == 1, nil
 }
 
 // LiveStream implements Relay.
@@ -188,7 +235,7 @@ func (s *Postgres) Listen(ctx context.Context, ready func(), f func(Notification
 	}
 	// The connection ends with LISTEN state on it: it is not given back.
 	defer func() { _ = conn.Hijack().Close(context.Background()) }()
-	for _, ch := range []string{ChannelStream, ChannelCancel, ChannelLease} {
+	for _, ch := range []string{ChannelStream, ChannelCancel, ChannelLease, ChannelFollow} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return fmt.Errorf("listening: %w", err)
 		}

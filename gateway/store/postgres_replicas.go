@@ -23,14 +23,18 @@ const (
 	// or a live waiter of the session (pgAcquireQueued's queue: a newcomer
 	// queues behind it), makes the statement return no row. The row is
 	// locked for the statement, so it waits for a fenced write in progress
-	// (pgFence's FOR SHARE) to commit.
+	// (pgFence's FOR SHARE) to commit. It also returns the session's
+	// version (NULL without a session) for the transcript read that
+	// follows under the lease: session_version reads it with a snapshot
+	// taken once the row is taken, so a write that committed while the
+	// statement waited for it is counted.
 	pgAcquireLease = `INSERT INTO session_leases AS l (tenant, session_id, owner, token, expires_at)
 		VALUES ($1, $2, $3, 1, ` + pgNow + ` + $4)
 		ON CONFLICT (tenant, session_id) DO UPDATE
-		SET owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at, cancelled = false
+		SET owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at, cancelled = false, followed = false
 		WHERE l.expires_at <= ` + pgNow + ` AND NOT EXISTS (SELECT 1 FROM session_waiters w
 			WHERE w.tenant = $1 AND w.session_id = $2 AND w.expires_at > ` + pgNow + `)
-		RETURNING token, expires_at`
+		RETURNING token, expires_at, session_version($1, $2)`
 	// pgAsyncCommit, true in a statement's WHERE, commits the statement's
 	// transaction without waiting for its WAL flush (synchronous_commit off
 	// for this transaction only). For writes a database crash may lose
@@ -39,21 +43,42 @@ const (
 	// commits synchronously), lost relay batches only cut a stream whose
 	// turn the crash ended anyway.
 	pgAsyncCommit = `(SELECT set_config('synchronous_commit', 'off', true)) = 'off'`
-	pgRenewLease  = `UPDATE session_leases SET expires_at = ` + pgNow + ` + $4
-		WHERE tenant = $1 AND session_id = $2 AND token = $3 AND ` + pgAsyncCommit + ` RETURNING expires_at, cancelled`
+	// A released lease (expires_at 0) stays released: the renewal
+	// returns its 0.
+	pgRenewLease = `UPDATE session_leases SET expires_at = CASE WHEN expires_at = 0 THEN 0 ELSE ` + pgNow + ` + $4 END
+		WHERE tenant = $1 AND session_id = $2 AND token = $3 AND ` + pgAsyncCommit + ` RETURNING expires_at, cancelled, followed`
 	// A released lease keeps its row and token: the next acquisition
 	// counts on from it. It wakes the session's waiters, if any.
 	pgReleaseLease = `WITH released AS (
 			UPDATE session_leases SET expires_at = 0
 			WHERE tenant = $1 AND session_id = $2 AND token = $3 AND ` + pgAsyncCommit + ` RETURNING 1)
-		SELECT pg_notify($4, $5) FROM released WHERE EXISTS (SELECT 1 FROM session_waiters w
+		SELECT pg_notify($4, $5) FROM released WHERE ` + pgWaiting
+	// pgWaiting, true in a statement, reports live waiters of the session
+	// $1, $2.
+	pgWaiting = `EXISTS (SELECT 1 FROM session_waiters w
 			WHERE w.tenant = $1 AND w.session_id = $2 AND w.expires_at > ` + pgNow + `)`
+	// pgReleaseUnfollowed releases the lease, as pgReleaseLease does,
+	// unless a reader follows its stream (Relay.ReleaseUnfollowed); its one
+	// row reports whether it did.
+	pgReleaseUnfollowed = `WITH released AS (
+			UPDATE session_leases SET expires_at = 0
+			WHERE tenant = $1 AND session_id = $2 AND token = $3 AND NOT followed AND ` + pgAsyncCommit + ` RETURNING 1)
+		SELECT COUNT(*) FROM released LEFT JOIN LATERAL (SELECT pg_notify($4, $5)::text WHERE ` + pgWaiting + `) n ON true`
 	pgCancelLease = `UPDATE session_leases SET cancelled = true
 		WHERE tenant = $1 AND session_id = $2 AND expires_at > ` + pgNow + ` RETURNING token`
 	// pgFence holds the lease row (shared) until the write's transaction
 	// ends: a new acquisition, which changes the token, waits for the write
 	// to commit, and a write after it finds the new token and no row.
 	pgFence = `SELECT 1 FROM session_leases WHERE tenant = $1 AND session_id = $2 AND token = $3 FOR SHARE`
+	// pgFenceRelease is pgFence for a FinishTurn that also releases the
+	// lease (WithRelease), unless a reader follows its stream; it holds
+	// the row (exclusive) until the transaction ends, reports whether it
+	// released it, and then wakes the session's waiters (at the commit).
+	pgFenceRelease = `WITH f AS (
+			UPDATE session_leases SET expires_at = CASE WHEN followed THEN expires_at ELSE 0 END
+			WHERE tenant = $1 AND session_id = $2 AND token = $3 RETURNING NOT followed AS released)
+		SELECT f.released FROM f LEFT JOIN LATERAL (
+			SELECT pg_notify($4, $5)::text WHERE f.released AND ` + pgWaiting + `) n ON true`
 
 	// The oldest queued submission, or running one whose claim expired,
 	// whose session has no earlier one queued or running. SKIP LOCKED
@@ -120,14 +145,36 @@ func pgCheckFence(ctx context.Context, tx pgx.Tx, tenant, sessionID string) erro
 	return err
 }
 
+// fenceAndRelease is pgCheckFence for a FinishTurn: when ctx asks for it
+// (WithRelease), it also releases the lease in tx, unless a reader follows
+// its stream, and returns where to report that it did once tx commits.
+func (s *Postgres) fenceAndRelease(ctx context.Context, tx pgx.Tx, tenant, sessionID string) (*bool, error) {
+	r := releaseOf(ctx, tenant, sessionID)
+	if r == nil {
+		return nil, pgCheckFence(ctx, tx, tenant, sessionID)
+	}
+	var released bool
+	err := tx.QueryRow(ctx, pgFenceRelease, tenant, sessionID, r.lease.Token, ChannelLease, s.payload(tenant, sessionID, r.lease.Token)).Scan(&released)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrFenced
+	}
+	if err != nil || !released {
+		return nil, err
+	}
+	return r.released, nil
+}
+
 // AcquireLease implements Store.
 func (s *Postgres) AcquireLease(ctx context.Context, tenant, sessionID, owner string, ttl time.Duration) (*Lease, error) {
 	if err := leaseArgs(tenant, sessionID, owner, ttl); err != nil {
 		return nil, fmt.Errorf("acquiring lease: %w", err)
 	}
 	l := &Lease{Tenant: tenant, SessionID: sessionID, Owner: owner}
-	var expires int64
-	err := s.pool.QueryRow(ctx, pgAcquireLease, tenant, sessionID, owner, ttl.Nanoseconds()).Scan(&l.Token, &expires)
+	var (
+		expires int64
+		version *int64
+	)
+	err := s.pool.QueryRow(ctx, pgAcquireLease, tenant, sessionID, owner, ttl.Nanoseconds()).Scan(&l.Token, &expires, &version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrLeaseHeld
 	}
@@ -135,27 +182,30 @@ func (s *Postgres) AcquireLease(ctx context.Context, tenant, sessionID, owner st
 		return nil, fmt.Errorf("acquiring lease: %w", pgError(err))
 	}
 	l.Expires = fromNanos(expires)
+	l.setVersion(version)
 	return l, nil
 }
 
 // RenewLease implements Store.
-func (s *Postgres) RenewLease(ctx context.Context, l *Lease, ttl time.Duration) (bool, error) {
+func (s *Postgres) RenewLease(ctx context.Context, l *Lease, ttl time.Duration) (LeaseState, error) {
 	if ttl <= 0 {
-		return false, fmt.Errorf("renewing lease: %w: ttl %v is not positive", ErrInvalid, ttl)
+		return LeaseState{}, fmt.Errorf("renewing lease: %w: ttl %v is not positive", ErrInvalid, ttl)
 	}
 	var (
-		expires   int64
-		cancelled bool
+		expires int64
+		st      LeaseState
 	)
-	err := s.pool.QueryRow(ctx, pgRenewLease, l.Tenant, l.SessionID, l.Token, ttl.Nanoseconds()).Scan(&expires, &cancelled)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, fmt.Errorf("renewing lease: %w", ErrFenced)
-	}
-	if err != nil {
-		return false, fmt.Errorf("renewing lease: %w", pgError(err))
+	err := s.pool.QueryRow(ctx, pgRenewLease, l.Tenant, l.SessionID, l.Token, ttl.Nanoseconds()).Scan(&expires, &st.Cancelled, &st.Followed)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return LeaseState{}, fmt.Errorf("renewing lease: %w", ErrFenced)
+	case err != nil:
+		return LeaseState{}, fmt.Errorf("renewing lease: %w", pgError(err))
+	case expires == 0:
+		return LeaseState{}, fmt.Errorf("renewing lease: %w", ErrLeaseReleased)
 	}
 	l.Expires = fromNanos(expires)
-	return cancelled, nil
+	return st, nil
 }
 
 // ReleaseLease implements Store.

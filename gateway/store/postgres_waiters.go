@@ -25,10 +25,10 @@ const (
 		WHERE NOT $4::boolean OR (SELECT COUNT(*) FROM session_waiters
 			WHERE tenant = $1 AND session_id = $2 AND counted AND expires_at > ` + pgNow + `) < $6::bigint
 		RETURNING id`
-	// The lease is taken as pgAcquireLease takes it, but only by a waiter
-	// whose place is live and has no live place before it, whose place
-	// goes in the same statement. The row reports whether the place was
-	// live, and the lease when taken.
+	// The lease is taken as pgAcquireLease takes it (the session's version
+	// too), but only by a waiter whose place is live and has no live place
+	// before it, whose place goes in the same statement. The row reports
+	// whether the place was live, and the lease when taken.
 	pgAcquireQueued = `WITH me AS (
 			SELECT id FROM session_waiters WHERE id = $5 AND expires_at > ` + pgNow + `),
 		got AS (
@@ -37,12 +37,13 @@ const (
 			WHERE NOT EXISTS (SELECT 1 FROM session_waiters w
 				WHERE w.tenant = $1 AND w.session_id = $2 AND w.id < $5 AND w.expires_at > ` + pgNow + `)
 			ON CONFLICT (tenant, session_id) DO UPDATE
-			SET owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at, cancelled = false
+			SET owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at, cancelled = false, followed = false
 			WHERE l.expires_at <= ` + pgNow + `
 			RETURNING token, expires_at),
 		gone AS (
 			DELETE FROM session_waiters WHERE id = $5 AND EXISTS (SELECT 1 FROM got))
-		SELECT EXISTS (SELECT 1 FROM me), (SELECT token FROM got), (SELECT expires_at FROM got)`
+		SELECT EXISTS (SELECT 1 FROM me), (SELECT token FROM got), (SELECT expires_at FROM got),
+			(SELECT session_version($1, $2) FROM got)`
 	// A waiter that leaves wakes the others when the lease is free: it may
 	// have been the one they waited for.
 	pgDequeue = `WITH gone AS (
@@ -88,11 +89,11 @@ func (s *Postgres) AcquireQueued(ctx context.Context, w *Waiter, ttl time.Durati
 		return nil, fmt.Errorf("acquiring lease: %w", err)
 	}
 	var (
-		queued         bool
-		token, expires *int64
+		queued                  bool
+		token, expires, version *int64
 	)
 	err := s.pool.QueryRow(ctx, pgAcquireQueued, w.Tenant, w.SessionID, w.Owner, ttl.Nanoseconds(), w.ID).
-		Scan(&queued, &token, &expires)
+		Scan(&queued, &token, &expires, &version)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("acquiring lease: %w", pgError(err))
@@ -101,7 +102,9 @@ func (s *Postgres) AcquireQueued(ctx context.Context, w *Waiter, ttl time.Durati
 	case token == nil:
 		return nil, ErrLeaseHeld
 	}
-	return &Lease{Tenant: w.Tenant, SessionID: w.SessionID, Owner: w.Owner, Token: *token, Expires: fromNanos(*expires)}, nil
+	l := &Lease{Tenant: w.Tenant, SessionID: w.SessionID, Owner: w.Owner, Token: *token, Expires: fromNanos(*expires)}
+	l.setVersion(version)
+	return l, nil
 }
 
 // Dequeue implements Relay.

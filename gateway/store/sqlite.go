@@ -358,6 +358,10 @@ func (s *SQLite) FinishTurn(ctx context.Context, tenant, sessionID string, m eng
 	if err != nil {
 		return fmt.Errorf("finishing turn: %w", err)
 	}
+	// Nobody follows a stream on another process: the lease goes.
+	if r := releaseOf(ctx, tenant, sessionID); r != nil {
+		*r.released = s.leases.release(r.lease) == nil
+	}
 	return nil
 }
 

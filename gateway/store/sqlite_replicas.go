@@ -16,7 +16,7 @@ func (s *SQLite) AcquireLease(_ context.Context, tenant, sessionID, owner string
 }
 
 // RenewLease implements Store.
-func (s *SQLite) RenewLease(_ context.Context, l *Lease, ttl time.Duration) (bool, error) {
+func (s *SQLite) RenewLease(_ context.Context, l *Lease, ttl time.Duration) (LeaseState, error) {
 	return s.leases.renew(l, ttl)
 }
 

@@ -175,9 +175,11 @@ type Store interface {
 	// behind them). The session need not exist. See Lease and WithLease.
 	AcquireLease(ctx context.Context, tenant, sessionID, owner string, ttl time.Duration) (*Lease, error)
 	// RenewLease extends l to ttl from now (updating l.Expires) and reports
-	// whether CancelLease asked its turn to stop; ErrFenced when l is no
-	// longer the session's lease.
-	RenewLease(ctx context.Context, l *Lease, ttl time.Duration) (cancelled bool, err error)
+	// whether CancelLease asked its turn to stop and whether a reader on
+	// another replica follows its stream (Relay.FollowStream); ErrFenced
+	// when l is no longer the session's lease, ErrLeaseReleased when it was
+	// released (a renewal never brings a released lease back).
+	RenewLease(ctx context.Context, l *Lease, ttl time.Duration) (LeaseState, error)
 	// ReleaseLease ends l, if it is still the session's lease, so the next
 	// acquisition need not wait for it to expire.
 	ReleaseLease(ctx context.Context, l *Lease) error
@@ -191,6 +193,7 @@ type Store interface {
 	// FinishTurn stores the end of a turn atomically: UpsertMessage of m
 	// and RecordTurn of rec in one transaction, so either both are stored
 	// or neither. rec must name tenant and sessionID (else ErrInvalid).
+	// With a ctx of WithRelease, the same transaction releases the lease.
 	FinishTurn(ctx context.Context, tenant, sessionID string, m engine.UIMessage, rec *TurnRecord) error
 	// Turns returns the tenant's turn records for sessionID, oldest first.
 	Turns(ctx context.Context, tenant, sessionID string) ([]TurnRecord, error)

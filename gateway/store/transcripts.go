@@ -49,6 +49,15 @@ func (s *transcripts) Transcript(ctx context.Context, tenant, sessionID string) 
 	return sess, msgs, nil
 }
 
+// leaseVersion returns the version of the tenant's session that the
+// acquisition of the lease ctx carries read (see WithLease), else reads it.
+func (s *transcripts) leaseVersion(ctx context.Context, tenant, sessionID string) (int64, error) {
+	if l := fenceOf(ctx, tenant, sessionID); l != nil && l.versioned {
+		return l.version, nil
+	}
+	return s.version(ctx, tenant, sessionID)
+}
+
 // transcript returns the session and its messages from the transcript
 // cache, or reads them and fills the cache.
 func (s *transcripts) transcript(ctx context.Context, tenant, sessionID string) (*Session, []engine.UIMessage, error) {
@@ -67,8 +76,11 @@ func (s *transcripts) transcript(ctx context.Context, tenant, sessionID string) 
 	sess, out, token, hit := c.get(k)
 	if hit && s.version != nil {
 		// Another process may have written since: serve the entry only
-		// while it holds the stored version.
-		v, err := s.version(ctx, tenant, sessionID)
+		// while it holds the stored version. Under the session's lease,
+		// the one its acquisition read: every write of the gateway to a
+		// session is made under its lease, so none can have committed
+		// since.
+		v, err := s.leaseVersion(ctx, tenant, sessionID)
 		if err != nil {
 			return nil, nil, err
 		}
