@@ -241,12 +241,12 @@ func (c *chaosClient) chat(msgID string) {
 		// missedAt is how many chunks the original had read when another
 		// replica answered that no turn runs (resume 204, cancel false);
 		// -1 when none did.
-		missedAt  atomic.Int64
+		missedAt atomic.Int64
 		// answeredAt is how many chunks the original had read when
 		// another replica answered a resume with a stream.
 		answeredAt atomic.Int64
-		missed    string
-		cancelled bool
+		missed     string
+		cancelled  bool
 		// cancelledAt is when another replica answered the cancel.
 		cancelledAt time.Time
 	)
