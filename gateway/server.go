@@ -38,7 +38,6 @@ import (
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/sessionctx"
 	"github.com/turngate/turngate/gateway/store"
-	"github.com/turngate/turngate/gateway/uistream"
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/ruleset"
 )
@@ -105,7 +104,6 @@ type Server struct {
 	auth          *authenticator
 	agents        map[string]*agent
 	locks         *sessionLocks
-	streams       *uistream.Registry
 	recorder      policy.Recorder
 	observers     engine.Hooks
 	failurePolicy ruleset.FailurePolicy
@@ -148,7 +146,6 @@ func New(opts Options) (*Server, error) {
 		metrics: opts.Metrics,
 		log:     opts.Logger,
 		locks:   newSessionLocks(opts.Config.Limits.MaxQueuedTurnsPerSession),
-		streams: uistream.NewRegistry(),
 		active:  map[string]*turn{},
 		mcp:     opts.MCP,
 	}

@@ -216,7 +216,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 		p.messageID = newID("msg_")
 	}
 	in.body = body
-	t.buf = s.streams.Start(key)
+	t.buf = uistream.NewBuffer()
 	parent := s.baseCtx
 	if in.holding != nil {
 		parent = in.holding.ctx
@@ -360,7 +360,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		delete(s.active, t.key)
 	}
 	s.mu.Unlock()
-	s.streams.Finish(t.key, t.buf)
+	t.buf.Close()
 	release()
 	if catcher.result != nil {
 		catcher.result.Message = res.Message

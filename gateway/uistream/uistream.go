@@ -149,37 +149,6 @@ func (b *Buffer) Walk(ctx context.Context, from int, fn func(frames [][]byte, cl
 	}
 }
 
-// Registry maps a key (a tenant's session) to the Buffer of its in-flight
-// response. It is safe for concurrent use.
-type Registry struct {
-	mu      sync.Mutex
-	buffers map[string]*Buffer
-}
-
-// NewRegistry returns an empty Registry.
-func NewRegistry() *Registry { return &Registry{buffers: map[string]*Buffer{}} }
-
-// Start registers a new Buffer under key, replacing any earlier one, and
-// returns it.
-func (r *Registry) Start(key string) *Buffer {
-	b := NewBuffer()
-	r.mu.Lock()
-	r.buffers[key] = b
-	r.mu.Unlock()
-	return b
-}
-
-// Finish removes b from key if it is still the registered buffer there,
-// then closes it, so its followers see the end of the stream.
-func (r *Registry) Finish(key string, b *Buffer) {
-	r.mu.Lock()
-	if r.buffers[key] == b {
-		delete(r.buffers, key)
-	}
-	r.mu.Unlock()
-	b.Close()
-}
-
 // Len returns the number of frames so far.
 func (b *Buffer) Len() int {
 	b.mu.Lock()

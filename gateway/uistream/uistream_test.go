@@ -90,22 +90,3 @@ func TestFollowStopsWithContext(t *testing.T) {
 		t.Error("Follow on a cancelled context returned nil")
 	}
 }
-
-func TestRegistry(t *testing.T) {
-	r := NewRegistry()
-	b := r.Start("k")
-	newer := r.Start("k")
-	r.Finish("k", b) // an old buffer does not remove the newer one
-	if !b.Closed() || newer.Closed() {
-		t.Error("finishing a replaced buffer closed the newer one or left itself open")
-	}
-	r.Finish("k", newer)
-	if !newer.Closed() {
-		t.Error("finished buffer still open")
-	}
-	h := httptest.NewRecorder().Header()
-	SetHeaders(h)
-	if h.Get("X-Vercel-AI-UI-Message-Stream") != "v1" || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
-		t.Errorf("headers %v", h)
-	}
-}
