@@ -350,7 +350,7 @@ func (s *Server) resumeStream(c *gin.Context) error {
 	}
 	if t == nil && s.rep != nil {
 		// The turn may run on another replica: its stream is relayed.
-		if ok, err := s.rep.resume(c.Request.Context(), httpSink{c.Writer}, principal(c).Tenant, c.Param("id")); ok || err != nil {
+		if ok, err := s.rep.resume(c.Request.Context(), httpSink{c.Writer}, principal(c).Tenant, c.Param("id"), nil); ok || err != nil {
 			return err
 		}
 	}

@@ -179,9 +179,10 @@ func (r *replicas) end(key string, h *holding) {
 }
 
 // cancelRemote asks the replica running the tenant's session's turn to
-// cancel it; it reports whether one runs.
-func (r *replicas) cancelRemote(ctx context.Context, tenant, sessionID string) (bool, error) {
-	return r.s.store.CancelLease(ctx, tenant, sessionID)
+// cancel it; it reports whether one runs. A token other than 0 cancels only
+// the turn of that lease token, not a later one.
+func (r *replicas) cancelRemote(ctx context.Context, tenant, sessionID string, token int64) (bool, error) {
+	return r.s.store.CancelLease(ctx, tenant, sessionID, token)
 }
 
 // notified handles a notification of any replica: a cancel for a lease this
@@ -342,11 +343,15 @@ type streamSink interface {
 // (FollowStream), again at each poll until the first batch comes, so a
 // missed notification costs latency, not the resume. It reports false,
 // having written nothing, when no turn runs (or it ended before the relay
-// began: then the turn's message is stored).
-func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID string) (bool, error) {
+// began: then the turn's message is stored). Once it has found the turn,
+// it calls following (when not nil) with the turn's lease token.
+func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID string, following func(token int64)) (bool, error) {
 	token, ok, err := r.relay.FollowStream(ctx, tenant, sessionID)
 	if err != nil || !ok {
 		return false, err
+	}
+	if following != nil {
+		following(token)
 	}
 	key := sessionKey(tenant, sessionID)
 	var (

@@ -590,3 +590,51 @@ func runningHere(g *testGateway, session string) bool {
 	defer g.srv.mu.Unlock()
 	return g.srv.active[sessionKey("default", session)] != nil
 }
+
+// TestWSAbortOfResumeRacingTheTurnsEnd: a WebSocket resume on replica b
+// replays a turn of replica a; the turn ends and the session's next turn
+// starts on a before the resume's abort is handled (an abort racing the
+// turn's end). The abort must not cancel that next turn: it cancels the
+// turn the resume was reading, by its lease token, not the session's.
+func TestWSAbortOfResumeRacingTheTurnsEnd(t *testing.T) {
+	gate := newStepGate(true)
+	a, b := twoReplicas(t, [2]engine.Hooks{gate, nil})
+	respA := goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "hello there"))
+	<-gate.entered
+	// The resume as b's WebSocket connection runs it, its abort held back.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &wsRequest{id: "resume", ctx: ctx, cancel: cancel}
+	w := &wsConn{s: b.srv, out: make(chan []byte, 1024)}
+	resumed := make(chan error, 1)
+	go func() {
+		_, err := w.resumeRelayed(r, &wsFrame{SessionID: "s1"}, "default")
+		resumed <- err
+	}()
+	for !following(b, "s1") {
+		time.Sleep(time.Millisecond)
+	}
+	gate.open <- struct{}{}
+	goRead(respA())()
+	if err := <-resumed; err != nil {
+		t.Fatalf("resume on b: %v", err)
+	}
+	waitReleased(t, b, "s1")
+
+	// The session's next turn, on a.
+	respA = goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u2", "again"))
+	<-gate.entered
+	r.abort()
+	token, live, err := b.srv.rep.relay.LiveStream(context.Background(), "default", "s1")
+	if err != nil || !live {
+		t.Fatalf("LiveStream of the next turn = %v, %v", live, err)
+	}
+	st, err := b.store.RenewLease(context.Background(), &store.Lease{Tenant: "default", SessionID: "s1", Token: token}, time.Minute)
+	if err != nil || st.Cancelled {
+		t.Errorf("the next turn's lease after the resume's abort = %+v, %v; want not cancelled", st, err)
+	}
+	close(gate.open)
+	if got := goRead(respA())(); bytes.Contains(got, []byte(`"type":"abort"`)) {
+		t.Errorf("the next turn's stream:\n%s\nwant no abort", got)
+	}
+}

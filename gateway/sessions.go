@@ -323,7 +323,7 @@ func (s *Server) cancel(c *gin.Context) error {
 	cancelled := s.cancelTurn(principal(c).Tenant, id)
 	if !cancelled && s.rep != nil {
 		// The turn may run on another replica.
-		if cancelled, err = s.rep.cancelRemote(c.Request.Context(), principal(c).Tenant, id); err != nil {
+		if cancelled, err = s.rep.cancelRemote(c.Request.Context(), principal(c).Tenant, id, 0); err != nil {
 			return err
 		}
 	}

@@ -448,18 +448,21 @@ func errLastSequence(n int) error {
 
 // resumeRelayed replays the tenant's session's response relayed by the
 // replica that runs its turn, as follow replays an in-process one; an
-// abort cancels that turn as POST …/sessions/:id/cancel would. It reports
-// false, having sent nothing, when no turn runs.
+// abort cancels that turn as POST …/sessions/:id/cancel would, by the
+// lease token of the turn it replays, so an abort racing that turn's end
+// does not cancel the session's next turn. It reports false, having sent
+// nothing, when no turn runs.
 func (w *wsConn) resumeRelayed(r *wsRequest, f *wsFrame, tenant string) (bool, error) {
-	r.attach(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), persistTimeout)
-		defer cancel()
-		if _, err := w.s.rep.cancelRemote(ctx, tenant, f.SessionID); err != nil {
-			w.s.log.Error("cancelling a turn of another replica", "session", f.SessionID, "err", err)
-		}
-	})
 	out := &wsRelay{w: w, r: r, prefix: wsChunkPrefix(r.id), from: f.From}
-	ok, err := w.s.rep.resume(r.ctx, out, tenant, f.SessionID)
+	ok, err := w.s.rep.resume(r.ctx, out, tenant, f.SessionID, func(token int64) {
+		r.attach(func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), persistTimeout)
+			defer cancel()
+			if _, err := w.s.rep.cancelRemote(ctx, tenant, f.SessionID, token); err != nil {
+				w.s.log.Error("cancelling a turn of another replica", "session", f.SessionID, "err", err)
+			}
+		})
+	})
 	if !ok || err != nil || r.ctx.Err() != nil {
 		r.attach(nil)
 		return ok, err

@@ -215,11 +215,11 @@ func (m *memLeases) release(l *Lease) error {
 }
 
 // cancel implements Store.CancelLease.
-func (m *memLeases) cancel(tenant, sessionID string) bool {
+func (m *memLeases) cancel(tenant, sessionID string, token int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.leases[cacheKey{tenant, sessionID}]
-	if cur == nil || !cur.Expires.After(now()) {
+	if cur == nil || !cur.Expires.After(now()) || token != 0 && cur.Token != token {
 		return false
 	}
 	cur.cancelled = true

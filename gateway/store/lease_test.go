@@ -203,7 +203,7 @@ func TestLeaseRenewAndCancel(t *testing.T) {
 	forEachDB(t, func(t *testing.T, db testDB) {
 		a, b := replicaPair(t, db)
 		ctx := context.Background()
-		if held, err := b.CancelLease(ctx, "acme", "s1"); err != nil || held {
+		if held, err := b.CancelLease(ctx, "acme", "s1", 0); err != nil || held {
 			t.Errorf("CancelLease without a lease = %v, %v; want false", held, err)
 		}
 		l, err := a.AcquireLease(ctx, "acme", "s1", "r1", time.Minute)
@@ -217,7 +217,7 @@ func TestLeaseRenewAndCancel(t *testing.T) {
 		if !l.Expires.After(first) {
 			t.Errorf("renewal left the expiry at %v (was %v)", l.Expires, first)
 		}
-		if held, err := b.CancelLease(ctx, "acme", "s1"); err != nil || !held {
+		if held, err := b.CancelLease(ctx, "acme", "s1", 0); err != nil || !held {
 			t.Fatalf("CancelLease = %v, %v; want true", held, err)
 		}
 		if st, err := a.RenewLease(ctx, l, testClaimTTL); err != nil || !st.Cancelled {
@@ -230,13 +230,23 @@ func TestLeaseRenewAndCancel(t *testing.T) {
 		if _, err := a.RenewLease(ctx, l, testClaimTTL); !errors.Is(err, ErrLeaseReleased) {
 			t.Errorf("RenewLease after release: err = %v, want ErrLeaseReleased", err)
 		}
-		// The next holding starts uncancelled.
+		// The next holding starts uncancelled, and a cancel meant for the
+		// holding before (its token) does not reach it.
 		l2, err := b.AcquireLease(ctx, "acme", "s1", "r2", testClaimTTL)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if held, err := a.CancelLease(ctx, "acme", "s1", l.Token); err != nil || held {
+			t.Errorf("CancelLease of the holding before = %v, %v; want false", held, err)
+		}
 		if st, err := b.RenewLease(ctx, l2, testClaimTTL); err != nil || st.Cancelled {
 			t.Errorf("RenewLease of the next holding = %+v, %v; want not cancelled", st, err)
+		}
+		if held, err := a.CancelLease(ctx, "acme", "s1", l2.Token); err != nil || !held {
+			t.Errorf("CancelLease of the holding by its token = %v, %v; want true", held, err)
+		}
+		if st, err := b.RenewLease(ctx, l2, testClaimTTL); err != nil || !st.Cancelled {
+			t.Errorf("RenewLease after a cancel by its token = %+v, %v; want cancelled", st, err)
 		}
 	})
 }

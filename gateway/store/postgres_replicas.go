@@ -65,7 +65,7 @@ const (
 			WHERE tenant = $1 AND session_id = $2 AND token = $3 AND NOT followed AND ` + pgAsyncCommit + ` RETURNING 1)
 		SELECT COUNT(*) FROM released LEFT JOIN LATERAL (SELECT pg_notify($4, $5)::text WHERE ` + pgWaiting + `) n ON true`
 	pgCancelLease = `UPDATE session_leases SET cancelled = true
-		WHERE tenant = $1 AND session_id = $2 AND expires_at > ` + pgNow + ` RETURNING token`
+		WHERE tenant = $1 AND session_id = $2 AND ($3::bigint = 0 OR token = $3) AND expires_at > ` + pgNow + ` RETURNING token`
 	// pgFence holds the lease row (shared) until the write's transaction
 	// ends: a new acquisition, which changes the token, waits for the write
 	// to commit, and a write after it finds the new token and no row.
@@ -220,25 +220,25 @@ func (s *Postgres) ReleaseLease(ctx context.Context, l *Lease) error {
 // CancelLease implements Store. The flag reaches the holder at its next
 // renewal; a replica that listens for notifications (see Postgres.Listen)
 // hears it at once on the cancel channel.
-func (s *Postgres) CancelLease(ctx context.Context, tenant, sessionID string) (bool, error) {
-	var held bool
+func (s *Postgres) CancelLease(ctx context.Context, tenant, sessionID string, token int64) (bool, error) {
+	var cancelled bool
 	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
-		var token int64
-		err := tx.QueryRow(ctx, pgCancelLease, tenant, sessionID).Scan(&token)
+		var held int64 // the cancelled holding's token
+		err := tx.QueryRow(ctx, pgCancelLease, tenant, sessionID, token).Scan(&held)
 		if errors.Is(err, pgx.ErrNoRows) {
-			held = false
+			cancelled = false
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		held = true
-		return s.notify(ctx, tx, ChannelCancel, tenant, sessionID, token)
+		cancelled = true
+		return s.notify(ctx, tx, ChannelCancel, tenant, sessionID, held)
 	}, nil)
 	if err != nil {
 		return false, fmt.Errorf("cancelling turn: %w", err)
 	}
-	return held, nil
+	return cancelled, nil
 }
 
 // pgCheckQueue returns the submission of key when there is one (a repeat is

@@ -101,7 +101,7 @@ func TestRelayStream(t *testing.T) {
 	if err := other.AppendChunk(ctx, ol, 0, []byte("data: {}\n\n"), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.CancelLease(ctx, "acme", "s1"); err != nil {
+	if _, err := other.CancelLease(ctx, "acme", "s1", 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -133,7 +133,7 @@ func TestRelayStream(t *testing.T) {
 	if len(chunks) != 2 || string(chunks[0].Frames) != batches[1] || chunks[0].Done || !chunks[1].Done {
 		t.Errorf("ReadChunks from 1 = %+v", chunks)
 	}
-	if held, err := a.CancelLease(ctx, "acme", "s1"); err != nil || !held {
+	if held, err := a.CancelLease(ctx, "acme", "s1", 0); err != nil || !held {
 		t.Fatalf("CancelLease = %v, %v", held, err)
 	}
 	if n := <-notes; n.Channel != ChannelCancel || n.Schema != a.schema || n.Token != l.Token {

@@ -26,8 +26,8 @@ func (s *SQLite) ReleaseLease(_ context.Context, l *Lease) error {
 }
 
 // CancelLease implements Store.
-func (s *SQLite) CancelLease(_ context.Context, tenant, sessionID string) (bool, error) {
-	return s.leases.cancel(tenant, sessionID), nil
+func (s *SQLite) CancelLease(_ context.Context, tenant, sessionID string, token int64) (bool, error) {
+	return s.leases.cancel(tenant, sessionID, token), nil
 }
 
 // ClaimSubmission implements Store. The single writer connection makes the

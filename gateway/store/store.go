@@ -185,8 +185,10 @@ type Store interface {
 	ReleaseLease(ctx context.Context, l *Lease) error
 	// CancelLease asks the holder of the session's unexpired lease to
 	// cancel its turn (RenewLease reports it) and reports whether there
-	// was one.
-	CancelLease(ctx context.Context, tenant, sessionID string) (bool, error)
+	// was one. A token other than 0 cancels only the holding of that
+	// token (Lease.Token), so a cancel meant for a turn that has ended
+	// does not reach the session's next one.
+	CancelLease(ctx context.Context, tenant, sessionID string, token int64) (bool, error)
 
 	// RecordTurn appends a turn outcome to the audit.
 	RecordTurn(ctx context.Context, t *TurnRecord) error
