@@ -344,9 +344,13 @@ type streamSink interface {
 // missed notification costs latency, not the resume. It reports false,
 // having written nothing, when no turn runs (or it ended before the relay
 // began: then the turn's message is stored). Once it has found the turn,
-// it calls following (when not nil) with the turn's lease token.
+// it calls following (when not nil) with the turn's lease token; the turn
+// is looked for even when ctx has ended, so a request aborted meanwhile
+// knows which turn to cancel.
 func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID string, following func(token int64)) (bool, error) {
-	token, ok, err := r.relay.FollowStream(ctx, tenant, sessionID)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	token, ok, err := r.relay.FollowStream(fctx, tenant, sessionID)
+	cancel()
 	if err != nil || !ok {
 		return false, err
 	}

@@ -597,15 +597,7 @@ func runningHere(g *testGateway, session string) bool {
 // turn's end). The abort must not cancel that next turn: it cancels the
 // turn the resume was reading, by its lease token, not the session's.
 func TestWSAbortOfResumeRacingTheTurnsEnd(t *testing.T) {
-	gate := newStepGate(true)
-	a, b := twoReplicas(t, [2]engine.Hooks{gate, nil})
-	respA := goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "hello there"))
-	<-gate.entered
-	// The resume as b's WebSocket connection runs it, its abort held back.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r := &wsRequest{id: "resume", ctx: ctx, cancel: cancel}
-	w := &wsConn{s: b.srv, out: make(chan []byte, 1024)}
+	gate, a, b, respA, r, w := relayedResumeSetup(t)
 	resumed := make(chan error, 1)
 	go func() {
 		_, err := w.resumeRelayed(r, &wsFrame{SessionID: "s1"}, "default")
@@ -637,4 +629,42 @@ func TestWSAbortOfResumeRacingTheTurnsEnd(t *testing.T) {
 	if got := goRead(respA())(); bytes.Contains(got, []byte(`"type":"abort"`)) {
 		t.Errorf("the next turn's stream:\n%s\nwant no abort", got)
 	}
+}
+
+// TestWSAbortBeforeResumeFindsTheTurn: a WebSocket resume on replica b
+// aborted before it has found the turn it resumes, running on replica a,
+// still cancels that turn, as an abort of an in-process resume does.
+func TestWSAbortBeforeResumeFindsTheTurn(t *testing.T) {
+	_, _, b, respA, r, w := relayedResumeSetup(t)
+	r.abort()
+	w.resumeRelayed(r, &wsFrame{SessionID: "s1"}, "default")
+	token, live, err := b.srv.rep.relay.LiveStream(context.Background(), "default", "s1")
+	if err != nil || !live {
+		t.Fatalf("LiveStream of the turn = %v, %v", live, err)
+	}
+	st, err := b.store.RenewLease(context.Background(), &store.Lease{Tenant: "default", SessionID: "s1", Token: token}, time.Minute)
+	if err != nil || !st.Cancelled {
+		t.Errorf("the turn's lease after the resume's abort = %+v, %v; want cancelled", st, err)
+	}
+	// The gate stays shut: the turn ends when a hears of the cancel.
+	if got := goRead(respA())(); !bytes.Contains(got, []byte(`"type":"abort"`)) {
+		t.Errorf("a's stream after the abort on b:\n%s\nwant an abort", got)
+	}
+}
+
+// relayedResumeSetup starts two replicas and a turn of session s1 on a,
+// standing still at its first step (until gate opens or it is cancelled),
+// and returns a resume request r of a WebSocket connection w on b, for the
+// test to run and abort as the connection would.
+func relayedResumeSetup(t *testing.T) (gate *stepGate, a, b *testGateway, respA func() *http.Response, r *wsRequest, w *wsConn) {
+	t.Helper()
+	gate = newStepGate(true)
+	a, b = twoReplicas(t, [2]engine.Hooks{gate, nil})
+	respA = goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "hello there"))
+	<-gate.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r = &wsRequest{id: "resume", ctx: ctx, cancel: cancel}
+	w = &wsConn{s: b.srv, out: make(chan []byte, 1024)}
+	return gate, a, b, respA, r, w
 }
