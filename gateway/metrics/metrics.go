@@ -80,7 +80,7 @@ func New() *Metrics {
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "upstream_errors_total",
 			Help: "Upstream model failures by model."}, []string{"model"}),
 		ActiveStreams: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "active_streams",
-			Help: "HTTP responses currently streaming."}),
+			Help: "Responses currently streaming to clients: SSE over HTTP and WebSocket streams."}),
 		WebSocketConnections: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "websocket_connections",
 			Help: "Open WebSocket chat connections (GET /v1/agents/{agent}/ws)."}),
 		Approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "approvals_total",
