@@ -423,24 +423,15 @@ const (
 	relayKeep  = time.Minute
 )
 
-// sweep deletes old relayed batches, and the expired places of waiters,
-// until ctx ends.
-func (r *replicas) sweep(ctx context.Context) {
-	tick := time.NewTicker(sweepEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if _, err := r.relay.SweepStreams(ctx, relayKeep); err != nil && ctx.Err() == nil {
-			r.s.log.Error("sweeping relayed streams", "err", err)
-		}
-		if _, err := r.relay.SweepWaiters(ctx); err != nil && ctx.Err() == nil {
-			r.s.log.Error("sweeping expired waiters", "err", err)
-		}
+// sweep deletes old relayed batches and the expired places of waiters.
+func (r *replicas) sweep(ctx context.Context) bool {
+	if _, err := r.relay.SweepStreams(ctx, relayKeep); err != nil && ctx.Err() == nil {
+		r.s.log.Error("sweeping relayed streams", "err", err)
 	}
+	if _, err := r.relay.SweepWaiters(ctx); err != nil && ctx.Err() == nil {
+		r.s.log.Error("sweeping expired waiters", "err", err)
+	}
+	return true
 }
 
 // start starts the listener, the sweeper and the renewals of the waiters'
@@ -452,14 +443,14 @@ func (r *replicas) start() (stop func()) {
 	var once sync.Once
 	var wg sync.WaitGroup
 	wg.Go(func() { r.listen(ctx, func() { once.Do(func() { close(ready) }) }) })
-	wg.Go(func() { r.sweep(ctx) })
+	stopSweeps := every(sweepEvery, r.sweep)
 	stopRenewals := every(r.s.cfg.Replica.LeaseTTL/3, func(ctx context.Context) bool { r.renewWaiters(ctx); return true })
 	select {
 	case <-ready:
 	case <-time.After(listenWait):
 		r.s.log.Warn("replica notifications are not listened to yet; cancels from other replicas arrive at the next lease renewal")
 	}
-	return func() { cancel(); stopRenewals(); wg.Wait() }
+	return func() { cancel(); stopSweeps(); stopRenewals(); wg.Wait() }
 }
 
 // listenWait bounds how long Start waits for the notification listener;
