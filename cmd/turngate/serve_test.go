@@ -93,18 +93,27 @@ func startServe(t *testing.T, path string) *running {
 	return r
 }
 
-func TestServeRunsAndShutsDown(t *testing.T) {
-	r := startServe(t, writeServeConfig(t, ""))
-	addr := r.addr
+// chatWeather asks the demo agent of the gateway at addr for the weather
+// in Paris (one tool call) in session s1 and returns the response's status
+// and body.
+func chatWeather(t *testing.T, addr string) (int, string) {
+	t.Helper()
 	body := `{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"weather in Paris"}]}]}`
 	resp, err := http.Post("http://"+addr+"/v1/agents/demo/chat", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"tool-output-available"`) || !strings.HasSuffix(string(data), "data: [DONE]\n\n") {
-		t.Fatalf("chat: %d %s", resp.StatusCode, data)
+	return resp.StatusCode, string(data)
+}
+
+func TestServeRunsAndShutsDown(t *testing.T) {
+	r := startServe(t, writeServeConfig(t, ""))
+	addr := r.addr
+	status, data := chatWeather(t, addr)
+	if status != http.StatusOK || !strings.Contains(data, `"tool-output-available"`) || !strings.HasSuffix(data, "data: [DONE]\n\n") {
+		t.Fatalf("chat: %d %s", status, data)
 	}
 	r.hup <- syscall.SIGHUP
 	metricsHave(t, addr, `turngate_rule_reloads_total{result="unchanged"} 1`)
@@ -203,15 +212,9 @@ func rewriteRules(t *testing.T, path, require string) {
 // engine: limits.maxToolOutputBytes truncates the weather tool's output.
 func TestServeToolLimits(t *testing.T) {
 	r := startServe(t, writeServeConfig(t, "limits: {maxToolOutputBytes: 10}\n"))
-	body := `{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"weather in Paris"}]}]}`
-	resp, err := http.Post("http://"+r.addr+"/v1/agents/demo/chat", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"tool-output-available"`) || !strings.Contains(string(data), "…[truncated ") {
-		t.Fatalf("chat: %d %s, want a truncated tool output", resp.StatusCode, data)
+	status, data := chatWeather(t, r.addr)
+	if status != http.StatusOK || !strings.Contains(data, `"tool-output-available"`) || !strings.Contains(data, "…[truncated ") {
+		t.Fatalf("chat: %d %s, want a truncated tool output", status, data)
 	}
 }
 

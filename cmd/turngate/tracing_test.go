@@ -479,15 +479,8 @@ func TestTracingOpenAIEndpoint(t *testing.T) {
 // is bounded) and the export failures are logged as the gateway's logs.
 func TestTracingCollectorDown(t *testing.T) {
 	r := startServe(t, writeServeConfig(t, "tracing: {enabled: true, endpoint: \"http://127.0.0.1:1\"}\n"))
-	body := `{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"weather in Paris"}]}]}`
-	resp, err := http.Post("http://"+r.addr+"/v1/agents/demo/chat", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"tool-output-available"`) {
-		t.Fatalf("chat with the collector down: %d %s", resp.StatusCode, data)
+	if status, data := chatWeather(t, r.addr); status != http.StatusOK || !strings.Contains(data, `"tool-output-available"`) {
+		t.Fatalf("chat with the collector down: %d %s", status, data)
 	}
 	if err := r.stop(); err != nil {
 		t.Fatalf("serve: %v", err)
