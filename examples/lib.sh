@@ -187,6 +187,16 @@ expect_no() {
 	fi
 }
 
+# expect_same WHAT FILE1 FILE2 passes when the two files are identical.
+expect_same() {
+	if cmp -s "$2" "$3"; then
+		echo "  ✓ $1"
+	else
+		echo "  ✗ $1: diff $2 $3"
+		FAILED=1
+	fi
+}
+
 # finish exits 0 when every expectation held, 1 otherwise.
 finish() {
 	if ((FAILED)); then

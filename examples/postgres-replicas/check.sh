@@ -59,27 +59,14 @@ expect "B answered the resume with a stream" data/on-b.status '^200$'
 expect "B's stream starts from A's first chunk (the start of the same message)" data/on-b.sse \
 	"\"type\":\"start\",\"messageId\":\"$(field on-a messageId)\""
 expect "and ends with [DONE]" data/on-b.sse '^data: \[DONE\]'
-if cmp -s data/on-a.txt data/on-b.txt; then
-	echo "  ✓ B's stream spells out the same text as A's"
-else
-	echo "  ✗ B's text differs from A's: diff data/on-a.txt data/on-b.txt"
-	FAILED=1
-fi
-if cmp -s <(grep '^data: ' data/on-a.sse) <(grep '^data: ' data/on-b.sse); then
-	echo "  ✓ chunk for chunk"
-else
-	echo "  ✗ B's chunks differ from A's: diff data/on-a.sse data/on-b.sse"
-	FAILED=1
-fi
+expect_same "B's stream spells out the same text as A's" data/on-a.txt data/on-b.txt
+grep '^data: ' data/on-a.sse >data/on-a.data
+grep '^data: ' data/on-b.sse >data/on-b.data
+expect_same "chunk for chunk" data/on-a.data data/on-b.data
 
 # Both replicas serve the stored answer (the transcript cache is coherent).
 get history-a "/v1/agents/assistant/sessions/$SESSION/messages" >/dev/null
 BASE=$BASE_B get history-b "/v1/agents/assistant/sessions/$SESSION/messages" >/dev/null
 expect "A stores the story" data/history-a.json 'two gateways shared one database'
-if cmp -s data/history-a.json data/history-b.json; then
-	echo "  ✓ B serves the same history as A"
-else
-	echo "  ✗ B's history differs from A's: diff data/history-a.json data/history-b.json"
-	FAILED=1
-fi
+expect_same "B serves the same history as A" data/history-a.json data/history-b.json
 finish
