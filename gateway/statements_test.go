@@ -77,9 +77,10 @@ func transactions(stmts []tracedStatement) int {
 
 // TestTurnStatements counts what a chat turn sends PostgreSQL, on a
 // session whose transcript this replica has cached, with nobody following
-// its stream from another replica: the lease's acquisition (which also
+// its stream from another replica: three statements, each its own
+// transaction and one round trip: the lease's acquisition (which also
 // reads the session's version for the cache), the admission, the finish
-// (which releases the lease). The count does not grow with the number of
+// (which records the turn and releases the lease). The count does not grow with the number of
 // chunks the turn streams or with how long it streams: no statement per
 // chunk, nor per relay interval.
 func TestTurnStatements(t *testing.T) {
@@ -138,8 +139,8 @@ func TestTurnStatements(t *testing.T) {
 			for _, s := range stmts {
 				fmt.Fprintf(&text, "\n  %s", s.sql)
 			}
-			if got := transactions(stmts); got != 3 {
-				t.Errorf("a turn of %d deltas: %d transactions, %d statements, want 3 transactions:%s", deltas, got, len(stmts), text.String())
+			if got := transactions(stmts); got != 3 || len(stmts) != 3 {
+				t.Errorf("a turn of %d deltas: %d transactions, %d statements, want 3 of each:%s", deltas, got, len(stmts), text.String())
 			}
 			t.Logf("a turn of %d deltas: %d transactions, %d statements:%s", deltas, transactions(stmts), len(stmts), text.String())
 		})

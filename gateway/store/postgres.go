@@ -188,15 +188,21 @@ const (
 		WHERE tenant = $2 AND id = $3 RETURNING pk, version`
 	pgSetLastBody = `UPDATE sessions SET last_body = $1, updated_at = $2, version = version + 1
 		WHERE tenant = $3 AND id = $4 RETURNING version`
-	pgAdmitSession = `UPDATE sessions SET last_body = $1, updated_at = $2, version = version + 1
-		WHERE tenant = $3 AND id = $4 AND agent = $5 RETURNING pk, created_at, version`
-	pgSessionVersion = `SELECT version FROM sessions WHERE tenant = $1 AND id = $2`
-	// pgAppendMessage inserts a message after the session's last one.
-	pgAppendMessage = `INSERT INTO messages (session_pk, position, message_id, role, body, created_at, updated_at)
-		SELECT $1, COALESCE(MAX(position), 0) + 1, $2, $3, $4, $5, $5 FROM messages WHERE session_pk = $1`
-	// A replaced message keeps its position and created_at.
-	pgUpsertMessage = pgAppendMessage + ` ON CONFLICT (session_pk, message_id)
-		DO UPDATE SET role = excluded.role, body = excluded.body, updated_at = excluded.updated_at`
+	// pgAdmit admits a turn: migration 0009's turngate_admit.
+	pgAdmit = `SELECT o_agent, o_last_body, o_created_at, o_updated_at, o_version, o_created
+		FROM turngate_admit($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	// pgPutMessage appends or replaces a message, fenced by the lease
+	// token $3 and releasing it with $4: turngate_put_message.
+	pgPutMessage = `SELECT o_version, o_released FROM turngate_put_message($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+	// pgFinishTurn is pgPutMessage that also records the turn ($12…$22,
+	// pgRecordTurn's arguments) once the message is stored, in the same
+	// statement: a refused put raises, and the record is not stored either.
+	pgFinishTurn = `WITH p AS (` + pgPutMessage + `),
+		r AS (INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
+			error, usage, rule_revision, started_at, finished_at)
+			SELECT $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 FROM p)
+		SELECT o_version, o_released FROM p`
+	pgSessionVersion  = `SELECT version FROM sessions WHERE tenant = $1 AND id = $2`
 	pgMessagePosition = `SELECT position FROM messages WHERE session_pk = $1 AND message_id = $2`
 	pgTruncate        = `DELETE FROM messages WHERE session_pk = $1 AND position >= $2`
 	pgReadSubmission  = `SELECT ` + submissionColumns + ` FROM submissions
@@ -228,12 +234,7 @@ func (s *Postgres) write(ctx context.Context, k cacheKey, f func(ctx context.Con
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c := s.cache // not nil when after is not
-	if after != nil {
-		mu := &s.locks[maphash.Comparable(s.seed, k)%sessionLocks]
-		mu.Lock()
-		defer mu.Unlock()
-	}
+	defer s.lockSession(k, after)()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return pgError(err)
@@ -243,12 +244,49 @@ func (s *Postgres) write(ctx context.Context, k cacheKey, f func(ctx context.Con
 	if err := f(ctx, tx); err != nil {
 		return pgError(err)
 	}
-	if after == nil {
-		return pgError(tx.Commit(ctx))
+	return s.commit(k, after, func() error { return tx.Commit(ctx) })
+}
+
+// writeStatement is write for a write of one statement, which PostgreSQL
+// commits on its own (migration 0009's functions make the writes of a turn
+// one statement each): one round trip, where a transaction adds a BEGIN and
+// a COMMIT. f sends the statement on conn. A failed statement drops k from
+// the cache, as a failed commit does.
+func (s *Postgres) writeStatement(ctx context.Context, k cacheKey, f func(ctx context.Context, conn *pgxpool.Conn) error, after func()) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
+	defer s.lockSession(k, after)()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return pgError(err)
+	}
+	defer conn.Release()
+	ctx = context.WithoutCancel(ctx)
+	return s.commit(k, after, func() error { return f(ctx, conn) })
+}
+
+// lockSession takes the lock of the session k for a write whose after
+// applies it to the cache (none when after is nil), and returns its unlock.
+func (s *Postgres) lockSession(k cacheKey, after func()) (unlock func()) {
+	if after == nil {
+		return func() {}
+	}
+	mu := &s.locks[maphash.Comparable(s.seed, k)%sessionLocks]
+	mu.Lock()
+	return mu.Unlock
+}
+
+// commit runs commit, which commits a write of the session k, and then
+// after (see write), if any, or drops k from the cache when it failed.
+func (s *Postgres) commit(k cacheKey, after func(), commit func() error) error {
+	if after == nil {
+		return pgError(commit())
+	}
+	c := s.cache // not nil when after is not
 	c.beginCommit()
 	defer c.endCommit()
-	err = tx.Commit(ctx)
+	err := commit()
 	if s.testAfterCommit != nil {
 		s.testAfterCommit()
 	}
@@ -261,14 +299,29 @@ func (s *Postgres) write(ctx context.Context, k cacheKey, f func(ctx context.Con
 }
 
 // pgError turns PostgreSQL's refusal of text that is not UTF-8 or holds a
-// NUL byte, which a TEXT column cannot store, into ErrInvalid.
+// NUL byte, which a TEXT column cannot store, into ErrInvalid, and the
+// refusals migration 0009's functions raise into ErrFenced and ErrNotFound.
 func pgError(err error) error {
 	var e *pgconn.PgError
-	if errors.As(err, &e) && (e.Code == "22021" || e.Code == "22P05") {
+	if !errors.As(err, &e) {
+		return err
+	}
+	switch e.Code {
+	case "22021", "22P05":
 		return fmt.Errorf("%w: %s", ErrInvalid, e.Message)
+	case pgFencedOut:
+		return ErrFenced
+	case pgSessionNotFound:
+		return ErrNotFound
 	}
 	return err
 }
+
+// The SQLSTATEs migration 0009's functions raise.
+const (
+	pgFencedOut       = "TG001"
+	pgSessionNotFound = "TG002"
+)
 
 // isUniqueViolation reports whether err is PostgreSQL's unique_violation.
 func isUniqueViolation(err error) bool {
@@ -336,7 +389,7 @@ func (s *Postgres) SetLastBody(ctx context.Context, tenant, id string, body json
 	return nil
 }
 
-// Admit implements Store: one transaction instead of up to three.
+// Admit implements Store: one statement (turngate_admit).
 func (s *Postgres) Admit(ctx context.Context, tenant, agent, sessionID string, lastBody json.RawMessage, user *engine.UIMessage) (*Session, error) {
 	v, body, err := admitArgs(tenant, agent, sessionID, lastBody, user)
 	if err != nil {
@@ -348,37 +401,32 @@ func (s *Postgres) Admit(ctx context.Context, tenant, agent, sessionID string, l
 	if err != nil {
 		return nil, fmt.Errorf("admitting turn: %w", err)
 	}
-	err = s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
-		if err := pgCheckFence(ctx, tx, tenant, sessionID); err != nil {
-			return err
-		}
+	var id, role any // NULL: no user message
+	if user != nil {
+		id, role = []byte(user.ID), user.Role
+	}
+	err = s.writeStatement(ctx, k, func(ctx context.Context, conn *pgxpool.Conn) error {
 		t := nanos(now())
-		// An existing session of agent, the common case: one statement
-		// sets its last body, touches (and locks) it and returns it.
-		var pk, createdAt, version int64
-		err := tx.QueryRow(ctx, pgAdmitSession, v, t, tenant, sessionID, agent).Scan(&pk, &createdAt, &version)
+		var (
+			owner            string
+			last             []byte
+			created, updated int64
+			version          *int64 // NULL: another agent's session
+		)
+		err := conn.QueryRow(ctx, pgAdmit, tenant, sessionID, agent, fenceToken(ctx, tenant, sessionID), v, t, id, role, body).
+			Scan(&owner, &last, &created, &updated, &version, &a.created)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			// Absent (create it) or another agent's (write nothing).
-			if pk, a.created, err = pgEnsureSession(ctx, tx, tenant, agent, sessionID, t); err != nil {
-				return err
-			}
-			if a.sess, err = scanSession(tx.QueryRow(ctx, pgSelectSession, tenant, sessionID), tenant, sessionID); err != nil || a.sess.Agent != agent {
-				return err
-			}
-			if err := tx.QueryRow(ctx, pgSetLastBody, v, t, tenant, sessionID).Scan(&version); err != nil {
-				return err
-			}
-			createdAt = nanos(a.sess.CreatedAt)
+		case isUniqueViolation(err):
+			return messageConflict(user.ID)
 		case err != nil:
 			return err
-		}
-		a.sess, a.admitted = admitted(tenant, sessionID, agent, lastBody, createdAt, t), true
-		a.sess.version = version
-		if user == nil {
+		case version == nil:
+			a.sess = newSession(tenant, sessionID, owner, last, created, updated)
 			return nil
 		}
-		return pgPutMessageAt(ctx, tx, pk, *user, body, t, false)
+		a.sess, a.admitted = admitted(tenant, sessionID, agent, lastBody, created, t), true
+		a.sess.version = *version
+		return nil
 	}, after)
 	if err != nil {
 		return nil, fmt.Errorf("admitting turn: %w", err)
@@ -450,7 +498,8 @@ func (s *Postgres) FinishTurn(ctx context.Context, tenant, sessionID string, m e
 
 // putMessage appends m to the session, or with replace first tries to
 // replace the message with m.ID in place; with turn (the arguments of
-// pgRecordTurn) it also records the turn, in the same transaction.
+// pgRecordTurn) it also records the turn, and releases the lease when ctx
+// asks for it (WithRelease), in the same statement.
 func (s *Postgres) putMessage(ctx context.Context, tenant, sessionID string, m engine.UIMessage, replace bool, turn []any) error {
 	body, err := encodeMessage(m)
 	if err != nil {
@@ -462,51 +511,49 @@ func (s *Postgres) putMessage(ctx context.Context, tenant, sessionID string, m e
 	if err != nil {
 		return err
 	}
-	var released *bool // set when the transaction released the lease
-	err = s.write(ctx, k, func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		if turn == nil {
-			err = pgCheckFence(ctx, tx, tenant, sessionID)
-		} else {
-			released, err = s.fenceAndRelease(ctx, tx, tenant, sessionID)
+	token := fenceToken(ctx, tenant, sessionID)
+	var (
+		release  *finishRelease
+		payload  string // the waiters' wake-up, when the release is asked
+		released bool
+	)
+	if turn != nil {
+		if release = releaseOf(ctx, tenant, sessionID); release != nil {
+			token, payload = release.lease.Token, s.payload(tenant, sessionID, release.lease.Token)
 		}
-		if err != nil {
-			return err
-		}
+	}
+	err = s.writeStatement(ctx, k, func(ctx context.Context, conn *pgxpool.Conn) error {
 		t = nanos(now())
-		var pk int64
-		pk, version, err = pgTouch(ctx, tx, tenant, sessionID, t)
-		if err != nil {
-			return err
+		q, args := pgPutMessage, []any{tenant, sessionID, token, release != nil, ChannelLease, payload, t, []byte(m.ID), m.Role, body, replace}
+		if turn != nil {
+			q, args = pgFinishTurn, append(args, turn...)
 		}
-		if err := pgPutMessageAt(ctx, tx, pk, m, body, t, replace); err != nil {
-			return err
+		err := conn.QueryRow(ctx, q, args...).Scan(&version, &released)
+		if isUniqueViolation(err) {
+			return messageConflict(m.ID)
 		}
-		if turn == nil {
-			return nil
-		}
-		_, err = tx.Exec(ctx, pgRecordTurn, turn...)
 		return err
 	}, after)
-	if err == nil && released != nil {
-		*released = true
+	if err == nil && released {
+		*release.released = true
 	}
 	return err
 }
 
-// pgPutMessageAt appends m, encoded as body, to the session with key pk at
-// time t; with replace, a message with m.ID already there is replaced in
-// place instead.
-func pgPutMessageAt(ctx context.Context, tx pgx.Tx, pk int64, m engine.UIMessage, body string, t int64, replace bool) error {
-	q := pgAppendMessage
-	if replace {
-		q = pgUpsertMessage
+// messageConflict is the error of a message whose id the session holds
+// already.
+func messageConflict(id string) error {
+	return fmt.Errorf("%w: message %q is already in the session", ErrConflict, id)
+}
+
+// fenceToken returns the token of the lease ctx carries for the tenant's
+// session (see WithLease) as the argument of a write's statement: NULL, no
+// fence, when it carries none.
+func fenceToken(ctx context.Context, tenant, sessionID string) any {
+	if l := fenceOf(ctx, tenant, sessionID); l != nil {
+		return l.Token
 	}
-	_, err := tx.Exec(ctx, q, pk, []byte(m.ID), m.Role, body, t)
-	if isUniqueViolation(err) {
-		return fmt.Errorf("%w: message %q is already in the session", ErrConflict, m.ID)
-	}
-	return err
+	return nil
 }
 
 // TruncateAfter implements Store.

@@ -70,15 +70,6 @@ const (
 	// ends: a new acquisition, which changes the token, waits for the write
 	// to commit, and a write after it finds the new token and no row.
 	pgFence = `SELECT 1 FROM session_leases WHERE tenant = $1 AND session_id = $2 AND token = $3 FOR SHARE`
-	// pgFenceRelease is pgFence for a FinishTurn that also releases the
-	// lease (WithRelease), unless a reader follows its stream; it holds
-	// the row (exclusive) until the transaction ends, reports whether it
-	// released it, and then wakes the session's waiters (at the commit).
-	pgFenceRelease = `WITH f AS (
-			UPDATE session_leases SET expires_at = CASE WHEN followed THEN expires_at ELSE 0 END
-			WHERE tenant = $1 AND session_id = $2 AND token = $3 RETURNING NOT followed AS released)
-		SELECT f.released FROM f LEFT JOIN LATERAL (
-			SELECT pg_notify($4, $5)::text WHERE f.released AND ` + pgWaiting + `) n ON true`
 
 	// The oldest queued submission, or running one whose claim expired,
 	// whose session has no earlier one queued or running. SKIP LOCKED
@@ -143,25 +134,6 @@ func pgCheckFence(ctx context.Context, tx pgx.Tx, tenant, sessionID string) erro
 		return ErrFenced
 	}
 	return err
-}
-
-// fenceAndRelease is pgCheckFence for a FinishTurn: when ctx asks for it
-// (WithRelease), it also releases the lease in tx, unless a reader follows
-// its stream, and returns where to report that it did once tx commits.
-func (s *Postgres) fenceAndRelease(ctx context.Context, tx pgx.Tx, tenant, sessionID string) (*bool, error) {
-	r := releaseOf(ctx, tenant, sessionID)
-	if r == nil {
-		return nil, pgCheckFence(ctx, tx, tenant, sessionID)
-	}
-	var released bool
-	err := tx.QueryRow(ctx, pgFenceRelease, tenant, sessionID, r.lease.Token, ChannelLease, s.payload(tenant, sessionID, r.lease.Token)).Scan(&released)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrFenced
-	}
-	if err != nil || !released {
-		return nil, err
-	}
-	return r.released, nil
 }
 
 // AcquireLease implements Store.
