@@ -428,9 +428,10 @@ func Default() (*Config, error) {
 
 // Load reads and parses the file at path, expanding ${VAR} from the
 // process environment. Relative file paths in it (rules.dir, store.path,
-// audit.path, providers' script, exec extensions' programs) resolve
-// against the file's directory, and each exec extension's program must be
-// one the gateway can start (checkCommands).
+// audit.path, providers' script, exec extensions' programs, context
+// blocks' files) resolve against the file's directory, each exec
+// extension's program must be one the gateway can start (checkCommands),
+// and each context block's file one its turns can read (checkContextFiles).
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -452,8 +453,9 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 
 // parse is Parse; a non-empty dir is the directory of the config file,
 // against which its relative paths resolve (resolvePaths) before it is
-// validated, and whose exec extensions' programs must then be found
-// (checkCommands), in the same report as the other errors.
+// validated, and whose exec extensions' programs and context blocks'
+// files must then be found (checkCommands, checkContextFiles), in the same
+// report as the other errors.
 func parse(name string, data []byte, lookup func(string) (string, bool), dir string) (*Config, error) {
 	var c Config
 	var root yaml.Node
@@ -481,6 +483,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool), dir str
 	verrs := flatten(c.Validate())
 	if dir != "" {
 		verrs = append(verrs, flatten(c.checkCommands())...)
+		verrs = append(verrs, flatten(c.checkContextFiles())...)
 	}
 	if len(envErrs)+len(verrs) > 0 {
 		return nil, inFile(name, withLines(data, errors.Join(append(envErrs, unexpanded(envErrs, verrs)...)...)))

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"regexp"
 	"time"
 )
@@ -87,6 +89,11 @@ const (
 	// messages it covers.
 	DefaultCompactionPrompt = "Summarize the conversation below so that it can replace it: keep the facts, decisions, names, numbers and open questions; drop pleasantries. Answer with the summary only."
 )
+
+// MaxSourceBytes bounds what a file or HTTP context block may hold: a
+// system prompt block, not a document store. The turns enforce it on every
+// read; Load checks file blocks against it once (checkContextFiles).
+const MaxSourceBytes = 1 << 20
 
 // IsReactive reports whether c compacts after a context overflow
 // (Reactive, true when unset).
@@ -189,4 +196,48 @@ func (s *Session) validate(path string, models map[string]Model, add func(path, 
 			add(at+".keepLast", "%s: keepLast must be at least 1", at)
 		}
 	}
+}
+
+// checkContextFiles reports, each at its file, the context blocks whose
+// file the turns could not read: missing, unreadable, a directory, or over
+// MaxSourceBytes. Only that the file can be read now is checked: its
+// content may change later, and the turns read it again when it does.
+// Load calls it, once the paths are resolved as the turns will read them.
+func (c *Config) checkContextFiles() error {
+	var errs []error
+	for i, a := range c.Agents {
+		if a.Session == nil {
+			continue
+		}
+		for j, b := range a.Session.Context {
+			if b.File == "" {
+				continue
+			}
+			if err := readableBlock(b.File); err != nil {
+				at := fmt.Sprintf("agents[%d].session.context[%d]", i, j)
+				errs = append(errs, atField(at+".file", "%s (%s): file: %v", at, b.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readableBlock returns why the file at path cannot be a context block's
+// content, or nil: opening it is the readability check, its size the bound.
+func readableBlock(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return err
+	case st.IsDir():
+		return fmt.Errorf("%s is a directory", path)
+	case st.Size() > MaxSourceBytes:
+		return fmt.Errorf("%s is %d bytes, over the %d a block may hold", path, st.Size(), MaxSourceBytes)
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -68,5 +70,65 @@ agents:
 	}
 	if cp := s.Compaction; cp.Model != "m" || cp.KeepLast != DefaultKeepLast || cp.Prompt != DefaultCompactionPrompt || !cp.IsReactive() {
 		t.Errorf("compaction %+v", cp)
+	}
+}
+
+// TestContextFiles: Load checks each file block's file as the turns will
+// read it (a relative path against the config's directory) and reports
+// each one they could not read at its line and column, with the other
+// errors; Parse, which has no directory, does not look.
+func TestContextFiles(t *testing.T) {
+	dir := t.TempDir()
+	for name, size := range map[string]int64{"rules.md": 12, "full.md": MaxSourceBytes, "big.md": MaxSourceBytes + 1} {
+		// Sparse files: the size is what is checked, not the content.
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(filepath.Join(dir, name), size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "notes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const head = "providers: [{name: p, type: scripted}]\nmodels: {m: {provider: p, model: x}}\nagents:\n  - name: a\n    model: m\n    session:\n      context:\n"
+	for _, tc := range []struct {
+		name, blocks, want string // want "" loads
+	}{
+		{"relative path", "        - {name: rules, file: rules.md}\n", ""},
+		{"absolute path", "        - {name: rules, file: " + filepath.Join(dir, "rules.md") + "}\n", ""},
+		{"at the bound", "        - {name: rules, file: full.md}\n", ""},
+		{"missing", "        - name: rules\n          file: missing.md\n",
+			"line 9 col 17: agents[0].session.context[0] (rules): file: open " + filepath.Join(dir, "missing.md") + ": no such file or directory"},
+		{"a directory", "        - name: rules\n          file: notes\n",
+			"line 9 col 17: agents[0].session.context[0] (rules): file: " + filepath.Join(dir, "notes") + " is a directory"},
+		{"over the bound", "        - name: rules\n          file: big.md\n",
+			"line 9 col 17: agents[0].session.context[0] (rules): file: " + filepath.Join(dir, "big.md") + " is 1048577 bytes, over the 1048576 a block may hold"},
+		{"with the other errors", "        - {name: soul, text: hi, maxTokens: 3}\n        - {name: rules, file: nope/rules.md}\n",
+			"line 8 col 45: agents[0].session.context[0] (soul): maxTokens bounds a writable block only\n" + filepath.Join(dir, "turngate.yaml") +
+				": line 9 col 31: agents[0].session.context[1] (rules): file: open " + filepath.Join(dir, "nope", "rules.md") + ": no such file or directory"},
+		{"unset variable", "        - name: rules\n          file: ${NOPE_RULES}\n",
+			"line 9 col 17: agents[0].session.context[0].file: environment variable NOPE_RULES is not set (use ${NOPE_RULES:-default} for a default)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "turngate.yaml")
+			data := head + tc.blocks
+			if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if want := path + ": " + tc.want; err == nil || err.Error() != want {
+				t.Errorf("Load: %v\nwant %s", err, want)
+			}
+			if _, err := Parse(path, []byte(data), env(map[string]string{"NOPE_RULES": "x.md"})); err != nil && strings.Contains(err.Error(), "): file: ") {
+				t.Errorf("Parse looked for the file: %v", err)
+			}
+		})
 	}
 }

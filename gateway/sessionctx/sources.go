@@ -12,10 +12,6 @@ import (
 	"github.com/turngate/turngate/gateway/config"
 )
 
-// maxSourceBytes bounds what a file or HTTP block may hold: a system
-// prompt block, not a document store.
-const maxSourceBytes = 1 << 20
-
 // source yields a static block's content.
 type source interface {
 	content(ctx context.Context) (string, error)
@@ -48,8 +44,8 @@ func (s *fileSource) content(context.Context) (string, error) {
 	if s.read && fi.Size() == s.size && fi.ModTime().Equal(s.modTime) {
 		return s.text, nil
 	}
-	if fi.Size() > maxSourceBytes {
-		return "", fmt.Errorf("reading %s: %d bytes, over the %d a block may hold", s.path, fi.Size(), maxSourceBytes)
+	if fi.Size() > config.MaxSourceBytes {
+		return "", fmt.Errorf("reading %s: %d bytes, over the %d a block may hold", s.path, fi.Size(), config.MaxSourceBytes)
 	}
 	b, err := os.ReadFile(s.path)
 	if err != nil {
@@ -102,12 +98,12 @@ func (s *httpSource) fetch(ctx context.Context) (string, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return "", fmt.Errorf("fetching %s: status %d", s.cfg.URL, resp.StatusCode)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxSourceBytes+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, config.MaxSourceBytes+1))
 	if err != nil {
 		return "", fmt.Errorf("fetching %s: %w", s.cfg.URL, err)
 	}
-	if len(b) > maxSourceBytes {
-		return "", fmt.Errorf("fetching %s: over the %d bytes a block may hold", s.cfg.URL, maxSourceBytes)
+	if len(b) > config.MaxSourceBytes {
+		return "", fmt.Errorf("fetching %s: over the %d bytes a block may hold", s.cfg.URL, config.MaxSourceBytes)
 	}
 	return string(b), nil
 }

@@ -25,7 +25,7 @@ func TestHTTPSource(t *testing.T) {
 		hits.Add(1)
 		switch r.URL.Path {
 		case "/big":
-			_, _ = io.WriteString(w, strings.Repeat("x", maxSourceBytes+1))
+			_, _ = io.WriteString(w, strings.Repeat("x", config.MaxSourceBytes+1))
 		case "/slow":
 			select {
 			case <-r.Context().Done():
