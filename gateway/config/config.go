@@ -584,6 +584,8 @@ func (c *Config) Validate() error {
 			add(item+".name", "%s: name is required", item)
 		case providers[p.Name]:
 			add(item+".name", "%s: duplicate provider %q", item, p.Name)
+		case strings.Contains(p.Name, "/"):
+			add(item+".name", "%s: name %q must not contain a slash (a model may be named provider/model)", item, p.Name)
 		}
 		providers[p.Name] = true
 		switch p.Type {
@@ -594,6 +596,10 @@ func (c *Config) Validate() error {
 	}
 	for _, alias := range slices.Sorted(maps.Keys(c.Models)) {
 		m, item := c.Models[alias], keyPath("models", alias)
+		if prov, model, ok := strings.Cut(alias, "/"); ok && providers[prov] {
+			// The registry resolves an alias first: it would hide the model.
+			errs = append(errs, atKey(item, "%s: %q already names model %q of provider %q; an alias must not hide it", item, alias, model, prov))
+		}
 		if !providers[m.Provider] {
 			add(item+".provider", "%s: unknown provider %q", item, m.Provider)
 		}

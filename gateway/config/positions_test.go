@@ -64,6 +64,8 @@ func TestErrorPositions(t *testing.T) {
 		{"provider twice", "providers:\n  - {name: p, type: scripted}\n  - {name: p, type: scripted}\n", `turngate.yaml: line 3 col 12: providers[1]: duplicate provider "p"`},
 		{"provider type", "providers:\n  - {name: p, type: llama}\n", `turngate.yaml: line 2 col 21: providers[0] (p): type must be openai, anthropic or scripted, not "llama"`},
 		{"provider without a key", "providers:\n  - name: p\n    type: openai\n", `turngate.yaml: line 2 col 5: providers[0] (p): apiKey is empty: the openai API needs one (e.g. apiKey: ${OPENAI_API_KEY}); set baseURL for a server that takes none`},
+		{"provider name with a slash", "providers:\n  - {name: a/b, type: scripted}\n", `turngate.yaml: line 2 col 12: providers[0]: name "a/b" must not contain a slash (a model may be named provider/model)`},
+		{"alias of a provider's model", "providers: [{name: p, type: scripted}]\nmodels:\n  m: {provider: p, model: x}\n  p/x: {provider: p, model: y}\n", `turngate.yaml: line 4 col 3: models["p/x"]: "p/x" already names model "x" of provider "p"; an alias must not hide it`},
 		{"model of no provider", "models:\n  fast: {provider: ghost, model: x}\n", `turngate.yaml: line 2 col 20: models.fast: unknown provider "ghost"`},
 		{"model without its id", pm[:len(pm)-len("models: {m: {provider: p, model: x}}\n")] + "models:\n  gpt-4.1: {provider: p}\n", `turngate.yaml: line 3 col 12: models["gpt-4.1"]: model is required`},
 		// MCP servers.
