@@ -19,7 +19,8 @@ const mcpCheckTimeout = 10 * time.Second
 // runCheckConfig is `turngate check-config FILE`: every check serve makes
 // before it listens (the config's keys and values, API keys present and
 // not duplicated, model aliases, tool schemas, agents' tools, the rules
-// directory, the scripted model's script), without serving. Unreachable
+// directory, the scripted model's script, the context blocks' files),
+// without serving. Unreachable
 // MCP servers are warnings naming the server. Exit 1 on an error.
 func runCheckConfig(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
@@ -60,9 +61,6 @@ func checkConfig(ctx context.Context, path string, log *slog.Logger) error {
 	}
 	if _, err := ruleset.NewManager(cfg.Rules.Dir, rulesOptions(cfg), log); err != nil {
 		return rulesDirError(cfg, err)
-	}
-	if err := checkScripts(cfg); err != nil {
-		return err
 	}
 	if _, err := gateway.NewResolver(cfg); err != nil {
 		return err

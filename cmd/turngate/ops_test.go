@@ -42,6 +42,11 @@ func TestCheckConfig(t *testing.T) {
 			stderr: []string{"turngate.yaml: line 11 col 38: mcpServers[0] (fs): url: must be an http or https URL with a host"}},
 		{name: "missing script", extra: "providers: [{name: scripted, type: scripted, script: ./nope.yaml}]\n", code: 1,
 			stderr: []string{"turngate.yaml: line 9 col 54: providers[0] (scripted): script: open ", "nope.yaml: no such file or directory"}},
+		{name: "missing context file", code: 1,
+			extra:  "agents:\n  - name: demo\n    model: demo\n    session: {context: [{name: policies, file: policies.md}]}\n",
+			stderr: []string{"turngate.yaml: line 11 col 48: agents[0].session.context[0] (policies): file: open ", "policies.md: no such file or directory"}},
+		{name: "script that is a directory", extra: "providers: [{name: scripted, type: scripted, script: ./rules}]\n", code: 1,
+			stderr: []string{"turngate.yaml: line 9 col 54: providers[0] (scripted): script: read ", "rules: is a directory"}},
 		{name: "missing extension program", code: 1,
 			extra:  "extensions:\n  - {name: local, transport: exec, command: [./bin/no-such-extension], hooks: [afterToolCall]}\n",
 			stderr: []string{"turngate.yaml: line 11 col 46: extensions[0] (local): command: ", "bin/no-such-extension does not exist"}},
@@ -54,11 +59,12 @@ func TestCheckConfig(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// Later keys replace the base config's (providers, rules) or add to it.
+				// Later keys replace the base config's (providers, agents,
+				// rules: each line and the indented ones under it) or add to it.
 				cfg := string(data)
-				for _, key := range []string{"providers:", "rules:"} {
+				for _, key := range []string{"providers:", "agents:", "rules:"} {
 					if strings.HasPrefix(tc.extra, key) {
-						cfg = regexp.MustCompile(`(?m)^`+key+`.*\n`).ReplaceAllString(cfg, "")
+						cfg = regexp.MustCompile(`(?m)^`+key+`.*\n(?:[ \t].*\n)*`).ReplaceAllString(cfg, "")
 					}
 				}
 				if err := os.WriteFile(path, []byte(cfg+tc.extra), 0o644); err != nil {

@@ -112,9 +112,6 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return err
 	}
-	if err := checkScripts(cfg); err != nil {
-		return err
-	}
 	models, err := gateway.NewResolver(cfg)
 	if err != nil {
 		return err
@@ -342,30 +339,6 @@ func rulesDirError(cfg *config.Config, err error) error {
 		return cfg.ErrorAt("rules.dir", err)
 	}
 	return err
-}
-
-// checkScripts reports, each at its script in the config, the scripted
-// providers whose script file cannot be read, which NewResolver would
-// report without a position.
-func checkScripts(cfg *config.Config) error {
-	var errs []error
-	for i, p := range cfg.Providers {
-		if p.Type != config.ProviderScripted || p.Script == "" {
-			continue
-		}
-		f, err := os.Open(p.Script)
-		if err == nil {
-			var st os.FileInfo
-			if st, err = f.Stat(); err == nil && st.IsDir() {
-				err = fmt.Errorf("%s is a directory", p.Script)
-			}
-			f.Close()
-		}
-		if err != nil {
-			errs = append(errs, cfg.ErrorAt(fmt.Sprintf("providers[%d].script", i), fmt.Errorf("providers[%d] (%s): script: %w", i, p.Name, err)))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // checkListen refuses a non-loopback listen address without API keys:
