@@ -339,18 +339,22 @@ type streamSink interface {
 
 // resume writes to out the stream of the tenant's session's running turn,
 // relayed through the database by the replica that runs it, from its first
-// chunk until it ends or ctx does. It asks that replica to relay the stream
-// (FollowStream), again at each poll until the first batch comes, so a
-// missed notification costs latency, not the resume. It reports false,
-// having written nothing, when no turn runs (or it ended before the relay
-// began: then the turn's message is stored). Once it has found the turn,
-// it calls following (when not nil) with the turn's lease token; the turn
-// is looked for even when ctx has ended, so a request aborted meanwhile
+// chunk until it ends or ctx does. ctx is the reader's request: the stream
+// is followed only while it lasts (see findTurn), and once it ends resume
+// neither waits nor reads on. It asks the turn's replica to relay the
+// stream (FollowStream), again at each poll until the first batch comes,
+// so a missed notification costs latency, not the resume. It reports
+// false, having written nothing, when no turn runs (or it ended before the
+// relay began: then the turn's message is stored), and true when it has
+// answered the reader or found it gone. Once it has found the turn, it
+// calls following (when not nil) with the turn's lease token; the turn is
+// looked for then even when ctx has ended, so a request aborted meanwhile
 // knows which turn to cancel.
 func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID string, following func(token int64)) (bool, error) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
-	token, ok, err := r.relay.FollowStream(fctx, tenant, sessionID)
-	cancel()
+	if ctx.Err() != nil && following == nil {
+		return true, nil // the reader left: nobody to answer, no turn to find
+	}
+	token, ok, err := r.findTurn(ctx, tenant, sessionID)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -364,13 +368,18 @@ func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID
 		ending  bool // the turn's lease is gone: one last read
 	)
 	for {
+		if ctx.Err() != nil {
+			return true, nil // the reader left: nothing more is read for it
+		}
 		wake := r.waker(key) // before the read, so no batch goes unnoticed
 		chunks, err := r.relay.ReadChunks(ctx, tenant, sessionID, token, from, relayPage)
-		if err != nil {
-			if started {
-				r.s.log.Error("reading relayed stream", "session", sessionID, "err", err)
-				return true, nil
-			}
+		switch {
+		case ctx.Err() != nil:
+			return true, nil // the reader left during the read
+		case err != nil && started:
+			r.s.log.Error("reading relayed stream", "session", sessionID, "err", err)
+			return true, nil
+		case err != nil:
 			return false, err
 		}
 		for _, ch := range chunks {
@@ -399,7 +408,7 @@ func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID
 		}
 		select {
 		case <-ctx.Done():
-			return started, nil
+			return true, nil
 		case <-wake:
 		case <-time.After(relayPoll):
 			// The turn may have ended without a last batch (its replica
@@ -414,6 +423,25 @@ func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID
 			}
 		}
 	}
+}
+
+// findTurn returns the lease token of the tenant's session's running turn,
+// its stream's name; ok is false when none runs. While ctx, the reader's
+// request, lasts, it asks the turn's replica to relay the stream
+// (FollowStream); once ctx has ended it only looks the turn up
+// (LiveStream): a reader already gone (a load balancer's probe, a client
+// that timed out) marks nothing, else the turn's replica would relay its
+// whole stream through the database for nobody. Either statement runs to
+// its end whatever ctx does meanwhile, so its answer is known: the stream
+// followed or not, and the turn a request aborted meanwhile must cancel.
+func (r *replicas) findTurn(ctx context.Context, tenant, sessionID string) (token int64, ok bool, err error) {
+	find := r.relay.FollowStream
+	if ctx.Err() != nil {
+		find = r.relay.LiveStream
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	defer cancel()
+	return find(fctx, tenant, sessionID)
 }
 
 // sweepEvery is how often a replica deletes the relayed batches of turns

@@ -239,6 +239,99 @@ func TestFollowRacesTheTurnsEnd(t *testing.T) {
 	}
 }
 
+// TestFollowOnlyWhileTheReaderIsThere: a reader on replica b of a turn
+// running on replica a marks the turn's lease followed, and so has a relay
+// its stream through the database, only while the reader's request lasts.
+// One gone before the follow (a load balancer's probe, a client that timed
+// out, gone after b found the session) marks nothing and a relays nothing;
+// one that leaves while it waits for the stream stops at once.
+func TestFollowOnlyWhileTheReaderIsThere(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// goneBefore: the request ends before the resume; leaves: it ends
+		// while the resume waits for the stream.
+		goneBefore, leaves bool
+	}{
+		{name: "reader there"},
+		{name: "reader gone before the follow", goneBefore: true},
+		{name: "reader leaves while it waits", leaves: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			gate := newStepGate(true)
+			a, b := twoReplicas(t, [2]engine.Hooks{gate, nil})
+			respA := goDo(a, "POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "hello there"))
+			<-gate.entered
+			token, live, err := b.srv.rep.relay.LiveStream(context.Background(), "default", "s1")
+			if err != nil || !live {
+				t.Fatalf("LiveStream of the turn = %v, %v", live, err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.goneBefore {
+				cancel()
+			}
+			var out bufferSink
+			type result struct {
+				ok  bool
+				err error
+			}
+			resumed := make(chan result, 1)
+			go func() {
+				ok, err := b.srv.rep.resume(ctx, &out, "default", "s1", nil)
+				resumed <- result{ok, err}
+			}()
+			if !tt.goneBefore {
+				for !following(b, "s1") {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if tt.leaves {
+				cancel()
+			}
+			if tt.goneBefore || tt.leaves {
+				// The resume ends while the turn stands still.
+				select {
+				case res := <-resumed:
+					resumed <- res
+				case <-time.After(10 * time.Second):
+					t.Fatal("the resume of a reader that left is still running")
+				}
+			}
+			st, err := b.store.RenewLease(context.Background(), &store.Lease{Tenant: "default", SessionID: "s1", Token: token}, time.Minute)
+			if err != nil || st.Followed == tt.goneBefore {
+				t.Errorf("the turn's lease = %+v, %v; want followed %v", st, err, !tt.goneBefore)
+			}
+			close(gate.open)
+			_, gotA := readUIStreamRaw(t, respA())
+			if res := <-resumed; !res.ok || res.err != nil {
+				t.Errorf("resume = %v, %v; want true, nil", res.ok, res.err)
+			}
+			switch {
+			case tt.goneBefore && out.Len() > 0:
+				t.Errorf("resume of a reader gone wrote:\n%s", out.Bytes())
+			case !tt.goneBefore && !tt.leaves && !bytes.Equal(out.Bytes(), gotA):
+				t.Errorf("stream resumed on b:\n%s\nwant what a sent:\n%s", out.Bytes(), gotA)
+			}
+			waitReleased(t, b, "s1")
+			chunks, err := b.srv.rep.relay.ReadChunks(context.Background(), "default", "s1", token, 0, 1)
+			if err != nil || (len(chunks) == 0) != tt.goneBefore {
+				t.Errorf("a relayed %d batches (%v); want batches relayed: %v", len(chunks), err, !tt.goneBefore)
+			}
+		})
+	}
+}
+
+// bufferSink is a streamSink that keeps what is written to it.
+type bufferSink struct{ bytes.Buffer }
+
+func (s *bufferSink) write(frames []byte) error {
+	s.Write(frames)
+	return nil
+}
+
+func (s *bufferSink) flush() {}
+
 // following reports whether g has a reader waiting on the relayed stream
 // of session s1 of the anonymous tenant.
 func following(g *testGateway, session string) bool {
@@ -633,22 +726,29 @@ func TestWSAbortOfResumeRacingTheTurnsEnd(t *testing.T) {
 
 // TestWSAbortBeforeResumeFindsTheTurn: a WebSocket resume on replica b
 // aborted before it has found the turn it resumes, running on replica a,
-// still cancels that turn, as an abort of an in-process resume does.
+// still cancels that turn, as an abort of an in-process resume does; its
+// reader gone, it does not follow the turn's stream, so a relays nothing.
 func TestWSAbortBeforeResumeFindsTheTurn(t *testing.T) {
 	_, _, b, respA, r, w := relayedResumeSetup(t)
-	r.abort()
-	w.resumeRelayed(r, &wsFrame{SessionID: "s1"}, "default")
 	token, live, err := b.srv.rep.relay.LiveStream(context.Background(), "default", "s1")
 	if err != nil || !live {
 		t.Fatalf("LiveStream of the turn = %v, %v", live, err)
 	}
-	st, err := b.store.RenewLease(context.Background(), &store.Lease{Tenant: "default", SessionID: "s1", Token: token}, time.Minute)
-	if err != nil || !st.Cancelled {
-		t.Errorf("the turn's lease after the resume's abort = %+v, %v; want cancelled", st, err)
+	r.abort()
+	if ok, err := w.resumeRelayed(r, &wsFrame{SessionID: "s1"}, "default"); !ok || err != nil {
+		t.Errorf("aborted resume = %v, %v; want true, nil", ok, err)
 	}
 	// The gate stays shut: the turn ends when a hears of the cancel.
 	if got := goRead(respA())(); !bytes.Contains(got, []byte(`"type":"abort"`)) {
 		t.Errorf("a's stream after the abort on b:\n%s\nwant an abort", got)
+	}
+	waitReleased(t, b, "s1")
+	recs, err := b.store.Turns(context.Background(), "default", "s1")
+	if err != nil || len(recs) != 1 || recs[0].Status != engine.StatusAborted {
+		t.Errorf("turn records = %+v, %v; want one aborted", recs, err)
+	}
+	if chunks, err := b.srv.rep.relay.ReadChunks(context.Background(), "default", "s1", token, 0, 1); err != nil || len(chunks) > 0 {
+		t.Errorf("a relayed %d batches (%v) for the aborted resume; want none", len(chunks), err)
 	}
 }
 
