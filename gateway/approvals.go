@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -339,21 +338,15 @@ func (s *Server) expireApprovals(ctx context.Context, now time.Time) {
 	}
 }
 
-// sweepApprovals expires approvals until ctx ends: at once (those that
-// expired while no gateway ran), then every sweep interval.
-func (s *Server) sweepApprovals(ctx context.Context, wg *sync.WaitGroup) {
-	defer wg.Done()
-	every := min(max(s.cfg.Limits.ApprovalExpiry/4, 10*time.Millisecond), time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+// sweepApprovals starts expiring approvals: at once (those that expired
+// while no gateway ran), then every sweep interval, until the returned
+// stop.
+func (s *Server) sweepApprovals() (stop func()) {
+	interval := min(max(s.cfg.Limits.ApprovalExpiry/4, 10*time.Millisecond), time.Second)
+	return atOnceThenEvery(interval, func(ctx context.Context) bool {
 		s.expireApprovals(ctx, time.Now().UTC())
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return true
+	})
 }
 
 // approvalResponse is an approval as /v1/approvals shows it.

@@ -34,13 +34,29 @@ func (w *submissions) renew(sub *store.Submission) (stop func()) {
 // every calls f every interval, on a goroutine of its own, until f returns
 // false or the returned stop is called; stop cancels the context f is
 // given and waits for f to return. It is the heartbeat of a submission's
-// claim and of a session's lease.
+// claim, of a session's lease and of the waiters' places, and the
+// replicas' sweep.
 func every(interval time.Duration, f func(ctx context.Context) bool) (stop func()) {
+	return repeat(interval, false, f)
+}
+
+// atOnceThenEvery is every whose f is also called at once: a sweep that
+// first catches up with what came due while no gateway ran (the approvals'
+// expiry).
+func atOnceThenEvery(interval time.Duration, f func(ctx context.Context) bool) (stop func()) {
+	return repeat(interval, true, f)
+}
+
+// repeat is every, calling f at once first when atOnce is set.
+func repeat(interval time.Duration, atOnce bool, f func(ctx context.Context) bool) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
+		if atOnce && !f(ctx) {
+			return
+		}
 		for {
 			select {
 			case <-ctx.Done():

@@ -40,6 +40,8 @@ type submissions struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// stopSweep ends the approvals' expiry sweep (nil until start).
+	stopSweep func()
 }
 
 func newSubmissions(s *Server) *submissions {
@@ -65,8 +67,7 @@ func (w *submissions) start(ctx context.Context) error {
 	if n > 0 {
 		w.s.log.Info("requeued interrupted submissions", "count", n)
 	}
-	w.wg.Add(1)
-	go w.s.sweepApprovals(w.ctx, &w.wg)
+	w.stopSweep = w.s.sweepApprovals()
 	for range w.s.cfg.Limits.SubmissionWorkers {
 		w.wg.Add(1)
 		go w.loop()
@@ -75,9 +76,14 @@ func (w *submissions) start(ctx context.Context) error {
 	return nil
 }
 
-// stop makes the workers stop claiming; running turns finish (or are
-// aborted by Shutdown).
-func (w *submissions) stop() { w.cancel() }
+// stop makes the workers stop claiming, and ends the approvals' sweep;
+// running turns finish (or are aborted by Shutdown).
+func (w *submissions) stop() {
+	w.cancel()
+	if w.stopSweep != nil {
+		w.stopSweep()
+	}
+}
 
 // wait waits for the workers to exit.
 func (w *submissions) wait() { w.wg.Wait() }
