@@ -1,14 +1,20 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
@@ -235,4 +241,43 @@ func rejected(t *testing.T, what string, err error) bool {
 		t.Fatalf("%s error maps to a 5xx: %v", what, err)
 	}
 	return err != nil
+}
+
+// TestClientLeftIsNotAnError checks that a request whose client went away
+// (its context cancelled) is logged at debug, not as a server error, while
+// the same cancellation of a live request still is an error.
+func TestClientLeftIsNotAnError(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		clientGone bool
+		want       slog.Level
+	}{
+		{"client left", true, slog.LevelDebug},
+		{"client still there", false, slog.LevelError},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logged bytes.Buffer
+			s := &Server{log: slog.New(slog.NewJSONHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+			ctx, cancel := context.WithCancel(t.Context())
+			if tt.clientGone {
+				cancel()
+			} else {
+				defer cancel()
+			}
+			w := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(w)
+			c.Request = httptest.NewRequestWithContext(ctx, "GET", "/v1/agents/demo/chat/s/stream", nil)
+			s.writeError(c, fmt.Errorf("reading stream: %w", context.Canceled))
+			var rec struct{ Level string }
+			if err := json.Unmarshal(logged.Bytes(), &rec); err != nil {
+				t.Fatalf("log %q: %v", logged.String(), err)
+			}
+			if rec.Level != tt.want.String() {
+				t.Errorf("logged at %s, want %s: %s", rec.Level, tt.want, logged.String())
+			}
+			if w.Code != http.StatusServiceUnavailable {
+				t.Errorf("answered %d, want 503", w.Code)
+			}
+		})
+	}
 }

@@ -127,11 +127,13 @@ func toAPIError(err error) *apiError {
 }
 
 // writeError is the one place errors become responses. It logs once: 5xx
-// at error level with the underlying error, 4xx at debug.
+// at error level with the underlying error, 4xx at debug, and so is a
+// request cancelled because its client left (nobody reads its answer, and
+// nothing failed on this side).
 func (s *Server) writeError(c *gin.Context, err error) {
 	ae := toAPIError(err)
 	level := slog.LevelDebug
-	if ae.Status >= 500 {
+	if ae.Status >= 500 && !clientLeft(c, err) {
 		level = slog.LevelError
 	}
 	s.log.Log(c.Request.Context(), level, "request failed", "method", c.Request.Method, "path", c.FullPath(),
@@ -152,6 +154,12 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	}
 	setRetryAfter(c, ae.RetryAfter)
 	c.AbortWithStatusJSON(ae.Status, body)
+}
+
+// clientLeft reports whether err is the cancellation of c's request by its
+// client, which closed the connection.
+func clientLeft(c *gin.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil
 }
 
 // setRetryAfter sets Retry-After (whole seconds, rounded up) and OpenAI's
