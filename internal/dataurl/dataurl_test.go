@@ -74,7 +74,8 @@ func TestEncode(t *testing.T) {
 // payload is accepted exactly when strict standard base64 accepts it.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"data:image/png;base64,iVBORw0KGgo=", "data:,a%20b", "data:;base64,", "data:text/plain;charset=x,%",
-		"data:image/png;base64,AB==", "data:a/b;c=d;base64,YQ==", "data:application/pdf;base64,JVBERi0xLjQK"} {
+		"data:image/png;base64,AB==", "data:a/b;c=d;base64,YQ==", "data:application/pdf;base64,JVBERi0xLjQK",
+		"DATA:Image/PNG;BASE64,AAAA", "Data:text/plain;Base64,aGk=", "dAtA:,a%20b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

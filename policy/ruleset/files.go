@@ -15,10 +15,11 @@ import (
 	"github.com/turngate/turngate/policy/celrules"
 )
 
-// dataURLMarker is what a recorded input holds only when some string in
-// it starts with a data: URL: the cheap test that spares inputs without
-// inline files the rewrite.
-var dataURLMarker = []byte(`"data:`)
+// dataURLStart is what precedes the scheme's colon in a recorded input
+// where some string starts with a data: URL, in any case (URL schemes are
+// case-insensitive: "DATA:" and "Data:" are data: URLs too): the cheap
+// test that spares inputs without inline files the rewrite.
+var dataURLStart = []byte(`"data`)
 
 // maxStandIns bounds the stand-ins one turn's hooks keep: a turn with more
 // distinct inline files than this hashes the others each time it records
@@ -119,6 +120,12 @@ func (s *standIns) compactFiles(in json.RawMessage) json.RawMessage {
 	if !mayHoldDataURL(in) {
 		return in
 	}
+	return s.rewriteFiles(in)
+}
+
+// rewriteFiles is compactFiles without its cheap test: it decodes in
+// whole.
+func (s *standIns) rewriteFiles(in json.RawMessage) json.RawMessage {
 	dec := json.NewDecoder(bytes.NewReader(in))
 	dec.UseNumber()
 	var doc any
@@ -133,16 +140,22 @@ func (s *standIns) compactFiles(in json.RawMessage) json.RawMessage {
 }
 
 // mayHoldDataURL reports whether the JSON document in may hold a data:
-// URL: a string that starts with "data:" and has a comma before its end
-// (or an escape, which it does not look past). Stand-ins have no comma,
-// so an input whose files compactInput replaced is not decoded again.
+// URL: a string that starts with "data:" in any case and has a comma
+// before its end (or an escape, which it does not look past). Stand-ins
+// have no comma, so an input whose files compactInput replaced is not
+// decoded again. It looks for colons, which base64 never holds: a file's
+// payload is passed over in one IndexByte, and nothing is allocated.
 func mayHoldDataURL(in []byte) bool {
 	for {
-		i := bytes.Index(in, dataURLMarker)
+		i := bytes.IndexByte(in, ':')
 		if i < 0 {
 			return false
 		}
-		in = in[i+len(dataURLMarker):]
+		start := in[:i]
+		in = in[i+1:]
+		if len(start) < len(dataURLStart) || !bytes.EqualFold(start[len(start)-len(dataURLStart):], dataURLStart) {
+			continue
+		}
 		end := bytes.IndexAny(in, "\",\\")
 		if end < 0 || in[end] != '"' {
 			return true

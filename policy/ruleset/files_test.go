@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,14 @@ func TestCompactFiles(t *testing.T) {
 			`{"m":[{"mediaType":"text/plain","n":1.50,"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]}`},
 		{"percent-encoded", `[{"type":"file","url":"data:text/plain,h%65llo"}]`,
 			`[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`},
+		{"upper-case scheme and encoding", `[{"type":"file","url":"DATA:text/plain;BASE64,aGVsbG8="}]`,
+			`[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`},
+		{"mixed-case scheme and media type", `{"body":{"type":"file","url":"Data:Text/Plain;Base64,aGVsbG8="}}`,
+			`{"body":{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}}`},
+		{"upper-case encoding", `[{"type":"file","url":"data:text/plain;BASE64,aGVsbG8="}]`,
+			`[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`},
+		{"text that mentions data: is kept", `[{"type":"file","url":"see data:,hi","name":"metadata:a,b"}]`,
+			`[{"type":"file","url":"see data:,hi","name":"metadata:a,b"}]`},
 		{"remote URL is kept", `[{"type":"file","url":"https://example.com/data:x"}]`, `[{"type":"file","url":"https://example.com/data:x"}]`},
 		{"unparsable", `[{"type":"file","url":"data:image/png;base64,@@@@"}]`,
 			`[{"type":"file","url":"data:;sha256=b0b7456273e0f200db1a1a615e716f665a7ea4628f94bed2f7f1304ef815213c;size=-1"}]`},
@@ -119,9 +128,60 @@ func TestMayHoldDataURL(t *testing.T) {
 		{`{"url":"data:text/plain,hi"}`, true},
 		{`{"url":"data:a\",b"}`, true},
 		{`{"url":"data:unterminated`, true},
+		{`{"url":"DATA:text/plain;BASE64,aGk="}`, true},
+		{`{"url":"dAtA:,x"}`, true},
+		{`{"url":"DATA:image/png;sha256=ab;size=3"}`, false},
+		{`{"data":"a,b"}`, false},
+		{`{"text":"metadata:a,b"}`, false},
+		{`{"text":"see data:,x"}`, false},
+		{`"data:,x"`, true},
+		{`data:,x`, false},
 	} {
 		if got := mayHoldDataURL([]byte(tc.in)); got != tc.want {
 			t.Errorf("mayHoldDataURL(%s) = %t, want %t", tc.in, got, tc.want)
 		}
 	}
+}
+
+// TestCompactFilesDoesNotAllocate checks the cheap test: an input without
+// a data: URL (its files already stand-ins, "data" and "data:" only in
+// keys and text) is passed over without an allocation.
+func TestCompactFilesDoesNotAllocate(t *testing.T) {
+	in := json.RawMessage(`{"turn":{"data":{"k":"metadata:a,b"},"messages":[{"role":"user","content":[` +
+		`{"type":"text","text":"see data:,x"},{"type":"file","url":"DATA:image/png;sha256=ab;size=3"}]}]}}`)
+	var files standIns
+	allocs := testing.AllocsPerRun(100, func() {
+		if out := files.compactFiles(in); &out[0] != &in[0] {
+			t.Fatal("compactFiles rewrote an input without a data: URL")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("compactFiles allocates %v times, want 0", allocs)
+	}
+}
+
+// FuzzCompactFiles checks mayHoldDataURL against the rewrite it spares:
+// an input it passes over is one rewriteFiles leaves as it is. Inputs with
+// a backslash are left out: the test reads the raw text, and a scheme
+// spelt with escapes ("\u0064ata:") is not looked for (encoding/json
+// writes letters and colons unescaped).
+func FuzzCompactFiles(f *testing.F) {
+	for _, s := range []string{
+		`[{"type":"file","url":"data:text/plain;base64,aGVsbG8="}]`,
+		`[{"type":"file","url":"DATA:text/plain;BASE64,aGVsbG8="}]`,
+		`{"body":{"type":"file","url":"Data:Text/Plain;Base64,aGVsbG8="}}`,
+		`[{"type":"file","url":"data:text/plain;sha256=ab;size=5"},{"type":"file","url":"dAtA:,hello"}]`,
+		`[{"type":"file","url":"see data:,hi","name":"metadata:a,b"}]`,
+		`{"data":"a,b","type":"file","url":"data:"}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if mayHoldDataURL([]byte(in)) || strings.Contains(in, `\`) {
+			return
+		}
+		if got := new(standIns).rewriteFiles(json.RawMessage(in)); string(got) != in {
+			t.Fatalf("mayHoldDataURL(%s) = false, but rewriteFiles gives %s", in, got)
+		}
+	})
 }
