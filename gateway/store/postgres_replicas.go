@@ -54,9 +54,9 @@ const (
 			WHERE tenant = $1 AND session_id = $2 AND token = $3 AND ` + pgAsyncCommit + ` RETURNING 1)
 		SELECT pg_notify($4, $5) FROM released WHERE ` + pgWaiting
 	// pgWaiting, true in a statement, reports live waiters of the session
-	// $1, $2.
-	pgWaiting = `EXISTS (SELECT 1 FROM session_waiters w
-			WHERE w.tenant = $1 AND w.session_id = $2 AND w.expires_at > ` + pgNow + `)`
+	// $1, $2, seen once the statement holds the lease row (migration 0009's
+	// session_waiting).
+	pgWaiting = `session_waiting($1, $2)`
 	// pgReleaseUnfollowed releases the lease, as pgReleaseLease does,
 	// unless a reader follows its stream (Relay.ReleaseUnfollowed); its one
 	// row reports whether it did.

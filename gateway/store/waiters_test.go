@@ -228,3 +228,82 @@ func TestEnqueueBoundUnderContention(t *testing.T) {
 		t.Errorf("%d of %d waiters queued (errors %v), want %d", got, tries, errs, bound)
 	}
 }
+
+// TestReleaseWakesWaiterRegisteredDuringIt: a waiter that registers while
+// a release of the lease waits for the lease row (held here by another
+// transaction; in production, for the instant between the release's
+// snapshot and its lock) is woken by that release. Its acquisition, tried
+// before the release got the row, found the lease held; with the
+// release's own snapshot, which predates the registration, the release
+// would see no waiter and wake nobody, and the waiter would start on its
+// poll.
+func TestReleaseWakesWaiterRegisteredDuringIt(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		release func(ctx context.Context, s *Postgres, l *Lease) error
+	}{
+		{"ReleaseLease", func(ctx context.Context, s *Postgres, l *Lease) error { return s.ReleaseLease(ctx, l) }},
+		{"ReleaseUnfollowed", func(ctx context.Context, s *Postgres, l *Lease) error {
+			_, err := s.ReleaseUnfollowed(ctx, l)
+			return err
+		}},
+		{"FinishTurn WithRelease", func(ctx context.Context, s *Postgres, l *Lease) error {
+			var released bool
+			return s.FinishTurn(WithRelease(ctx, l, &released), "acme", "s1", assistant("a1", "done"), turnRecord("s1", "r1"))
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := freshPostgres(t)
+			a, b := open(t, db).(*Postgres), open(t, db).(*Postgres)
+			ctx := context.Background()
+			notes := leaseNotes(t, b)
+			if _, err := a.Admit(ctx, "acme", "demo", "s1", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			l, err := a.AcquireLease(ctx, "acme", "s1", "ra", time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Another transaction holds the lease row: the release takes
+			// its snapshot, then waits for the row.
+			hold, err := b.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hold.Rollback(ctx) //nolint:errcheck // a no-op after Commit.
+			var holder int32
+			if err := hold.QueryRow(ctx, `SELECT pg_backend_pid() FROM session_leases
+				WHERE tenant = 'acme' AND session_id = 's1' FOR UPDATE`).Scan(&holder); err != nil {
+				t.Fatal(err)
+			}
+			released := make(chan error, 1)
+			go func() { released <- tt.release(ctx, a, l) }()
+			for blocked := false; !blocked; {
+				if err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+					WHERE $1::int = ANY (pg_blocking_pids(pid)))`, holder).Scan(&blocked); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// (The waiter's own acquisition, which in production ran
+			// before the release took the row, would wait for the row here.)
+			w := mustEnqueue(t, b, "s1", "rb", true, 4, time.Hour)
+			if err := hold.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-released; err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			select {
+			case tok := <-notes:
+				if tok != l.Token {
+					t.Errorf("woken with token %d, want the released lease's %d", tok, l.Token)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the release woke nobody: the waiter that registered during it would start on its poll")
+			}
+			if _, err := b.AcquireQueued(ctx, w, time.Hour); err != nil {
+				t.Errorf("the woken waiter: %v", err)
+			}
+		})
+	}
+}

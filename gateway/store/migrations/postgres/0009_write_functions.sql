@@ -26,6 +26,23 @@ BEGIN
 END
 $$;
 
+-- session_waiting reports whether the session has live waiters for its
+-- lease (session_waiters, 0007), with a snapshot of its own, taken at the
+-- call: a release calls it once it holds the lease row, so it sees every
+-- waiter registered before the lease row was locked. With the statement's
+-- snapshot instead, a waiter that registered between the snapshot and the
+-- lock, and whose acquisition failed on the lease still held, would not be
+-- woken (it would start on its poll).
+CREATE FUNCTION session_waiting(p_tenant TEXT, p_id TEXT) RETURNS BOOLEAN
+    LANGUAGE plpgsql VOLATILE
+    AS $$
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM session_waiters w
+        WHERE w.tenant = p_tenant AND w.session_id = p_id
+        AND w.expires_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000)::BIGINT);
+END
+$$;
+
 -- turngate_fence holds the session's lease row of token p_token (shared)
 -- until the calling statement's transaction ends, as the store's pgFence
 -- does: an acquisition, which moves the token, waits for the write to
@@ -140,9 +157,7 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION 'fenced out: lease % of the session is no longer its current one', p_token USING ERRCODE = 'TG001';
         END IF;
-        IF o_released AND EXISTS (SELECT 1 FROM session_waiters w
-                WHERE w.tenant = p_tenant AND w.session_id = p_id
-                AND w.expires_at > (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000)::BIGINT) THEN
+        IF o_released AND session_waiting(p_tenant, p_id) THEN
             PERFORM pg_notify(p_channel, p_payload);
         END IF;
     ELSE
