@@ -174,3 +174,104 @@ func BenchmarkFinishTurn(b *testing.B) {
 		})
 	}
 }
+
+// TestFinishTurnReleases: a FinishTurn asked to release its lease
+// (WithRelease) stores the message and the record and releases the lease
+// in one write, all or nothing: under a lost lease it stores nothing and
+// leaves the new holder's lease alone, and on a missing session it keeps
+// its lease. On PostgreSQL a lease a reader follows is left to the relay,
+// and a release wakes the session's live waiters, and only then.
+func TestFinishTurnReleases(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// missing: the session has no row; lost: another replica took the
+		// session over; followed: a reader on another replica follows the
+		// stream (PostgreSQL only); waiter: a live waiter queues for the
+		// lease (on PostgreSQL).
+		missing, lost, followed, waiter bool
+		wantErr                         error
+		wantReleased                    bool // the finish released the lease
+	}{
+		{name: "released, nobody to wake", wantReleased: true},
+		{name: "released, its waiter woken", waiter: true, wantReleased: true},
+		{name: "followed: left to the relay", followed: true, waiter: true},
+		{name: "lost lease: fenced", lost: true, waiter: true, wantErr: ErrFenced},
+		{name: "missing session: the lease kept", missing: true, waiter: true, wantErr: ErrNotFound},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			forEachDB(t, func(t *testing.T, db testDB) {
+				pg := db.driver() == "postgres"
+				if tt.followed && !pg {
+					t.Skip("a reader follows a stream of another replica on PostgreSQL only")
+				}
+				ctx := context.Background()
+				a, b := replicaPair(t, db)
+				if !tt.missing {
+					mustSession(t, a, "acme", "s1")
+				}
+				var notes <-chan int64
+				if pg {
+					notes = leaseNotes(t, b.(*Postgres))
+				}
+				ttl := testClaimTTL
+				if tt.lost {
+					ttl = time.Millisecond
+				}
+				l, err := a.AcquireLease(ctx, "acme", "s1", "ra", ttl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				current := l // the session's lease when the finish runs
+				if tt.lost {
+					current = takeOver(t, b, l, "rb")
+				}
+				if tt.followed {
+					if _, ok, err := b.(*Postgres).FollowStream(ctx, "acme", "s1"); err != nil || !ok {
+						t.Fatalf("FollowStream = %v, %v", ok, err)
+					}
+				}
+				if tt.waiter && pg {
+					mustEnqueue(t, b.(*Postgres), "s1", "rb", false, 1, time.Hour)
+				}
+
+				var released bool
+				rec := &TurnRecord{RequestID: "r1", Tenant: "acme", SessionID: "s1", Agent: "demo", Status: "completed"}
+				err = a.FinishTurn(WithRelease(ctx, l, &released), "acme", "s1", assistant("a1", "done"), rec)
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("FinishTurn: err = %v, want %v", err, tt.wantErr)
+				}
+				if released != tt.wantReleased {
+					t.Errorf("released = %v, want %v", released, tt.wantReleased)
+				}
+				stored := 0
+				if tt.wantErr == nil {
+					stored = 1
+				}
+				for _, table := range []string{"messages", "turns"} {
+					if got := queryInt(t, b, "SELECT COUNT(*) FROM "+table); got != stored {
+						t.Errorf("%d rows in %s, want %d", got, table, stored)
+					}
+				}
+				var wantRenew error // the lease lives on
+				if tt.wantReleased {
+					wantRenew = ErrLeaseReleased
+				}
+				if _, err := b.RenewLease(ctx, current, testClaimTTL); !errors.Is(err, wantRenew) {
+					t.Errorf("RenewLease of the session's lease after the finish: err = %v, want %v", err, wantRenew)
+				}
+				if !pg {
+					return
+				}
+				// A notification of token -1 after the finish's ends what
+				// is checked: notifications arrive in the order their
+				// transactions committed.
+				execSQL(t, b, fmt.Sprintf(`SELECT pg_notify('%s', '%s')`, ChannelLease, b.(*Postgres).payload("acme", "s1", -1)))
+				want := []int64{-1}
+				if tt.wantReleased && tt.waiter {
+					want = []int64{l.Token, -1}
+				}
+				expectNotes(t, notes, want...)
+			})
+		})
+	}
+}

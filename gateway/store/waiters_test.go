@@ -129,7 +129,13 @@ func TestTurnQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	want := []int64{l0.Token, l1.Token, 0}
+	expectNotes(t, notes, l0.Token, l1.Token, 0)
+}
+
+// expectNotes takes the next notifications of notes (see leaseNotes) and
+// fails unless their tokens are want, in order.
+func expectNotes(t *testing.T, notes <-chan int64, want ...int64) {
+	t.Helper()
 	for i, tok := range want {
 		select {
 		case got := <-notes:
