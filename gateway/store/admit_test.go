@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/turngate/turngate/engine"
@@ -163,6 +165,68 @@ func BenchmarkAdmit(b *testing.B) {
 			if _, err := s.Admit(ctx, "acme", "demo", "s1", body, &m); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// TestAdmitRacesTheSessionsCreation: admissions of two agents racing to
+// create one session, on two replicas, each find it created exactly once:
+// by one agent, whose admissions all store their messages, while the other
+// agent's get that agent's session back and store nothing. Both replicas'
+// caches then match the database.
+func TestAdmitRacesTheSessionsCreation(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db testDB) {
+		a, b := replicaPair(t, db)
+		ctx := context.Background()
+		const n = 8
+		type admitted struct {
+			agent string
+			sess  *Session
+			err   error
+		}
+		results := make([]admitted, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			s, agent := a, "demo"
+			if i%2 == 1 {
+				s, agent = b, "other"
+			}
+			wg.Go(func() {
+				m := text("u"+strconv.Itoa(i), "hi")
+				<-start
+				sess, err := s.Admit(ctx, "acme", agent, "s1", json.RawMessage(`{"i":`+strconv.Itoa(i)+`}`), &m)
+				results[i] = admitted{agent, sess, err}
+			})
+		}
+		close(start)
+		wg.Wait()
+		owner, err := a.GetSession(ctx, "acme", "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string // the ids of the owner's admissions
+		for i, r := range results {
+			switch {
+			case r.err != nil:
+				t.Fatalf("admission %d (%s): %v", i, r.agent, r.err)
+			case r.sess.Agent != owner.Agent || !r.sess.CreatedAt.Equal(owner.CreatedAt):
+				t.Errorf("admission %d (%s) = %+v; want the session of %s created at %v", i, r.agent, r.sess, owner.Agent, owner.CreatedAt)
+			case r.agent == owner.Agent:
+				want = append(want, "u"+strconv.Itoa(i))
+			}
+		}
+		msgs, err := b.Messages(ctx, "acme", "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ids(msgs)
+		slices.Sort(got)
+		if len(want) != n/2 || !slices.Equal(got, want) {
+			t.Errorf("messages %v; want those of the %d admissions of %s, %v", got, n/2, owner.Agent, want)
+		}
+		for _, s := range []Store{a, b} {
+			assertCoherent(t, db, s, "acme", "s1")
 		}
 	})
 }
