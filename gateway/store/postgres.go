@@ -38,9 +38,10 @@ const defaultPoolConns = 16
 //
 // Transcript and Messages read through the same in-process cache of
 // decoded transcripts as SQLite's. A write that changes a session holds the
-// session's lock in this process from its BEGIN until its changes are
-// applied to the cache, so they reach the cache in commit order; a commit
-// that fails drops the session from the cache. Several replicas may share
+// session's lock in this process from before its first statement until its
+// changes are applied to the cache, so they reach the cache in commit
+// order; a commit (or a write of one statement) that fails drops the
+// session from the cache. Several replicas may share
 // the database: every write bumps the session's version (Session.version)
 // in the statement that locks its row, a cache hit is served only once a
 // read of the stored version matches the entry's, and a write is applied
