@@ -15,6 +15,26 @@ func extensionYAML(ext string) string {
 		"extensions:\n" + ext
 }
 
+// checkLoad writes data to path and checks what Load reports: want, after
+// the path, or nothing when want is "". It reports whether Load failed.
+func checkLoad(t *testing.T, path, data, want string) (failed bool) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if want == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return false
+	}
+	if want := path + ": " + want; err == nil || err.Error() != want {
+		t.Errorf("Load: %v\nwant %s", err, want)
+	}
+	return true
+}
+
 func TestExtensions(t *testing.T) {
 	c, err := Parse("t.yaml", []byte(extensionYAML(
 		"  - {name: audit, transport: http, url: \"https://ext.example/hook\", secret: \"${EXT_SECRET}\", hooks: [beforeTurn, onChunk], agents: [a]}\n"+
@@ -141,18 +161,8 @@ func TestExtensionPrograms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, "turngate.yaml")
 			data := extensionYAML("  - name: e\n    transport: exec\n    hooks: [onChunk]\n    command: [" + tc.command + ", -v]\n")
-			if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			_, err := Load(path)
-			if tc.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
+			if !checkLoad(t, path, data, tc.want) {
 				return
-			}
-			if want := path + ": " + tc.want; err == nil || err.Error() != want {
-				t.Errorf("Load: %v\nwant %s", err, want)
 			}
 			if _, err := Parse(path, []byte(data), env(nil)); err != nil {
 				t.Errorf("Parse looked for the program: %v", err)
