@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -67,7 +66,7 @@ func (r *fileRules) fetchFiles(ctx context.Context, m *engine.UIMessage, field s
 		if err != nil {
 			return err
 		}
-		p.URL = "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(data)
+		p.URL = dataurl.Encode(mt, data)
 	}
 	return nil
 }
