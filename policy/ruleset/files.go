@@ -141,11 +141,19 @@ func (s *standIns) rewriteFiles(in json.RawMessage) json.RawMessage {
 
 // mayHoldDataURL reports whether the JSON document in may hold a data:
 // URL: a string that starts with "data:" in any case and has a comma
-// before its end (or an escape, which it does not look past). Stand-ins
+// before its end (or an escape, which it does not look past), or a string
+// that may spell the scheme with escapes (escapesSchemeChar). Stand-ins
 // have no comma, so an input whose files compactInput replaced is not
 // decoded again. It looks for colons, which base64 never holds: a file's
-// payload is passed over in one IndexByte, and nothing is allocated.
+// payload is passed over in one IndexByte and one Index, and nothing is
+// allocated.
 func mayHoldDataURL(in []byte) bool {
+	return holdsSchemeColon(in) || escapesSchemeChar(in)
+}
+
+// holdsSchemeColon is mayHoldDataURL for a scheme spelt without escapes:
+// it finds each colon and looks back for `"data` in any case.
+func holdsSchemeColon(in []byte) bool {
 	for {
 		i := bytes.IndexByte(in, ':')
 		if i < 0 {
@@ -161,6 +169,35 @@ func mayHoldDataURL(in []byte) bool {
 			return true
 		}
 		in = in[end:]
+	}
+}
+
+// asciiEscape is how a JSON escape of an ASCII character starts; its two
+// hex digits follow.
+var asciiEscape = []byte(`\u00`)
+
+// escapesSchemeChar reports whether in holds a JSON escape of one of the
+// data: scheme's characters (d, a, t or the colon, either case, in hex of
+// either case): raw JSON kept as the client sent it may spell the scheme
+// so ("\u0064ata:", "data\u003a"), which holdsSchemeColon does not see
+// and the decoding rewrite does. Other escapes, such as the \u003c,
+// \u003e and \u0026 that encoding/json writes for HTML characters, keep
+// an input on the fast path. An escaped backslash followed by "u0064"
+// counts too: it only costs a decode that finds nothing.
+func escapesSchemeChar(in []byte) bool {
+	for {
+		i := bytes.Index(in, asciiEscape)
+		if i < 0 {
+			return false
+		}
+		in = in[i+len(asciiEscape):]
+		if len(in) < 2 {
+			return false
+		}
+		switch string(in[:2]) {
+		case "64", "44", "61", "41", "74", "54", "3a", "3A":
+			return true
+		}
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 func TestCompactFiles(t *testing.T) {
 	// sha256("hello") and sha256 of the unparsable URL "data:image/png;base64,@@@@".
 	const hello = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+	const escapedWant = `[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`
 	for _, tc := range []struct {
 		name, in, want string
 	}{
@@ -48,6 +48,21 @@ func TestCompactFiles(t *testing.T) {
 			`[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"},{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`},
 		{"escaped quote before the comma", `[{"type":"file","url":"data:a\"b,hello"}]`,
 			`[{"type":"file","url":"data:;sha256=` + sha256Hex(`data:a"b,hello`) + `;size=-1"}]`},
+		{"HTML escapes are kept", `{"text":"\u003cb\u003e \u0026 data:,x","type":"file"}`,
+			`{"text":"\u003cb\u003e \u0026 data:,x","type":"file"}`},
+		// Raw JSON kept as the client sent it may spell the scheme with
+		// escapes, each of its characters in either case and hex case.
+		{"escaped d", `[{"type":"file","url":"\u0064ata:text/plain;base64,aGVsbG8="}]`, escapedWant},
+		{"escaped D", `[{"type":"file","url":"\u0044ATA:text/plain;base64,aGVsbG8="}]`, escapedWant},
+		{"escaped a", `[{"type":"file","url":"d\u0061ta:text/plain;base64,aGVsbG8="}]`, escapedWant},
+		{"escaped A", `[{"type":"file","url":"D\u0041TA:text/plain;base64,aGVsbG8="}]`, escapedWant},
+		{"escaped t", `[{"type":"file","url":"da\u0074a:text/plain;base64,aGVsbG8="}]`, escapedWant},
+		{"escaped T", `[{"type":"file","url":"DA\u0054A:text/plain;base64,aGVsbG8="}]`, escapedWant},
+		{"escaped last a", `[{"type":"file","url":"dat\u0061:text/plain;base64,aGVsbG8="}]`, escapedWant},
+		{"escaped colon", `[{"type":"file","url":"data\u003atext/plain;base64,aGVsbG8="}]`, escapedWant},
+		{"escaped colon in upper-case hex", `[{"type":"file","url":"data\u003Atext/plain;base64,aGVsbG8="}]`, escapedWant},
+		{"escaped scheme", `[{"type":"file","url":"\u0064\u0061\u0074\u0061\u003a,hello"}]`,
+			`[{"type":"file","url":"data:;sha256=` + hello + `;size=5"}]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := string(new(standIns).compactFiles(json.RawMessage(tc.in)))
@@ -136,6 +151,17 @@ func TestMayHoldDataURL(t *testing.T) {
 		{`{"text":"see data:,x"}`, false},
 		{`"data:,x"`, true},
 		{`data:,x`, false},
+		{`{"url":"\u0064ata:,x"}`, true},
+		{`{"url":"\u0044ata:,x"}`, true},
+		{`{"url":"d\u0061ta:,x"}`, true},
+		{`{"url":"d\u0041ta:,x"}`, true},
+		{`{"url":"da\u0074a:,x"}`, true},
+		{`{"url":"da\u0054a:,x"}`, true},
+		{`{"url":"data\u003a,x"}`, true},
+		{`{"url":"data\u003A,x"}`, true},
+		{`{"text":"\u003cb\u003e \u0026 \u0027 \u2028"}`, false},
+		{`{"text":"\u00"}`, false},
+		{`{"text":"\u006`, false},
 	} {
 		if got := mayHoldDataURL([]byte(tc.in)); got != tc.want {
 			t.Errorf("mayHoldDataURL(%s) = %t, want %t", tc.in, got, tc.want)
@@ -145,10 +171,11 @@ func TestMayHoldDataURL(t *testing.T) {
 
 // TestCompactFilesDoesNotAllocate checks the cheap test: an input without
 // a data: URL (its files already stand-ins, "data" and "data:" only in
-// keys and text) is passed over without an allocation.
+// keys and text, escapes only of HTML characters) is passed over without
+// an allocation.
 func TestCompactFilesDoesNotAllocate(t *testing.T) {
 	in := json.RawMessage(`{"turn":{"data":{"k":"metadata:a,b"},"messages":[{"role":"user","content":[` +
-		`{"type":"text","text":"see data:,x"},{"type":"file","url":"DATA:image/png;sha256=ab;size=3"}]}]}}`)
+		`{"type":"text","text":"see data:,x \u003cb\u003e"},{"type":"file","url":"DATA:image/png;sha256=ab;size=3"}]}]}}`)
 	var files standIns
 	allocs := testing.AllocsPerRun(100, func() {
 		if out := files.compactFiles(in); &out[0] != &in[0] {
@@ -161,10 +188,8 @@ func TestCompactFilesDoesNotAllocate(t *testing.T) {
 }
 
 // FuzzCompactFiles checks mayHoldDataURL against the rewrite it spares:
-// an input it passes over is one rewriteFiles leaves as it is. Inputs with
-// a backslash are left out: the test reads the raw text, and a scheme
-// spelt with escapes ("\u0064ata:") is not looked for (encoding/json
-// writes letters and colons unescaped).
+// an input it passes over is one rewriteFiles leaves as it is, whether
+// the scheme is spelt plainly or with escapes.
 func FuzzCompactFiles(f *testing.F) {
 	for _, s := range []string{
 		`[{"type":"file","url":"data:text/plain;base64,aGVsbG8="}]`,
@@ -173,11 +198,16 @@ func FuzzCompactFiles(f *testing.F) {
 		`[{"type":"file","url":"data:text/plain;sha256=ab;size=5"},{"type":"file","url":"dAtA:,hello"}]`,
 		`[{"type":"file","url":"see data:,hi","name":"metadata:a,b"}]`,
 		`{"data":"a,b","type":"file","url":"data:"}`,
+		`[{"type":"file","url":"\u0064ata:text/plain;base64,aGVsbG8="}]`,
+		`[{"type":"file","url":"D\u0041TA:,hello"}]`,
+		`[{"type":"file","url":"data\u003Atext/plain,hello"}]`,
+		`[{"t\u0079pe":"file","\u0075rl":"data:,h\u002cello"}]`,
+		`{"text":"\u003cb\u003e \u0026 data:,x","type":"file","url":"\u003c"}`,
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		if mayHoldDataURL([]byte(in)) || strings.Contains(in, `\`) {
+		if mayHoldDataURL([]byte(in)) {
 			return
 		}
 		if got := new(standIns).rewriteFiles(json.RawMessage(in)); string(got) != in {
