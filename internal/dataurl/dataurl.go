@@ -119,7 +119,15 @@ func (u *URL) Text() string {
 
 // Encode returns a base64 data: URL of data with media type mt.
 func Encode(mt string, data []byte) string {
-	return "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(data)
+	return EncodeBase64(mt, base64.StdEncoding.EncodeToString(data))
+}
+
+// EncodeBase64 returns the data: URL with media type mt of b64, a payload
+// already in standard base64 (URL.Base64Data), its scheme and ";base64"
+// lower-case: the form model APIs document, whatever case the URL b64
+// came from spelt them in.
+func EncodeBase64(mt, b64 string) string {
+	return "data:" + mt + ";base64," + b64
 }
 
 // base64Size validates standard padded base64 and returns its decoded

@@ -118,6 +118,8 @@ func TestRequestBody(t *testing.T) {
 				{Type: engine.ContentFile, MediaType: "application/pdf", URL: "data:application/pdf;base64,JVBERi0xLjQK", Filename: "report.pdf"},
 				{Type: engine.ContentFile, MediaType: "application/pdf", URL: "https://example.com/paper.pdf"},
 				{Type: engine.ContentFile, MediaType: "text/plain", URL: "data:text/plain;charset=utf-8,hello%20notes", Filename: "notes.txt"},
+				// RFC 2397 schemes are case-insensitive: the source is the same base64.
+				{Type: engine.ContentFile, MediaType: "image/png", URL: "DATA:image/png;BASE64,iVBORw0KGgo="},
 			}},
 		}}, 0},
 		{"defaults", Config{MaxTokens: 2048}, engine.ModelRequest{Model: "m", Messages: []engine.ModelMessage{userMsg("Hi")},

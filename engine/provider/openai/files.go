@@ -61,30 +61,37 @@ func (p *Provider) userContent(m engine.ModelMessage) (any, error) {
 }
 
 // filePart maps one file, as the AI SDK's OpenAI provider does: images as
-// image_url (the data: URL or the remote URL), audio as input_audio,
-// PDFs as file {filename, file_data} (part-N.pdf when unnamed).
+// image_url (a data: URL or the remote URL), audio as input_audio, PDFs
+// as file {filename, file_data} (part-N.pdf when unnamed). An inline
+// file's data: URL is sent re-encoded, with the part's media type and a
+// lower-case "data:" and ";base64", never as the client spelt it: the
+// gateway takes any case (RFC 2397 schemes are case-insensitive) and a
+// percent-encoded payload, the API documents only that form.
 func (p *Provider) filePart(c engine.ContentPart, index int) (any, error) {
 	remote := !dataurl.Is(c.URL)
 	if err := p.CheckFile(c.MediaType, remote); err != nil {
 		return nil, err
 	}
-	mt := strings.ToLower(c.MediaType)
-	if imageTypes[mt] {
+	if remote { // an image: CheckFile refuses other files by URL
 		return map[string]any{"type": "image_url", "image_url": map[string]any{"url": c.URL}}, nil
 	}
 	u, err := dataurl.ParseStored(c.URL)
 	if err != nil {
 		return nil, err
 	}
-	if format := audioFormats[mt]; format != "" {
-		return map[string]any{"type": "input_audio", "input_audio": map[string]any{"data": u.Base64Data(), "format": format}}, nil
+	mt := strings.ToLower(c.MediaType)
+	switch {
+	case imageTypes[mt]:
+		return map[string]any{"type": "image_url", "image_url": map[string]any{"url": dataurl.EncodeBase64(mt, u.Base64Data())}}, nil
+	case audioFormats[mt] != "":
+		return map[string]any{"type": "input_audio", "input_audio": map[string]any{"data": u.Base64Data(), "format": audioFormats[mt]}}, nil
 	}
 	name := c.Filename
 	if name == "" {
 		name = fmt.Sprintf("part-%d.pdf", index)
 	}
 	return map[string]any{"type": "file", "file": map[string]any{"filename": name,
-		"file_data": "data:application/pdf;base64," + u.Base64Data()}}, nil
+		"file_data": dataurl.EncodeBase64("application/pdf", u.Base64Data())}}, nil
 }
 
 // Provider sends file parts.

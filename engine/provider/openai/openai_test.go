@@ -117,6 +117,10 @@ func TestRequestBody(t *testing.T) {
 				{Type: engine.ContentFile, MediaType: "application/pdf", URL: "data:application/pdf;base64,JVBERi0xLjQK", Filename: "report.pdf"},
 				{Type: engine.ContentFile, MediaType: "application/pdf", URL: "data:application/pdf,%25PDF-1.4%0A"},
 				{Type: engine.ContentFile, MediaType: "audio/wav", URL: "data:audio/wav;base64,UklGRg=="},
+				// RFC 2397 schemes are case-insensitive: the API gets "data:…;base64,".
+				{Type: engine.ContentFile, MediaType: "image/png", URL: "DATA:image/png;BASE64,iVBORw0KGgo="},
+				{Type: engine.ContentFile, MediaType: "Image/GIF", URL: "Data:image/gif,GIF89a"},
+				{Type: engine.ContentFile, MediaType: "application/pdf", URL: "dAtA:application/pdf;Base64,JVBERi0xLjQK"},
 			}},
 			userMsg("text only stays a string"),
 		}}},
