@@ -35,12 +35,16 @@ type replicas struct {
 	waiters *turnQueue
 
 	mu      sync.Mutex
-	holding map[string]*holding      // this replica's leases, by session key
-	wakers  map[string]chan struct{} // readers of relayed streams, by session key
+	holding map[string]*holding // this replica's leases, by session key
+	// wakers holds, by session key, the wake-up channel of each reader of
+	// the session's relayed stream on this replica (see watch); a key is
+	// there only while a reader is, so a stream notification of a session
+	// nobody here reads costs one lookup.
+	wakers map[string]map[chan struct{}]struct{}
 }
 
 func newReplicas(s *Server, relay store.Relay) *replicas {
-	return &replicas{s: s, relay: relay, holding: map[string]*holding{}, wakers: map[string]chan struct{}{}, waiters: newTurnQueue()}
+	return &replicas{s: s, relay: relay, holding: map[string]*holding{}, wakers: map[string]map[chan struct{}]struct{}{}, waiters: newTurnQueue()}
 }
 
 // holding is a session lease this replica holds for a turn.
@@ -203,25 +207,42 @@ func (r *replicas) notified(n store.Notification) {
 			r.follow(h)
 		}
 	case store.ChannelStream:
-		if ch := r.wakers[key]; ch != nil {
-			close(ch)
-			delete(r.wakers, key)
+		for ch := range r.wakers[key] {
+			select {
+			case ch <- struct{}{}:
+			default: // a wake-up is pending already
+			}
 		}
 	case store.ChannelLease:
 		r.waiters.wake(key)
 	}
 }
 
-// waker returns a channel closed at the next stream notification of key.
-func (r *replicas) waker(key string) <-chan struct{} {
+// watch registers a reader of the relayed stream of the session key: wake
+// receives at the session's stream notifications until stop, which the
+// reader calls however it stops, removes the registration (and the key
+// with its last reader, so a session never streamed again keeps nothing).
+// Each reader has its own channel, so readers of one session are each
+// woken; it holds one pending wake-up, so a notification that comes while
+// the reader reads wakes its next wait.
+func (r *replicas) watch(key string) (wake <-chan struct{}, stop func()) {
+	ch := make(chan struct{}, 1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ch := r.wakers[key]
-	if ch == nil {
-		ch = make(chan struct{})
-		r.wakers[key] = ch
+	set := r.wakers[key]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		r.wakers[key] = set
 	}
-	return ch
+	set[ch] = struct{}{}
+	return ch, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.wakers[key], ch)
+		if len(r.wakers[key]) == 0 {
+			delete(r.wakers, key)
+		}
+	}
 }
 
 // listen runs the notification listener until ctx ends, listening again
@@ -361,7 +382,9 @@ func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID
 	if following != nil {
 		following(token)
 	}
-	key := sessionKey(tenant, sessionID)
+	// Registered before the first read, so no batch goes unnoticed.
+	wake, stop := r.watch(sessionKey(tenant, sessionID))
+	defer stop()
 	var (
 		from    int64
 		started bool
@@ -371,7 +394,6 @@ func (r *replicas) resume(ctx context.Context, out streamSink, tenant, sessionID
 		if ctx.Err() != nil {
 			return true, nil // the reader left: nothing more is read for it
 		}
-		wake := r.waker(key) // before the read, so no batch goes unnoticed
 		chunks, err := r.relay.ReadChunks(ctx, tenant, sessionID, token, from, relayPage)
 		switch {
 		case ctx.Err() != nil:

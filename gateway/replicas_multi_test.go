@@ -322,6 +322,133 @@ func TestFollowOnlyWhileTheReaderIsThere(t *testing.T) {
 	}
 }
 
+// TestResumeReadersLeaveNoWakers: readers of relayed streams on replica b,
+// several of one session at once, are each woken by its notifications and
+// each removes its registration however it stops (its stream done, its
+// client gone at a write, its request ended while it waits), even when no
+// notification of its session comes again: once all have stopped, b keeps
+// no waker, and a notification of a session nobody reads adds none.
+func TestResumeReadersLeaveNoWakers(t *testing.T) {
+	gate := newStepGate(true)
+	a, b := twoReplicas(t, [2]engine.Hooks{gate, nil})
+	var chats [2]func() *http.Response
+	for i, session := range []string{"s1", "s2"} {
+		chats[i] = goDo(a, "POST", "/v1/agents/demo/chat", chatBody(session, "u1", "hello there"))
+		<-gate.entered
+	}
+	readers := []struct {
+		name, session string
+		// leaves: the reader's request ends while the turn stands still;
+		// gone: its client is gone at its first write.
+		leaves, gone bool
+		out          bufferSink
+		cancel       context.CancelFunc
+		done         chan error
+	}{
+		{name: "first reader of s1", session: "s1"},
+		{name: "second reader of s1", session: "s1"},
+		{name: "reader of s1 that leaves while it waits", session: "s1", leaves: true},
+		{name: "reader of s1 whose client is gone", session: "s1", gone: true},
+		{name: "reader of s2 that leaves while it waits", session: "s2", leaves: true},
+	}
+	for i := range readers {
+		rd := &readers[i]
+		var ctx context.Context
+		ctx, rd.cancel = context.WithCancel(context.Background())
+		defer rd.cancel()
+		var out streamSink = &rd.out
+		if rd.gone {
+			out = goneSink{}
+		}
+		rd.done = make(chan error, 1)
+		go func() {
+			ok, err := b.srv.rep.resume(ctx, out, "default", rd.session, nil)
+			if err == nil && !ok {
+				err = errors.New("found no turn")
+			}
+			rd.done <- err
+		}()
+	}
+	waitFor(t, "b's readers to follow a's turns", func() bool { return readerCount(b, "s1") == 4 && readerCount(b, "s2") == 1 })
+	for i := range readers {
+		if rd := &readers[i]; rd.leaves {
+			rd.cancel()
+			if err := <-rd.done; err != nil {
+				t.Errorf("%s: %v", rd.name, err)
+			}
+		}
+	}
+	// No notification of s2 comes while its turn stands still: its
+	// reader's registration went with it all the same.
+	if n1, n2 := readerCount(b, "s1"), readerCount(b, "s2"); n1 != 3 || n2 != 0 {
+		t.Errorf("readers registered after two left: s1 %d, s2 %d; want 3, 0", n1, n2)
+	}
+	close(gate.open)
+	_, want := readUIStreamRaw(t, chats[0]())
+	readUIStreamRaw(t, chats[1]())
+	for i := range readers {
+		rd := &readers[i]
+		if !rd.leaves {
+			if err := <-rd.done; err != nil {
+				t.Errorf("%s: %v", rd.name, err)
+			}
+		}
+		if !rd.leaves && !rd.gone && !bytes.Equal(rd.out.Bytes(), want) {
+			t.Errorf("%s read:\n%s\nwant what a sent:\n%s", rd.name, rd.out.Bytes(), want)
+		}
+	}
+	b.srv.rep.notified(store.Notification{Channel: store.ChannelStream, Tenant: "default", SessionID: "s1"})
+	r := b.srv.rep
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.wakers) != 0 {
+		t.Errorf("wakers left after every reader stopped: %v", r.wakers)
+	}
+}
+
+// TestRelayNotificationWakesEachReader: one stream notification wakes each
+// reader of the session on this replica, the other sessions' none; one
+// that finds a reader's wake-up still pending does not block.
+func TestRelayNotificationWakesEachReader(t *testing.T) {
+	r := newReplicas(nil, nil)
+	first, stopFirst := r.watch(sessionKey("default", "s1"))
+	defer stopFirst()
+	second, stopSecond := r.watch(sessionKey("default", "s1"))
+	defer stopSecond()
+	other, stopOther := r.watch(sessionKey("default", "s2"))
+	defer stopOther()
+	for range 2 { // the second finds the wake-ups pending
+		r.notified(store.Notification{Channel: store.ChannelStream, Tenant: "default", SessionID: "s1"})
+	}
+	for _, tt := range []struct {
+		name  string
+		wake  <-chan struct{}
+		woken bool
+	}{
+		{"first reader of s1", first, true},
+		{"second reader of s1", second, true},
+		{"reader of s2", other, false},
+	} {
+		select {
+		case <-tt.wake:
+			if !tt.woken {
+				t.Errorf("%s: woken by a notification of s1", tt.name)
+			}
+		default:
+			if tt.woken {
+				t.Errorf("%s: not woken", tt.name)
+			}
+		}
+	}
+}
+
+// goneSink is the streamSink of a client gone before the first write.
+type goneSink struct{}
+
+func (goneSink) write([]byte) error { return errors.New("the client went away") }
+
+func (goneSink) flush() {}
+
 // bufferSink is a streamSink that keeps what is written to it.
 type bufferSink struct{ bytes.Buffer }
 
@@ -333,12 +460,18 @@ func (s *bufferSink) write(frames []byte) error {
 func (s *bufferSink) flush() {}
 
 // following reports whether g has a reader waiting on the relayed stream
-// of session s1 of the anonymous tenant.
+// of the anonymous tenant's session.
 func following(g *testGateway, session string) bool {
+	return readerCount(g, session) > 0
+}
+
+// readerCount is how many readers g has registered for the notifications
+// of the relayed stream of the anonymous tenant's session.
+func readerCount(g *testGateway, session string) int {
 	r := g.srv.rep
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.wakers[sessionKey("default", session)] != nil
+	return len(r.wakers[sessionKey("default", session)])
 }
 
 // waitReleased waits until the lease of the anonymous tenant's session is
