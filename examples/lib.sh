@@ -13,7 +13,18 @@
 set -euo pipefail
 
 EXAMPLE=$(basename "$PWD")
-PORT=${PORT:-$((20000 + RANDOM % 20000))}
+
+# random_port picks a port below Linux's ephemeral range (32768–60999, where
+# outgoing connections take their local ports, so one of them may hold any
+# port there).
+random_port() {
+	echo $((20000 + RANDOM % 12000))
+}
+
+# PORT_GIVEN is set when the caller chose PORT: start_gateway then does not
+# move to another port when it is taken.
+PORT_GIVEN=${PORT:+yes}
+PORT=${PORT:-$(random_port)}
 BASE=http://127.0.0.1:$PORT
 # RUN makes session ids unique, so a rerun never collides with the
 # sessions an earlier run stored.
@@ -45,7 +56,10 @@ background() {
 
 # start_gateway builds turngate (unless $TURNGATE names a binary), starts
 # `turngate serve --config turngate.yaml` from this folder and waits until
-# /healthz answers. The gateway is stopped when the script exits.
+# it serves: its log says so and /healthz answers (another process on the
+# port cannot pass for it). A random port that turns out to be taken is
+# replaced by another, up to five times. The gateway is stopped when the
+# script exits.
 start_gateway() {
 	local bin=${TURNGATE:-}
 	if [[ -z $bin ]]; then
@@ -53,17 +67,36 @@ start_gateway() {
 		go build -o data/turngate ../../cmd/turngate
 		bin=$PWD/data/turngate
 	fi
-	"$bin" serve --config turngate.yaml --listen "127.0.0.1:$PORT" >data/stdout.log 2>data/gateway.log &
-	GATEWAY_PID=$!
-	for _ in $(seq 1 600); do
-		if curl -sf "$BASE/healthz" >/dev/null 2>&1; then
+	local attempt
+	for attempt in 1 2 3 4 5; do
+		"$bin" serve --config turngate.yaml --listen "127.0.0.1:$PORT" >data/stdout.log 2>data/gateway.log &
+		GATEWAY_PID=$!
+		if wait_serving; then
 			echo "turngate serving $EXAMPLE on $BASE"
 			return 0
 		fi
+		GATEWAY_PID=
+		if [[ -z $PORT_GIVEN && $attempt -lt 5 ]] && grep -q 'address already in use' data/gateway.log; then
+			PORT=$(random_port)
+			BASE=http://127.0.0.1:$PORT
+			continue
+		fi
+		echo "turngate exited before serving:" >&2
+		tail -n 5 data/gateway.log >&2
+		exit 1
+	done
+}
+
+# wait_serving waits until the gateway started last serves (true), or has
+# exited (false); it ends the script after 60 s.
+wait_serving() {
+	for _ in $(seq 1 600); do
 		if ! kill -0 "$GATEWAY_PID" 2>/dev/null; then
-			echo "turngate exited before serving:" >&2
-			tail -n 5 data/gateway.log >&2
-			exit 1
+			wait "$GATEWAY_PID" 2>/dev/null || true
+			return 1
+		fi
+		if grep -q 'turngate serving' data/gateway.log && curl -sf "$BASE/healthz" >/dev/null 2>&1; then
+			return 0
 		fi
 		sleep 0.1
 	done

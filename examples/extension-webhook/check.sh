@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 source ../lib.sh
 
 export WEBHOOK_SECRET=${WEBHOOK_SECRET:-check-$RANDOM$RANDOM-0123456789abcdef}
-export WEBHOOK_PORT=${WEBHOOK_PORT:-$((20000 + RANDOM % 20000))}
+export WEBHOOK_PORT=${WEBHOOK_PORT:-$(random_port)}
 WEBHOOK=http://127.0.0.1:$WEBHOOK_PORT
 echo "building the webhook extension…"
 go build -o data/webhook ./webhook
