@@ -24,7 +24,6 @@ const leasePoll = 500 * time.Millisecond
 type turnQueue struct {
 	mu      sync.Mutex
 	waiting map[string][]*turnWaiter
-	n       int
 }
 
 // turnWaiter is one waiting request.
@@ -43,7 +42,6 @@ func (tq *turnQueue) add(key string, q *turnWaiter) {
 	list := tq.waiting[key]
 	i, _ := slices.BinarySearchFunc(list, q.w.ID, func(e *turnWaiter, id int64) int { return cmp.Compare(e.w.ID, id) })
 	tq.waiting[key] = slices.Insert(list, i, q)
-	tq.n++
 }
 
 // remove takes q out of key's waiting requests, if it is there.
@@ -55,7 +53,6 @@ func (tq *turnQueue) remove(key string, q *turnWaiter) {
 	if i < 0 {
 		return
 	}
-	tq.n--
 	if len(list) == 1 {
 		delete(tq.waiting, key)
 		return
@@ -79,7 +76,7 @@ func (tq *turnQueue) wake(key string) {
 func (tq *turnQueue) ids() []int64 {
 	tq.mu.Lock()
 	defer tq.mu.Unlock()
-	ids := make([]int64, 0, tq.n)
+	var ids []int64
 	for _, list := range tq.waiting {
 		for _, q := range list {
 			ids = append(ids, q.w.ID)
@@ -119,7 +116,7 @@ func (r *replicas) queue(ctx context.Context, tenant, sessionID, key string, bou
 	if err := enqueue(); err != nil {
 		return nil, err
 	}
-	defer func() { r.waiters.remove(key, q) }()
+	defer r.waiters.remove(key, q)
 	for {
 		l, err := r.acquireQueued(ctx, q.w)
 		switch {
