@@ -107,9 +107,7 @@ func TestResumeOnOtherReplica(t *testing.T) {
 	respB := goDo(b, "GET", "/v1/agents/demo/chat/s1/stream", nil)
 	// Open the gate once b follows the relayed stream (it registered
 	// for its notifications).
-	for !following(b, "s1") {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "b to follow the stream", func() bool { return following(b, "s1") })
 	close(gate.open)
 	_, gotA := readUIStreamRaw(t, respA())
 	_, gotB := readUIStreamRaw(t, respB())
@@ -282,9 +280,7 @@ func TestFollowOnlyWhileTheReaderIsThere(t *testing.T) {
 				resumed <- result{ok, err}
 			}()
 			if !tt.goneBefore {
-				for !following(b, "s1") {
-					time.Sleep(time.Millisecond)
-				}
+				waitFor(t, "b to follow the stream", func() bool { return following(b, "s1") })
 			}
 			if tt.leaves {
 				cancel()
@@ -642,10 +638,10 @@ func TestWSResumeOnOtherReplica(t *testing.T) {
 			if replay.end != "end" || !replay.started {
 				t.Fatalf("resume on b ended with %q (started %v): %v", replay.end, replay.started, replay.err)
 			}
-			if got, want := jsonOf(t, replay.chunks), jsonOf(t, want); got != want {
+			if got, want := mustJSON(replay.chunks), mustJSON(want); got != want {
 				t.Errorf("resumed on b:\n%s\nwant what a's client got:\n%s", got, want)
 			}
-			if got, want := collectFrom(t, cb, "from2", 2), jsonOf(t, want[2:]); got != want {
+			if got, want := collectFrom(t, cb, "from2", 2), mustJSON(want[2:]); got != want {
 				t.Errorf("resumed on b from lastSequence 1:\n%s\nwant\n%s", got, want)
 			}
 			if r := cb.collect("beyond"); r.end != "error" || r.started || r.err["code"] != CodeInvalidRequest {
@@ -703,21 +699,11 @@ func collectFrom(t *testing.T, c *wsClient, id string, first int) string {
 			}
 			chunks = append(chunks, f["chunk"].(map[string]any))
 		case "end":
-			return jsonOf(t, chunks)
+			return mustJSON(chunks)
 		default:
 			t.Fatalf("%s: frame %v before its end", id, f)
 		}
 	}
-}
-
-// jsonOf encodes v as JSON.
-func jsonOf(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestWSAbortOfResumeOnOtherReplica: an abort of a WebSocket resume on
@@ -730,9 +716,7 @@ func TestWSAbortOfResumeOnOtherReplica(t *testing.T) {
 	<-gate.entered
 	cb := b.dialWS(t, "demo", nil)
 	cb.write(resumeFrame("resume", "s1", nil))
-	for !following(b, "s1") {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "b to follow the stream", func() bool { return following(b, "s1") })
 	cb.write(map[string]any{"type": "abort", "requestId": "resume"})
 	got := goRead(respA())()
 	if !bytes.Contains(got, []byte(`"type":"abort"`)) {
@@ -829,9 +813,7 @@ func TestWSAbortOfResumeRacingTheTurnsEnd(t *testing.T) {
 		_, err := w.resumeRelayed(r, &wsFrame{SessionID: "s1"}, "default")
 		resumed <- err
 	}()
-	for !following(b, "s1") {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "b to follow the stream", func() bool { return following(b, "s1") })
 	gate.open <- struct{}{}
 	goRead(respA())()
 	if err := <-resumed; err != nil {
