@@ -641,7 +641,11 @@ func TestWSResumeOnOtherReplica(t *testing.T) {
 			if got, want := mustJSON(replay.chunks), mustJSON(want); got != want {
 				t.Errorf("resumed on b:\n%s\nwant what a's client got:\n%s", got, want)
 			}
-			if got, want := collectFrom(t, cb, "from2", 2), mustJSON(want[2:]); got != want {
+			from2 := cb.collectFrom("from2", 2)
+			if from2.end != "end" || !from2.started {
+				t.Fatalf("resume on b from lastSequence 1 ended with %q (started %v): %v", from2.end, from2.started, from2.err)
+			}
+			if got, want := mustJSON(from2.chunks), mustJSON(want[2:]); got != want {
 				t.Errorf("resumed on b from lastSequence 1:\n%s\nwant\n%s", got, want)
 			}
 			if r := cb.collect("beyond"); r.end != "error" || r.started || r.err["code"] != CodeInvalidRequest {
@@ -678,31 +682,6 @@ func (g *chunkGate) OnChunk(ctx context.Context, _ *engine.ChunkContext) {
 	select {
 	case <-g.open:
 	case <-ctx.Done():
-	}
-}
-
-// collectFrom reads request id's frames until it ends, checking that it
-// starts, that its sequences go up by one from first and that it ends; it
-// returns its chunks as JSON.
-func collectFrom(t *testing.T, c *wsClient, id string, first int) string {
-	t.Helper()
-	var chunks []map[string]any
-	if f := c.next(id); f["type"] != "start" {
-		t.Fatalf("%s: first frame %v, want start", id, f)
-	}
-	for {
-		f := c.next(id)
-		switch f["type"] {
-		case "chunk":
-			if seq, _ := f["sequence"].(float64); int(seq) != first+len(chunks) {
-				t.Fatalf("%s: chunk sequence %v, want %d", id, f["sequence"], first+len(chunks))
-			}
-			chunks = append(chunks, f["chunk"].(map[string]any))
-		case "end":
-			return mustJSON(chunks)
-		default:
-			t.Fatalf("%s: frame %v before its end", id, f)
-		}
 	}
 }
 

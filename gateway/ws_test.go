@@ -122,6 +122,13 @@ type wsResult struct {
 // sequences start at 0 and go up by one.
 func (c *wsClient) collect(id string) wsResult {
 	c.t.Helper()
+	return c.collectFrom(id, 0)
+}
+
+// collectFrom is collect for a replay from chunk first on, whose sequences
+// start at first.
+func (c *wsClient) collectFrom(id string, first int) wsResult {
+	c.t.Helper()
 	var r wsResult
 	for {
 		f := c.next(id)
@@ -132,8 +139,8 @@ func (c *wsClient) collect(id string) wsResult {
 			}
 			r.started = true
 		case "chunk":
-			if seq, _ := f["sequence"].(float64); int(seq) != len(r.chunks) {
-				c.t.Fatalf("%s: chunk sequence %v, want %d", id, f["sequence"], len(r.chunks))
+			if seq, _ := f["sequence"].(float64); int(seq) != first+len(r.chunks) {
+				c.t.Fatalf("%s: chunk sequence %v, want %d", id, f["sequence"], first+len(r.chunks))
 			}
 			m, _ := f["chunk"].(map[string]any)
 			r.chunks = append(r.chunks, chunk(m))
