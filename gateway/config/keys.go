@@ -19,26 +19,39 @@ import (
 	"github.com/turngate/turngate/internal/yamlpos"
 )
 
-// unknownKeys walks the document root alongside the Config type and reports
-// every mapping key that names no field, with its line and column, its
-// field path ("agents[0]") and the closest known key when one is near. The
-// strict decoder would report the same keys in Go terms ("field maxStep
-// not found in type config.Agent"); users read YAML, not Go.
+// unknownKeys walks the document root alongside the Config type (visit)
+// and reports every mapping key that names no field, with its line and
+// column, its field path ("agents[0]") and the closest known key when one
+// is near; a key of an anchor used twice once. The strict decoder would
+// report the same keys in Go terms ("field maxStep not found in type
+// config.Agent"); users read YAML, not Go.
 func unknownKeys(root *yaml.Node) []*posError {
 	if root == nil || root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
 		return nil
 	}
-	w := &keyWalk{reported: map[[2]int]bool{}, walked: map[aliasWalk]bool{}}
-	w.walk(root.Content[0], reflect.TypeFor[Config](), "")
-	return w.errs
-}
-
-// keyWalk is unknownKeys' walk: the errors so far, the positions they are
-// at, and the anchors walked through an alias already.
-type keyWalk struct {
-	errs     []*posError
-	reported map[[2]int]bool
-	walked   map[aliasWalk]bool
+	var errs []*posError
+	reported := map[*yaml.Node]bool{}
+	visit(root.Content[0], reflect.TypeFor[Config](), "", func(n *yaml.Node, t reflect.Type, path string) bool {
+		st := structOf(t)
+		if st == nil || n.Kind != yaml.MappingNode {
+			return false
+		}
+		fields := yamlFields(st)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if _, ok := fields[k.Value]; ok || reported[k] {
+				continue
+			}
+			reported[k] = true
+			msg := fmt.Sprintf("unknown key %q", k.Value)
+			if s := suggest(k.Value, fields); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			errs = append(errs, at(k, "%s: %s", cmp.Or(path, "top level"), msg))
+		}
+		return false
+	})
+	return errs
 }
 
 // aliasWalk is an anchor's node walked as a Go type.
@@ -88,67 +101,28 @@ func duplicateKeys(root *yaml.Node) []*posError {
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
-// walk checks n against t, recording an error per unknown key. An alias
-// is checked as what it stands for, each anchor once per type: an unknown
-// key in an anchor used twice is reported once, an anchor that contains
-// its own alias ends, and aliases of aliases (a "billion laughs") cost no
-// more than their anchors.
-func (w *keyWalk) walk(n *yaml.Node, t reflect.Type, path string) {
-	for t.Kind() == reflect.Pointer {
+// decodesItself reports whether t has its own UnmarshalYAML: its keys are
+// its own, not fields to check or walk.
+func decodesItself(t reflect.Type) bool {
+	return t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)
+}
+
+// deref returns t without its pointers (nil for nil).
+func deref(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if n.Kind == yaml.AliasNode {
-		v := aliasWalk{n.Alias, t}
-		if n.Alias == nil || w.walked[v] {
-			return
-		}
-		w.walked[v] = true
-		n = n.Alias
+	return t
+}
+
+// structOf returns the struct type t decodes as key by key, or nil (nil,
+// not a struct, a time.Time, or a type with its own UnmarshalYAML).
+func structOf(t reflect.Type) reflect.Type {
+	t = deref(t)
+	if t == nil || t.Kind() != reflect.Struct || t == reflect.TypeFor[time.Time]() || decodesItself(t) {
+		return nil
 	}
-	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
-		return // decoded by its own rules
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode || t == reflect.TypeFor[time.Time]() {
-			return
-		}
-		fields := yamlFields(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			ft, ok := fields[k.Value]
-			if !ok {
-				msg := fmt.Sprintf("unknown key %q", k.Value)
-				if s := suggest(k.Value, fields); s != "" {
-					msg += fmt.Sprintf(" (did you mean %q?)", s)
-				}
-				where := path
-				if where == "" {
-					where = "top level"
-				}
-				if pos := [2]int{k.Line, k.Column}; !w.reported[pos] {
-					w.reported[pos] = true
-					w.errs = append(w.errs, at(k, "%s: %s", where, msg))
-				}
-				continue
-			}
-			w.walk(v, ft, joinPath(path, k.Value))
-		}
-	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			return
-		}
-		for i, e := range n.Content {
-			w.walk(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
-		}
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			w.walk(n.Content[i+1], t.Elem(), keyPath(path, n.Content[i].Value))
-		}
-	}
+	return t
 }
 
 // yamlFields maps the YAML keys of struct t (inline fields flattened) to
@@ -226,7 +200,7 @@ func friendlyTypeErrors(root *yaml.Node, err error) []*posError {
 			// An error of a type's own decoding (UnmarshalYAML), on the
 			// line of the value that type decodes.
 			n, path := find(root, m.line(), func(_ *yaml.Node, t reflect.Type) bool {
-				return t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)
+				return decodesItself(t)
 			})
 			out = append(out, at(n, "%s: %s", cmp.Or(path, "the config"), m[2]))
 		default:
@@ -327,14 +301,14 @@ func find(root *yaml.Node, line int, ok func(n *yaml.Node, t reflect.Type) bool)
 // visit calls fn for n and every node under it in document order, with its
 // field path and the Go type it decodes into (nil where no Config field
 // takes it), until fn returns true. An alias is visited as what it stands
-// for, each anchor once per type (as keyWalk.walk).
+// for, each anchor once per type: an anchor that contains its own alias
+// ends, and aliases of aliases (a "billion laughs") cost no more than
+// their anchors.
 func visit(n *yaml.Node, t reflect.Type, path string, fn func(n *yaml.Node, t reflect.Type, path string) bool) bool {
 	walked := map[aliasWalk]bool{}
 	var rec func(n *yaml.Node, t reflect.Type, path string) bool
 	rec = func(n *yaml.Node, t reflect.Type, path string) bool {
-		for t != nil && t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
+		t = deref(t)
 		if n.Kind == yaml.AliasNode {
 			v := aliasWalk{n.Alias, t}
 			if n.Alias == nil || walked[v] {
@@ -346,7 +320,7 @@ func visit(n *yaml.Node, t reflect.Type, path string, fn func(n *yaml.Node, t re
 		if fn(n, t, path) {
 			return true
 		}
-		custom := t != nil && (t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType))
+		custom := t != nil && decodesItself(t)
 		switch n.Kind {
 		case yaml.MappingNode:
 			var fields map[string]reflect.Type

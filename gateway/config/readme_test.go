@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -68,7 +67,14 @@ func TestREADMEConfigKeys(t *testing.T) {
 		t.Fatalf("README.md's yaml block: %v", err)
 	}
 	documented := map[fieldKey]bool{}
-	docKeys(root.Content[0], reflect.TypeFor[Config](), documented)
+	visit(root.Content[0], reflect.TypeFor[Config](), "", func(n *yaml.Node, t reflect.Type, _ string) bool {
+		if st := structOf(t); st != nil && n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				documented[fieldKey{st, n.Content[i].Value}] = true
+			}
+		}
+		return false
+	})
 	var comments strings.Builder
 	for _, line := range strings.Split(string(block), "\n") {
 		if i := strings.Index(line, "#"); i >= 0 {
@@ -124,47 +130,4 @@ func configKeys(t reflect.Type, path string) map[string]fieldKey {
 		}
 	}
 	return out
-}
-
-// docKeys records the keys that the yaml node n, decoded as t, holds.
-func docKeys(n *yaml.Node, t reflect.Type, out map[fieldKey]bool) {
-	switch inner := deref(t); {
-	case structOf(t) != nil && n.Kind == yaml.MappingNode:
-		st := structOf(t)
-		fields := yamlFields(st)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i].Value
-			out[fieldKey{st, k}] = true
-			if ft, ok := fields[k]; ok {
-				docKeys(n.Content[i+1], ft, out)
-			}
-		}
-	case inner.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
-		for _, e := range n.Content {
-			docKeys(e, inner.Elem(), out)
-		}
-	case inner.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			docKeys(n.Content[i+1], inner.Elem(), out)
-		}
-	}
-}
-
-// deref returns t without its pointers.
-func deref(t reflect.Type) reflect.Type {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t
-}
-
-// structOf returns the struct type t decodes as key by key, or nil (not a
-// struct, a time.Time, or a type with its own UnmarshalYAML).
-func structOf(t reflect.Type) reflect.Type {
-	t = deref(t)
-	if t.Kind() != reflect.Struct || t == reflect.TypeFor[time.Time]() ||
-		t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
-		return nil
-	}
-	return t
 }
