@@ -687,9 +687,8 @@ func (c *Config) Validate() error {
 	if l.MaxToolOutputBytes < 0 {
 		add("limits.maxToolOutputBytes", "limits.maxToolOutputBytes: must be positive, not %d", l.MaxToolOutputBytes)
 	}
-	report := func(err error) { errs = append(errs, err) }
-	c.validateExtensions(report)
-	c.Tracing.validate(report)
+	c.validateExtensions(add)
+	c.Tracing.validate(func(err error) { errs = append(errs, err) })
 	l.Attachments.validate("limits.attachments", "limits.attachments", l.MaxBodyBytes, add)
 	c.check(add)
 	c.WebSocket.validate(add)

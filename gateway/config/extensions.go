@@ -80,20 +80,20 @@ func (c *Config) applyExtensionDefaults() {
 	}
 }
 
-// validateExtensions reports every inconsistent extension setting, each
-// an error positioned at the value it is about (fieldError).
-func (c *Config) validateExtensions(report func(error)) {
+// validateExtensions reports, through add, every inconsistent extension
+// setting, each at the field path of the value it is about.
+func (c *Config) validateExtensions(add func(path, format string, args ...any)) {
 	names := map[string]bool{}
 	for i, x := range c.Extensions {
 		item := fmt.Sprintf("extensions[%d]", i)
 		at := func(field, format string, args ...any) {
-			report(atField(item+"."+field, "%s (%s): "+format, append([]any{item, x.Name}, args...)...))
+			add(item+"."+field, "%s (%s): "+format, append([]any{item, x.Name}, args...)...)
 		}
 		switch {
 		case x.Name == "":
-			report(atField(item+".name", "%s: name is required", item))
+			add(item+".name", "%s: name is required", item)
 		case names[x.Name]:
-			report(atField(item+".name", "%s: duplicate extension %q", item, x.Name))
+			add(item+".name", "%s: duplicate extension %q", item, x.Name)
 		}
 		names[x.Name] = true
 		switch x.Transport {
