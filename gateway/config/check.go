@@ -50,5 +50,5 @@ func (c *Config) check(add func(path, format string, args ...any)) {
 		seen[h] = i
 	}
 	l := c.Limits
-	notNegative(add, "limits", map[string]any{"idleTimeout": l.IdleTimeout, "readBodyTimeout": l.ReadBodyTimeout, "maxConnections": l.MaxConnections})
+	notNegative(add, "limits", mustNotBeNegative, map[string]any{"idleTimeout": l.IdleTimeout, "readBodyTimeout": l.ReadBodyTimeout, "maxConnections": l.MaxConnections})
 }

@@ -669,24 +669,17 @@ func (c *Config) Validate() error {
 		add("audit.sink", "audit.sink: must be stdout, file or none, not %q", c.Audit.Sink)
 	}
 	l := c.Limits
-	notNegative(add, "limits", map[string]any{
+	notNegative(add, "limits", mustNotBeNegative, map[string]any{
 		"maxBodyBytes": l.MaxBodyBytes, "maxMessages": l.MaxMessages, "turnTimeout": l.TurnTimeout,
 		"maxQueuedTurnsPerSession": l.MaxQueuedTurnsPerSession, "readHeaderTimeout": l.ReadHeaderTimeout,
 		"shutdownTimeout": l.ShutdownTimeout, "submissionWorkers": l.SubmissionWorkers,
 		"maxQueuedSubmissionsPerSession": l.MaxQueuedSubmissionsPerSession, "maxQueuedSubmissionsPerTenant": l.MaxQueuedSubmissionsPerTenant,
 	})
-	if l.ApprovalExpiry < 0 {
-		add("limits.approvalExpiry", "limits.approvalExpiry: must be positive, not %s", l.ApprovalExpiry)
-	}
-	if l.MaxConcurrentTools < 0 {
-		add("limits.maxConcurrentTools", "limits.maxConcurrentTools: must be positive, not %d", l.MaxConcurrentTools)
-	}
-	if l.ToolTimeout < 0 {
-		add("limits.toolTimeout", "limits.toolTimeout: must be positive, not %s", l.ToolTimeout)
-	}
-	if l.MaxToolOutputBytes < 0 {
-		add("limits.maxToolOutputBytes", "limits.maxToolOutputBytes: must be positive, not %d", l.MaxToolOutputBytes)
-	}
+	// Zero takes the default for these; their errors have always said "must be positive".
+	notNegative(add, "limits", "must be positive", map[string]any{
+		"approvalExpiry": l.ApprovalExpiry, "maxConcurrentTools": l.MaxConcurrentTools,
+		"toolTimeout": l.ToolTimeout, "maxToolOutputBytes": l.MaxToolOutputBytes,
+	})
 	c.validateExtensions(add)
 	c.Tracing.validate(func(err error) { errs = append(errs, err) })
 	l.Attachments.validate("limits.attachments", "limits.attachments", l.MaxBodyBytes, add)
@@ -720,13 +713,17 @@ func (c *Config) validateMCPServers(add func(path, format string, args ...any)) 
 // leadingWord matches the key an mcptool error starts with.
 var leadingWord = regexp.MustCompile(`^[A-Za-z]+`)
 
+// mustNotBeNegative is notNegative's usual wording of its rule.
+const mustNotBeNegative = "must not be negative"
+
 // notNegative reports, each at its value, the settings of the block at
-// path (a key's number or duration) that are negative.
-func notNegative(add func(path, format string, args ...any), path string, values map[string]any) {
+// path (a key's number or duration) that are negative, as "path.key: rule,
+// not value".
+func notNegative(add func(path, format string, args ...any), path, rule string, values map[string]any) {
 	for _, k := range slices.Sorted(maps.Keys(values)) {
 		v := reflect.ValueOf(values[k])
 		if v.Int() < 0 {
-			add(path+"."+k, "%s.%s: must not be negative, not %v", path, k, values[k])
+			add(path+"."+k, "%s.%s: %s, not %v", path, k, rule, values[k])
 		}
 	}
 }
@@ -755,7 +752,7 @@ func (a *Agent) validate(add func(field, format string, args ...any), mcp bool) 
 	if a.MaxRetries != nil && *a.MaxRetries < 0 {
 		add("maxRetries", "maxRetries must not be negative")
 	}
-	notNegative(add, "timeout",
+	notNegative(add, "timeout", mustNotBeNegative,
 		map[string]any{"total": a.Timeout.Total, "chunk": a.Timeout.Chunk})
 	if _, err := json.Marshal(a.ProviderOptions); err != nil {
 		add("providerOptions", "providerOptions: not representable as JSON: %v", err)

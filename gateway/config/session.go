@@ -181,7 +181,7 @@ func (s *Session) validate(path string, models map[string]Model, add func(path, 
 			if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				add(at+".http.url", "%s.http (%s): url must be an http or https URL, not %q", at, b.Name, h.URL)
 			}
-			notNegative(add, at+".http", map[string]any{"timeout": h.Timeout, "cacheTTL": h.CacheTTL})
+			notNegative(add, at+".http", mustNotBeNegative, map[string]any{"timeout": h.Timeout, "cacheTTL": h.CacheTTL})
 		}
 	}
 	if cp := s.Compaction; cp != nil {

@@ -69,7 +69,7 @@ func (w *WebSocket) applyDefaults(maxBodyBytes int64) {
 
 // validate reports the websocket settings that cannot work.
 func (w *WebSocket) validate(add func(path, format string, args ...any)) {
-	notNegative(add, "websocket", map[string]any{
+	notNegative(add, "websocket", mustNotBeNegative, map[string]any{
 		"maxConnections": w.MaxConnections, "maxFrameBytes": w.MaxFrameBytes, "maxRequestsPerConnection": w.MaxRequestsPerConnection,
 		"sendQueue": w.SendQueue, "writeTimeout": w.WriteTimeout, "pingInterval": w.PingInterval, "pongTimeout": w.PongTimeout,
 		"authTimeout": w.AuthTimeout,
