@@ -90,3 +90,13 @@ func TestFollowStopsWithContext(t *testing.T) {
 		t.Error("Follow on a cancelled context returned nil")
 	}
 }
+
+// SetHeaders marks the response as an SSE stream of the UI message stream
+// protocol, version 1.
+func TestSetHeaders(t *testing.T) {
+	h := http.Header{}
+	SetHeaders(h)
+	if h.Get("X-Vercel-AI-UI-Message-Stream") != "v1" || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
+		t.Errorf("headers %v", h)
+	}
+}
