@@ -20,21 +20,22 @@ type EngineRunner struct {
 	// model, system prompt, tools, defaults, hooks (its own rules) and,
 	// optionally, its earlier messages and Emit.
 	Template func(agent string) (engine.TurnRequest, error)
-	// Prepare, when not nil, completes each sub-agent turn once NewTurn
-	// has set its identity and messages, before it runs: the gateway
-	// applies the sub-agent's session configuration (the system prompt
-	// assembled from its context blocks) there. Its error fails the call.
+	// Prepare, when not nil, completes each sub-agent turn once its
+	// identity and prompt are set, before it runs: the gateway applies
+	// the sub-agent's session configuration (the system prompt assembled
+	// from its context blocks) there. Its error fails the call.
 	Prepare func(ctx context.Context, turn *engine.TurnRequest) error
 }
 
-// RunSubAgent runs NewTurn of req's agent's template on r.Engine, prepared
-// by r.Prepare. Cancelling ctx aborts the turn. The result is TurnOutput's.
+// RunSubAgent runs the turn newTurn makes of req's agent's template on
+// r.Engine, prepared by r.Prepare. Cancelling ctx aborts the turn. The
+// result is TurnOutput's.
 func (r *EngineRunner) RunSubAgent(ctx context.Context, req Request) (json.RawMessage, error) {
 	tmpl, err := r.Template(req.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("loading agent: %w", err)
 	}
-	turn := NewTurn(tmpl, req)
+	turn := newTurn(tmpl, req)
 	if r.Prepare != nil {
 		if err := r.Prepare(ctx, &turn); err != nil {
 			return nil, fmt.Errorf("preparing the turn: %w", err)
@@ -47,11 +48,11 @@ func (r *EngineRunner) RunSubAgent(ctx context.Context, req Request) (json.RawMe
 	return TurnOutput(res)
 }
 
-// NewTurn returns the sub-agent turn of req: tmpl with the sub-agent's
+// newTurn returns the sub-agent turn of req: tmpl with the sub-agent's
 // identity (entry path subAgent, the parent's depth plus one, the session
 // SessionID(req.Parent, req.ToolCallID), the parent's request id and
 // principal) and one more user message, Prompt(req.Input).
-func NewTurn(tmpl engine.TurnRequest, req Request) engine.TurnRequest {
+func newTurn(tmpl engine.TurnRequest, req Request) engine.TurnRequest {
 	turn := tmpl
 	turn.Identity = engine.Identity{
 		RequestID: req.Parent.RequestID,
