@@ -255,15 +255,13 @@ func (c *chaosClient) chat(msgID string) {
 	switch x := rand.Float64(); {
 	case x < 0.4:
 		missed = "resume answered 204"
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var none bool
 			resumed, resumedOK, none = c.resume(at, func() { answeredAt.Store(read.Load()) })
 			if none {
 				missedAt.Store(read.Load())
 			}
-		}()
+		})
 	case x < 0.55:
 		if _, err := r.until("text-delta"); err == nil {
 			read.Store(int64(len(r.Chunks)))
@@ -272,14 +270,12 @@ func (c *chaosClient) chat(msgID string) {
 			// turn streams on while another replica answers, so what
 			// counts is how far the original had read when the answer
 			// came, not when the request left.
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				if cancelled = c.cancel(ctx, at); !cancelled {
 					missedAt.Store(read.Load())
 				}
 				cancelledAt = time.Now()
-			}()
+			})
 		}
 	}
 	for {
@@ -540,11 +536,7 @@ func TestMultiReplicaChaos(t *testing.T) {
 	end := time.Now().Add(chaosDuration)
 	for i := range clients {
 		clients[i] = &chaosClient{rs: rs, http: httpc, s: &chaosSession{id: fmt.Sprintf("chaos-%02d", i)}}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			clients[i].run(end)
-		}()
+		wg.Go(func() { clients[i].run(end) })
 	}
 	done := make(chan struct{})
 	go func() {
