@@ -19,7 +19,10 @@ import (
 func TestCompactFiles(t *testing.T) {
 	// sha256("hello") and sha256 of the unparsable URL "data:image/png;base64,@@@@".
 	const hello = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
-	const escapedWant = `[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`
+	// standIn is the stand-in of "hello" as text/plain, and helloPart a
+	// one-part input whose file is that.
+	const standIn = "data:text/plain;sha256=" + hello + ";size=5"
+	const helloPart = `[{"type":"file","url":"` + standIn + `"}]`
 	for _, tc := range []struct {
 		name, in, want string
 	}{
@@ -27,40 +30,37 @@ func TestCompactFiles(t *testing.T) {
 		{"data URL in text is kept", `{"type":"text","text":"data:,hi","z":1}`, `{"type":"text","text":"data:,hi","z":1}`},
 		{"url of a non-file part is kept", `{"type":"link","url":"data:,hi"}`, `{"type":"link","url":"data:,hi"}`},
 		{"base64", `{"m":[{"type":"file","mediaType":"text/plain","url":"data:text/plain;base64,aGVsbG8=","n":1.50}]}`,
-			`{"m":[{"mediaType":"text/plain","n":1.50,"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]}`},
-		{"percent-encoded", `[{"type":"file","url":"data:text/plain,h%65llo"}]`,
-			`[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`},
-		{"upper-case scheme and encoding", `[{"type":"file","url":"DATA:text/plain;BASE64,aGVsbG8="}]`,
-			`[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`},
+			`{"m":[{"mediaType":"text/plain","n":1.50,"type":"file","url":"` + standIn + `"}]}`},
+		{"percent-encoded", `[{"type":"file","url":"data:text/plain,h%65llo"}]`, helloPart},
+		{"upper-case scheme and encoding", `[{"type":"file","url":"DATA:text/plain;BASE64,aGVsbG8="}]`, helloPart},
 		{"mixed-case scheme and media type", `{"body":{"type":"file","url":"Data:Text/Plain;Base64,aGVsbG8="}}`,
-			`{"body":{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}}`},
-		{"upper-case encoding", `[{"type":"file","url":"data:text/plain;BASE64,aGVsbG8="}]`,
-			`[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`},
+			`{"body":{"type":"file","url":"` + standIn + `"}}`},
+		{"upper-case encoding", `[{"type":"file","url":"data:text/plain;BASE64,aGVsbG8="}]`, helloPart},
 		{"text that mentions data: is kept", `[{"type":"file","url":"see data:,hi","name":"metadata:a,b"}]`,
 			`[{"type":"file","url":"see data:,hi","name":"metadata:a,b"}]`},
 		{"remote URL is kept", `[{"type":"file","url":"https://example.com/data:x"}]`, `[{"type":"file","url":"https://example.com/data:x"}]`},
 		{"unparsable", `[{"type":"file","url":"data:image/png;base64,@@@@"}]`,
 			`[{"type":"file","url":"data:;sha256=b0b7456273e0f200db1a1a615e716f665a7ea4628f94bed2f7f1304ef815213c;size=-1"}]`},
 		{"not JSON", `{"type":"file","url":"data:,x"`, `{"type":"file","url":"data:,x"`},
-		{"stand-in is kept", `{"type":"file","z":1,"url":"data:text/plain;sha256=` + hello + `;size=5"}`,
-			`{"type":"file","z":1,"url":"data:text/plain;sha256=` + hello + `;size=5"}`},
-		{"stand-in and data URL", `[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"},{"type":"file","url":"data:text/plain,hello"}]`,
-			`[{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"},{"type":"file","url":"data:text/plain;sha256=` + hello + `;size=5"}]`},
+		{"stand-in is kept", `{"type":"file","z":1,"url":"` + standIn + `"}`,
+			`{"type":"file","z":1,"url":"` + standIn + `"}`},
+		{"stand-in and data URL", `[{"type":"file","url":"` + standIn + `"},{"type":"file","url":"data:text/plain,hello"}]`,
+			`[{"type":"file","url":"` + standIn + `"},{"type":"file","url":"` + standIn + `"}]`},
 		{"escaped quote before the comma", `[{"type":"file","url":"data:a\"b,hello"}]`,
 			`[{"type":"file","url":"data:;sha256=` + sha256Hex(`data:a"b,hello`) + `;size=-1"}]`},
 		{"HTML escapes are kept", `{"text":"\u003cb\u003e \u0026 data:,x","type":"file"}`,
 			`{"text":"\u003cb\u003e \u0026 data:,x","type":"file"}`},
 		// Raw JSON kept as the client sent it may spell the scheme with
 		// escapes, each of its characters in either case and hex case.
-		{"escaped d", `[{"type":"file","url":"\u0064ata:text/plain;base64,aGVsbG8="}]`, escapedWant},
-		{"escaped D", `[{"type":"file","url":"\u0044ATA:text/plain;base64,aGVsbG8="}]`, escapedWant},
-		{"escaped a", `[{"type":"file","url":"d\u0061ta:text/plain;base64,aGVsbG8="}]`, escapedWant},
-		{"escaped A", `[{"type":"file","url":"D\u0041TA:text/plain;base64,aGVsbG8="}]`, escapedWant},
-		{"escaped t", `[{"type":"file","url":"da\u0074a:text/plain;base64,aGVsbG8="}]`, escapedWant},
-		{"escaped T", `[{"type":"file","url":"DA\u0054A:text/plain;base64,aGVsbG8="}]`, escapedWant},
-		{"escaped last a", `[{"type":"file","url":"dat\u0061:text/plain;base64,aGVsbG8="}]`, escapedWant},
-		{"escaped colon", `[{"type":"file","url":"data\u003atext/plain;base64,aGVsbG8="}]`, escapedWant},
-		{"escaped colon in upper-case hex", `[{"type":"file","url":"data\u003Atext/plain;base64,aGVsbG8="}]`, escapedWant},
+		{"escaped d", `[{"type":"file","url":"\u0064ata:text/plain;base64,aGVsbG8="}]`, helloPart},
+		{"escaped D", `[{"type":"file","url":"\u0044ATA:text/plain;base64,aGVsbG8="}]`, helloPart},
+		{"escaped a", `[{"type":"file","url":"d\u0061ta:text/plain;base64,aGVsbG8="}]`, helloPart},
+		{"escaped A", `[{"type":"file","url":"D\u0041TA:text/plain;base64,aGVsbG8="}]`, helloPart},
+		{"escaped t", `[{"type":"file","url":"da\u0074a:text/plain;base64,aGVsbG8="}]`, helloPart},
+		{"escaped T", `[{"type":"file","url":"DA\u0054A:text/plain;base64,aGVsbG8="}]`, helloPart},
+		{"escaped last a", `[{"type":"file","url":"dat\u0061:text/plain;base64,aGVsbG8="}]`, helloPart},
+		{"escaped colon", `[{"type":"file","url":"data\u003atext/plain;base64,aGVsbG8="}]`, helloPart},
+		{"escaped colon in upper-case hex", `[{"type":"file","url":"data\u003Atext/plain;base64,aGVsbG8="}]`, helloPart},
 		{"escaped scheme", `[{"type":"file","url":"\u0064\u0061\u0074\u0061\u003a,hello"}]`,
 			`[{"type":"file","url":"data:;sha256=` + hello + `;size=5"}]`},
 	} {
