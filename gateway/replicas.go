@@ -149,15 +149,15 @@ func (r *replicas) end(key string, h *holding) {
 	if r.beforeRelease != nil && !h.finished {
 		r.beforeRelease()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
-	defer cancel()
 	h.mu.Lock()
 	var relayed <-chan struct{} = h.relayed
 	streamed := h.buf != nil
 	h.mu.Unlock()
 	release := !h.finished
 	if release && relayed == nil && streamed {
+		ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
 		released, err := r.relay.ReleaseUnfollowed(ctx, h.lease)
+		cancel()
 		if err != nil {
 			r.s.log.Error("releasing session lease", "session", h.lease.SessionID, "err", err)
 		}
@@ -175,9 +175,13 @@ func (r *replicas) end(key string, h *holding) {
 	}
 	r.mu.Unlock()
 	if release {
+		// A timeout of its own: the wait for the relay above may have
+		// taken most of one.
+		ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
 		if err := r.s.store.ReleaseLease(ctx, h.lease); err != nil {
 			r.s.log.Error("releasing session lease", "session", h.lease.SessionID, "err", err)
 		}
+		cancel()
 	}
 	h.cancel(nil)
 }
