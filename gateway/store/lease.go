@@ -38,18 +38,20 @@ type Lease struct {
 	Expires time.Time
 
 	// version is the session's stored version when the lease was taken,
-	// read by the acquisition (versioned; PostgreSQL): the transcript read
-	// made under the lease checks its cached entry against it instead of
-	// reading the version again (see transcripts.transcript).
-	version   int64
-	versioned bool
+	// read by the acquisition (PostgreSQL): the transcript read made under
+	// the lease checks its cached entry against it instead of reading the
+	// version again (see transcripts.transcript). 0 when it read none
+	// (SQLite's, or no session yet): sessions start at version 1, so the
+	// read then asks the store, as it does for a session not written since
+	// migration 0006 gave it version 0.
+	version int64
 }
 
 // setVersion records v, the session's version its acquisition read (nil:
 // no session).
 func (l *Lease) setVersion(v *int64) {
 	if v != nil {
-		l.version, l.versioned = *v, true
+		l.version = *v
 	}
 }
 

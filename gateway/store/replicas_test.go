@@ -316,8 +316,8 @@ func TestLeaseReadsVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l2.versioned || l2.version != stored {
-		t.Errorf("the acquisition read version %d (versioned %v), want %d: the write it waited for", l2.version, l2.versioned, stored)
+	if l2.version != stored {
+		t.Errorf("the acquisition read version %d, want %d: the write it waited for", l2.version, stored)
 	}
 	assertLeaseCoherent(t, db, b, l2)
 }

@@ -52,7 +52,7 @@ func (s *transcripts) Transcript(ctx context.Context, tenant, sessionID string) 
 // leaseVersion returns the version of the tenant's session that the
 // acquisition of the lease ctx carries read (see WithLease), else reads it.
 func (s *transcripts) leaseVersion(ctx context.Context, tenant, sessionID string) (int64, error) {
-	if l := fenceOf(ctx, tenant, sessionID); l != nil && l.versioned {
+	if l := fenceOf(ctx, tenant, sessionID); l != nil && l.version != 0 {
 		return l.version, nil
 	}
 	return s.version(ctx, tenant, sessionID)
