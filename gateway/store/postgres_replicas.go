@@ -68,8 +68,10 @@ const (
 		WHERE tenant = $1 AND session_id = $2 AND ($3::bigint = 0 OR token = $3) AND expires_at > ` + pgNow + ` RETURNING token`
 	// pgFence holds the lease row (shared) until the write's transaction
 	// ends: a new acquisition, which changes the token, waits for the write
-	// to commit, and a write after it finds the new token and no row.
-	pgFence = `SELECT 1 FROM session_leases WHERE tenant = $1 AND session_id = $2 AND token = $3 FOR SHARE`
+	// to commit, and a write after it finds the new token and raises TG001
+	// (ErrFenced). Migration 0009's turngate_fence, which the functions of
+	// a turn's writes call too.
+	pgFence = `SELECT turngate_fence($1, $2, $3)`
 
 	// The oldest queued submission, or running one whose claim expired,
 	// whose session has no earlier one queued or running. SKIP LOCKED
@@ -128,12 +130,8 @@ func pgCheckFence(ctx context.Context, tx pgx.Tx, tenant, sessionID string) erro
 	if l == nil {
 		return nil
 	}
-	var one int
-	err := tx.QueryRow(ctx, pgFence, tenant, sessionID, l.Token).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrFenced
-	}
-	return err
+	_, err := tx.Exec(ctx, pgFence, tenant, sessionID, l.Token)
+	return pgError(err)
 }
 
 // AcquireLease implements Store.
