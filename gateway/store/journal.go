@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // ToolCallKey names one tool call of one turn. RequestID is the turn's
@@ -42,7 +43,7 @@ type ToolResult struct {
 }
 
 // The tool journal's statements, the same text on both drivers but for the
-// placeholders.
+// placeholders and PostgreSQL's fence.
 const (
 	sqliteJournalTool = `INSERT INTO tool_results
 		(tenant, session_id, request_id, tool_call_id, tool_name, input_sha256, output, error, step, call_index, created_at)
@@ -54,9 +55,12 @@ const (
 	sqliteJournaledTool = `SELECT ` + journalColumns + ` FROM tool_results
 		WHERE tenant = ? AND session_id = ? AND request_id = ? AND (tool_call_id = ? OR (step = ? AND call_index = ?))
 		ORDER BY tool_call_id = ? DESC, created_at DESC LIMIT 1`
+	// Fenced by the lease token $12 (NULL: none) in the same statement,
+	// through migration 0009's turngate_fence: one round trip, where a
+	// transaction around pgFence takes four.
 	pgJournalTool = `INSERT INTO tool_results
 		(tenant, session_id, request_id, tool_call_id, tool_name, input_sha256, output, error, step, call_index, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM turngate_fence($1, $2, $12)
 		ON CONFLICT (tenant, session_id, request_id, tool_call_id) DO UPDATE SET
 		tool_name = excluded.tool_name, input_sha256 = excluded.input_sha256, output = excluded.output,
 		error = excluded.error, step = excluded.step, call_index = excluded.call_index, created_at = excluded.created_at`
@@ -161,11 +165,9 @@ func (s *Postgres) JournalToolResult(ctx context.Context, r *ToolResult) error {
 	if err != nil {
 		return fmt.Errorf("journaling tool result: %w", err)
 	}
-	err = s.write(ctx, cacheKey{r.Tenant, r.SessionID}, func(ctx context.Context, tx pgx.Tx) error {
-		if err := pgCheckFence(ctx, tx, r.Tenant, r.SessionID); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, pgJournalTool, args...)
+	args = append(args, fenceToken(ctx, r.Tenant, r.SessionID))
+	err = s.writeStatement(ctx, cacheKey{}, func(ctx context.Context, conn *pgxpool.Conn) error {
+		_, err := conn.Exec(ctx, pgJournalTool, args...)
 		return err
 	}, nil)
 	if err != nil {
