@@ -7,13 +7,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/internal/suggest"
 	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/celrules"
 	"github.com/turngate/turngate/policy/opa"
 	"github.com/turngate/turngate/policy/ruleset"
 )
@@ -75,6 +78,31 @@ var failOnKinds = func() map[string]bool {
 	return m
 }()
 
+// failOnKindError says why kind is not a --fail-on kind ("" when it is):
+// an unknown kind, or override-changed:FIELD with a FIELD no CEL rule can
+// set, each with the closest valid name when one is close. A typo would
+// otherwise switch the CI gate off without a word.
+func failOnKindError(kind string) string {
+	if failOnKinds[kind] {
+		return ""
+	}
+	if field, ok := strings.CutPrefix(kind, kindOverrideChanged+":"); ok {
+		fields := celrules.ExternalFields()
+		if slices.Contains(fields, field) {
+			return ""
+		}
+		why := fmt.Sprintf("%s (no CEL rule sets a field %q", kind, field)
+		if s := suggest.Closest(field, fields); s != "" {
+			return why + fmt.Sprintf("; did you mean %s:%s?)", kindOverrideChanged, s)
+		}
+		return why + "; the fields are " + strings.Join(fields, ", ") + ")"
+	}
+	if s := suggest.Closest(kind, slices.Collect(maps.Keys(failOnKinds))); s != "" {
+		return fmt.Sprintf("%s (did you mean %s?)", kind, s)
+	}
+	return kind
+}
+
 // runReplay is `turngate replay --audit FILE… --rules DIR`: re-evaluate
 // every recorded decision of the audit logs that carries its input against
 // the candidate rules and report what would change. Exit status 1 when the
@@ -99,8 +127,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *failOn != "" {
 		for k := range strings.SplitSeq(*failOn, ",") {
 			k = strings.TrimSpace(k)
-			if _, field, ok := strings.Cut(k, ":"); !failOnKinds[k] && !(ok && strings.HasPrefix(k, kindOverrideChanged+":") && field != "") {
-				bad = append(bad, k)
+			if why := failOnKindError(k); why != "" {
+				bad = append(bad, why)
 			}
 			p.FailOn = append(p.FailOn, k)
 		}

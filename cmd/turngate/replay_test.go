@@ -128,7 +128,13 @@ func TestReplayErrors(t *testing.T) {
 		{"malformed line", []string{"--audit", "audit.jsonl", "--audit", "broken.jsonl", "--rules", candidate}, 1, "broken.jsonl:3: not an audit line"},
 		{"missing file", []string{"--audit", "nope.jsonl", "--rules", candidate}, 1, "nope.jsonl"},
 		{"no rules", []string{"--audit", "audit.jsonl"}, 2, "--audit and --rules are required"},
-		{"misspelt kind", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "allow-to-blok"}, 2, "unknown --fail-on kind allow-to-blok"},
+		{"misspelt kind", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "allow-to-blok"}, 2, "unknown --fail-on kind allow-to-blok (did you mean allow-to-block?)"},
+		{"misspelt CEL field", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "allow-to-block,override-changed:maxStep"}, 2,
+			`unknown --fail-on kind override-changed:maxStep (no CEL rule sets a field "maxStep"; did you mean override-changed:maxSteps?)`},
+		{"unknown CEL field", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "override-changed:colour"}, 2,
+			`override-changed:colour (no CEL rule sets a field "colour"; the fields are model, system,`},
+		{"empty CEL field", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "override-changed:"}, 2, "unknown --fail-on kind override-changed:"},
+		{"unknown kind", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "everything"}, 2, "unknown --fail-on kind everything\n"},
 		{"bad format", []string{"--audit", "audit.jsonl", "--rules", candidate, "--format", "xml"}, 2, "unknown format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

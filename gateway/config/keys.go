@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -13,9 +14,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agnivade/levenshtein"
 	"gopkg.in/yaml.v3"
 
+	"github.com/turngate/turngate/internal/suggest"
 	"github.com/turngate/turngate/internal/yamlpos"
 )
 
@@ -44,7 +45,7 @@ func unknownKeys(root *yaml.Node) []*posError {
 			}
 			reported[k] = true
 			msg := fmt.Sprintf("unknown key %q", k.Value)
-			if s := suggest(k.Value, fields); s != "" {
+			if s := suggest.Closest(k.Value, slices.Collect(maps.Keys(fields))); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			errs = append(errs, at(k, "%s: %s", cmp.Or(path, "top level"), msg))
@@ -145,23 +146,6 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 		}
 	}
 	return out
-}
-
-// suggest returns the known key closest to key, or "" when none is close:
-// at most two letters, or a third of them, differ, ignoring case.
-func suggest(key string, known map[string]reflect.Type) string {
-	best, bestD := "", max(2, len(key)/3)+1
-	names := make([]string, 0, len(known))
-	for k := range known {
-		names = append(names, k)
-	}
-	slices.Sort(names) // ties go to the first name alphabetically
-	for _, k := range names {
-		if d := levenshtein.ComputeDistance(strings.ToLower(key), strings.ToLower(k)); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
 }
 
 // Errors of yaml.v3's decoder: "line 2: cannot unmarshal !!str `many`
