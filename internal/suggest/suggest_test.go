@@ -14,9 +14,9 @@ func TestClosest(t *testing.T) {
 		{"aproval", decisions, "approval"},
 		{"redacts", decisions, "redact"},
 		{"Block", decisions, "block"},
-		{"block", decisions, ""},        // itself: nothing to suggest
-		{"allowed", decisions, ""},      // a helper, not a typo
-		{"is_admin", decisions, ""},     // a helper, not a typo
+		{"block", decisions, ""},    // itself: nothing to suggest
+		{"allowed", decisions, ""},  // a helper, not a typo
+		{"is_admin", decisions, ""}, // a helper, not a typo
 		{"maxStep", []string{"maxSteps", "model"}, "maxSteps"},
 		{"tenat", []string{"tenant", "subject", "roles"}, "tenant"},
 		{"x", nil, ""},
