@@ -47,7 +47,9 @@ type evalRequest struct {
 }
 
 // rulesEval serves POST /v1/admin/rules/eval: a dry run of one hook on the
-// live revision with a supplied context, as `turngate eval` does.
+// live revision with a supplied context, as `turngate eval` does. The hook
+// may be left out when the input names its own (a document eval printed,
+// a decision line of the audit log).
 func (s *Server) rulesEval(c *gin.Context) error {
 	data, err := readBody(c)
 	if err != nil {
@@ -56,9 +58,6 @@ func (s *Server) rulesEval(c *gin.Context) error {
 	var req evalRequest
 	if err := decodeStrictJSON(data, &req); err != nil {
 		return err
-	}
-	if req.Hook == "" {
-		return errField("hook", "is required")
 	}
 	if len(req.Input) == 0 || string(req.Input) == "null" {
 		return errField("input", "is required: the hook's context as a JSON object")

@@ -150,6 +150,9 @@ func TestEvalSavedDocumentErrors(t *testing.T) {
 		{"unknown member", `{"hook": "beforeTurn", "input": {}, "outcmoe": "matched"}`, "", `has no member "outcmoe"`},
 		{"misspelt input field", `{"hook": "beforeToolCall", "input": {"tool": {"nmae": "delete"}}}`, "", `unknown field "nmae"`},
 		{"misspelt CEL input field", `{"hook": "beforeTurn", "input": {"turn": {"contiuation": true}}}`, "", `unknown field "contiuation"`},
+		{"audit turn record", `{"kind": "turn", "seq": 4, "prevHash": "ab", "status": "completed"}`, "", `an audit "turn" record holds no hook input`},
+		{"audit decision without input", `{"kind": "decision", "seq": 4, "prevHash": "ab", "hook": "beforeTurn", "outcome": "no_match"}`, "", "carries no input to evaluate"},
+		{"audit decision, misspelt input field", `{"kind": "decision", "seq": 4, "hook": "beforeTurn", "input": {"turn": {"contiuation": true}}}`, "", `unknown field "contiuation"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")

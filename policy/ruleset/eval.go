@@ -187,10 +187,9 @@ type evaluatedDoc struct {
 }
 
 // evaluatedMembers are the top-level members an evaluated document may
-// have: those of EvalResult and of policy.Record, and the audit log's
-// "kind".
+// have: those of EvalResult and of policy.Record.
 var evaluatedMembers = func() map[string]bool {
-	m := map[string]bool{"kind": true}
+	m := map[string]bool{}
 	for _, t := range []reflect.Type{reflect.TypeFor[EvalResult](), reflect.TypeFor[policy.Record]()} {
 		for f := range t.Fields() {
 			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
@@ -201,20 +200,48 @@ var evaluatedMembers = func() map[string]bool {
 	return m
 }()
 
+// auditDecisionKind is the "kind" of the audit log's decision lines.
+const auditDecisionKind = "decision"
+
 // evaluatedDocument returns input's hook and input when it is an evaluated
 // document: an object with "hook" and "input" members, all of its members
-// known. It returns nil for any other input.
+// known, or a line of the audit log. It returns nil for any other input.
+//
+// An audit line is told by its "kind" member. A decision line is evaluated
+// whatever else the log put beside the record (its hash chain's seq and
+// prevHash, and whatever a later version adds): the gateway wrote those,
+// not the user. A line of another kind (a turn record, a chain-start, …)
+// carries no hook input, and saying so beats decoding it as a hook's
+// context and failing on its first member.
 func evaluatedDocument(input []byte) (*evaluatedDoc, error) {
 	js, err := toJSON(input)
 	if err != nil {
 		return nil, nil // the hook's decoder reports it
 	}
 	var top map[string]json.RawMessage
-	if json.Unmarshal(js, &top) != nil || top["hook"] == nil || top["input"] == nil {
+	if json.Unmarshal(js, &top) != nil {
+		return nil, nil
+	}
+	audit := top["kind"] != nil
+	if audit {
+		var kind string
+		if err := json.Unmarshal(top["kind"], &kind); err != nil {
+			return nil, fmt.Errorf("decoding input: kind: %w", err)
+		}
+		switch {
+		case kind != auditDecisionKind:
+			return nil, fmt.Errorf("decoding input: an audit %q record holds no hook input: give a %q record of the audit log, a document eval printed or a hook's context", kind, auditDecisionKind)
+		case top["hook"] == nil:
+			return nil, errors.New(`decoding input: the audit decision record has no "hook"`)
+		case top["input"] == nil || string(top["input"]) == "null":
+			return nil, errors.New("decoding input: the audit decision record carries no input to evaluate (it was recorded with audit.recordInput: false, or its input was redacted whole)")
+		}
+	}
+	if top["hook"] == nil || top["input"] == nil {
 		return nil, nil
 	}
 	for k := range top {
-		if !evaluatedMembers[k] {
+		if !audit && !evaluatedMembers[k] {
 			return nil, fmt.Errorf("decoding input: an evaluated document (with hook and input) has no member %q", k)
 		}
 	}
