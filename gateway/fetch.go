@@ -10,12 +10,11 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
-	"syscall"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/internal/dataurl"
+	"github.com/turngate/turngate/internal/netguard"
 )
 
 // fetchRootCAs, when set (by tests only), replaces the system roots that
@@ -24,9 +23,6 @@ var fetchRootCAs *x509.CertPool
 
 // maxFetchRedirects bounds the redirects of one remote file fetch.
 const maxFetchRedirects = 5
-
-// errFetchAddress is a connection refused because of its address.
-var errFetchAddress = errors.New("address not allowed")
 
 // fetchFiles, when limits.attachments.fetchRemote is on, replaces the https
 // url of each file part of m with a data: URL of the content fetched from
@@ -126,8 +122,8 @@ func (r *fileRules) fetch(ctx context.Context, url, mediaType, field string) ([]
 func fetchFailure(ctx context.Context, err error) string {
 	var dnsErr *net.DNSError
 	switch {
-	case errors.Is(err, errFetchAddress):
-		return "the host resolves to a loopback, private, link-local or multicast address, which the gateway does not connect to (limits.attachments.fetchAllowPrivate)"
+	case errors.Is(err, netguard.ErrRefused):
+		return "the host resolves to an address that is not public (loopback, private, link-local, multicast or another special-purpose range), which the gateway does not connect to (limits.attachments.fetchAllowPrivate)"
 	case errors.Is(err, errFetchRedirect):
 		return "redirected to a URL that is not https"
 	case errors.Is(err, errFetchRedirects):
@@ -152,17 +148,12 @@ var (
 
 // fetchClient is an HTTP client for one fetch: no proxy, no keep-alive,
 // https-only redirects, and (unless fetchAllowPrivate) a dial-time check
-// of the resolved address, so DNS rebinding cannot reach private hosts.
+// of the resolved address (netguard.Control), so DNS rebinding cannot
+// reach private hosts.
 func (r *fileRules) fetchClient() *http.Client {
 	dialer := &net.Dialer{Timeout: r.limits.FetchTimeout}
 	if !r.limits.FetchesPrivate() {
-		dialer.Control = func(_, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil || !publicAddr(ap.Addr()) {
-				return errFetchAddress
-			}
-			return nil
-		}
+		dialer.Control = netguard.Control
 	}
 	return &http.Client{
 		Transport: &http.Transport{
@@ -183,20 +174,3 @@ func (r *fileRules) fetchClient() *http.Client {
 		},
 	}
 }
-
-// publicAddr reports whether a is a unicast address on the public
-// internet as far as the gateway can tell: not loopback, private
-// (RFC 1918, fc00::/7), link-local, unspecified, multicast, or carrier-grade
-// NAT (100.64.0.0/10).
-func publicAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	return a.IsValid() && !a.IsLoopback() && !a.IsPrivate() && !a.IsLinkLocalUnicast() &&
-		!a.IsLinkLocalMulticast() && !a.IsInterfaceLocalMulticast() && !a.IsMulticast() &&
-		!a.IsUnspecified() && !cgnat.Contains(a) && !thisNetwork.Contains(a)
-}
-
-// cgnat is the shared address space of RFC 6598; thisNetwork is 0.0.0.0/8.
-var (
-	cgnat       = netip.MustParsePrefix("100.64.0.0/10")
-	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
-)

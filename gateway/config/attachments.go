@@ -29,9 +29,10 @@ type Attachments struct {
 	FetchRemote *bool `yaml:"fetchRemote"`
 	// FetchTimeout bounds one fetch (connect to last byte). Default 10s.
 	FetchTimeout time.Duration `yaml:"fetchTimeout"`
-	// FetchAllowPrivate lets fetches connect to loopback, private,
-	// link-local, unspecified and multicast addresses. Dangerous (SSRF
-	// into the gateway's network): for tests and on-prem file servers only.
+	// FetchAllowPrivate lets fetches connect to addresses that are not
+	// public: loopback, private, link-local, multicast and the other
+	// special-purpose ranges (internal/netguard). Dangerous (SSRF into the
+	// gateway's network): for tests and on-prem file servers only.
 	FetchAllowPrivate *bool `yaml:"fetchAllowPrivate"`
 }
 
