@@ -128,6 +128,8 @@ func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, po
 	} else {
 		b.checkDecisionTypes(c)
 	}
+	b.checkDecisionNames(parsed)
+	b.checkUnusedPackages(parsed)
 	if len(b.errs) > 0 {
 		return nil, b.result()
 	}

@@ -23,6 +23,8 @@ func TestCompileErrors(t *testing.T) {
 		{"sandbox_allow_network", []string{"sandbox.rego"}, Options{AllowNetwork: true}, []string{policy.CodeSandbox}},
 		{"parse", []string{"parse.rego", "parse2.rego"}, testOptions, nil},
 		{"compile", []string{"compile.rego"}, testOptions, nil},
+		{"names", []string{"names.rego", "names_result.rego", "names_lib.rego", "names_deep.rego", "names_unused.rego", "names_other.rego"}, testOptions,
+			[]string{policy.CodeSchema, policy.CodeSchema, policy.CodeSchema, policy.CodeSchema, policy.CodeSchema, policy.CodeSchema, policy.CodeSchema}},
 		{"all_at_once", []string{"sandbox.rego", "parse2.rego", "compile.rego"}, testOptions,
 			[]string{policy.CodeParse, policy.CodeSandbox, policy.CodeSandbox, policy.CodeSandbox}},
 	}

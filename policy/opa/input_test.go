@@ -142,7 +142,6 @@ func TestHasPackages(t *testing.T) {
 		{"none", map[string]string{"a.rego": "package other\n\nx := 1\n"}, false, false},
 		{"tool_call", map[string]string{"a.rego": pkg + "x := 1\n"}, true, false},
 		{"both", map[string]string{"a.rego": pkg + "x := 1\n", "b.rego": resultPkg + "y := 1\n"}, true, true},
-		{"sub-package only", map[string]string{"a.rego": "package turngate.tool_call.helpers\n\nx := 1\n"}, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -261,7 +261,7 @@ func (b *build) checkDataRoots(m *ast.Module, doc map[string]any, roots map[stri
 		if loc == nil {
 			loc = ref[0].Location
 		}
-		b.errs = append(b.errs, b.src.error(policy.CodeType, loc, fmt.Sprintf("undefined ref %v: data has no key %v", ref, ref[1])+suggest(ref[:1], ref[1], candidates)))
+		b.errs = append(b.errs, b.src.error(policy.CodeType, loc, fmt.Sprintf("undefined ref %v: data has no key %v", ref, ref[1])+keyHint(ref[:1], ref[1], candidates)))
 		return false
 	})
 }

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agnivade/levenshtein"
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/types"
 
+	"github.com/turngate/turngate/internal/suggest"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -28,7 +28,7 @@ func (b *build) refError(e *ast.Error) (*policy.Error, bool) {
 		prefix := ref[:pos]
 		switch {
 		case len(d.OneOf) > 0:
-			msg = fmt.Sprintf("%v has no key %v", prefix, ref[pos]) + suggest(prefix, ref[pos], d.OneOf)
+			msg = fmt.Sprintf("%v has no key %v", prefix, ref[pos]) + keyHint(prefix, ref[pos], d.OneOf)
 		case d.Want == nil:
 			msg = fmt.Sprintf("%v has no keys", prefix)
 		case d.Have != nil:
@@ -55,10 +55,9 @@ func (b *build) refError(e *ast.Error) (*policy.Error, bool) {
 	return b.src.error(policy.CodeType, loc, fmt.Sprintf("undefined ref %v: %s", ref, msg)), true
 }
 
-// suggest returns " (did you mean …?)" naming the candidate key closest to
+// keyHint returns " (did you mean …?)" naming the candidate key closest to
 // key when one is close enough to be a typo, else the keys there are.
-func suggest(prefix ast.Ref, key *ast.Term, candidates []ast.Value) string {
-	s, isString := key.Value.(ast.String)
+func keyHint(prefix ast.Ref, key *ast.Term, candidates []ast.Value) string {
 	names := make([]string, 0, len(candidates))
 	for _, c := range candidates {
 		if n, ok := c.(ast.String); ok {
@@ -67,18 +66,10 @@ func suggest(prefix ast.Ref, key *ast.Term, candidates []ast.Value) string {
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	best, bestDist := "", -1
-	if isString {
-		for _, n := range names {
-			if d := levenshtein.ComputeDistance(strings.ToLower(string(s)), strings.ToLower(n)); bestDist < 0 || d < bestDist {
-				best, bestDist = n, d
-			}
+	if s, ok := key.Value.(ast.String); ok {
+		if best := suggest.Closest(string(s), names); best != "" {
+			return fmt.Sprintf("; did you mean %v?", prefix.Append(ast.StringTerm(best)))
 		}
-	}
-	// A typo is a few edits away; further than a third of the name is a
-	// different name.
-	if bestDist >= 0 && bestDist <= max(2, len(s)/3) {
-		return fmt.Sprintf("; did you mean %v?", prefix.Append(ast.StringTerm(best)))
 	}
 	const maxListed = 12
 	if len(names) > maxListed {

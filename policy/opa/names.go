@@ -1,0 +1,127 @@
+package opa
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/turngate/turngate/internal/suggest"
+	"github.com/turngate/turngate/policy"
+)
+
+// Rule-name mistakes that would otherwise load and never fire. The gateway
+// reads only the decision rules of the two decision packages: a rule
+// `blocks contains …` in package turngate.tool_call is a helper nobody
+// reads, and a module `package turngate.toolcall` is evaluated by no one.
+// Both load without a word from OPA, and both silently allow what the
+// author meant to block, so both are load errors.
+
+// turngateRef is the root of the packages turngate owns.
+var turngateRef = ast.MustParseRef("data.turngate")
+
+// checkDecisionNames reports each rule of a decision package whose name is
+// not a decision of that package but is one of the other package's
+// decisions (block in turngate.tool_result) or close to one of its own
+// (blocks, substitue, aproval, redacts), with the decision meant.
+func (b *build) checkDecisionNames(parsed map[string]*ast.Module) {
+	for _, path := range slices.Sorted(maps.Keys(parsed)) {
+		m := parsed[path]
+		pkg := packageName(m)
+		own, decision := decisionRules[pkg]
+		if !decision {
+			continue
+		}
+		for _, r := range m.Rules {
+			name := r.Head.Ref()[0].String()
+			if slices.Contains(own, name) || strings.HasPrefix(name, shadowMember) {
+				continue
+			}
+			why := ""
+			for other, rules := range decisionRules {
+				if other != pkg && slices.Contains(rules, name) {
+					why = fmt.Sprintf("%s is a decision of %s, not of %s, so nothing reads it here", name, other, pkg)
+				}
+			}
+			if why == "" {
+				meant := suggest.Closest(name, own)
+				if meant == "" {
+					continue // a helper rule
+				}
+				why = fmt.Sprintf("%s is not a decision of %s, so nothing reads it; did you mean %s?", name, pkg, meant)
+			}
+			b.errs = append(b.errs, b.src.error(policy.CodeSchema, r.Location,
+				fmt.Sprintf("%s (its decisions are %s; a helper rule needs a name that is not close to one)", why, strings.Join(own, ", "))))
+		}
+	}
+}
+
+// checkUnusedPackages reports each module of a package under turngate that
+// is neither a decision package nor used, directly or through other such
+// modules, by a decision package's modules: nothing would ever evaluate
+// its rules. Modules outside turngate's packages are left alone.
+func (b *build) checkUnusedPackages(parsed map[string]*ast.Module) {
+	used := map[string]bool{} // module paths reached from a decision package
+	var reach []*ast.Module
+	for path, m := range parsed {
+		if _, decision := decisionRules[packageName(m)]; decision {
+			used[path] = true
+			reach = append(reach, m)
+		}
+	}
+	for len(reach) > 0 {
+		m := reach[len(reach)-1]
+		reach = reach[:len(reach)-1]
+		for _, ref := range dataRefs(m) {
+			for path, other := range parsed {
+				if !used[path] && overlaps(ref, other.Package.Path) {
+					used[path] = true
+					reach = append(reach, other)
+				}
+			}
+		}
+	}
+	decisions := slices.Sorted(maps.Keys(decisionRules))
+	for _, path := range slices.Sorted(maps.Keys(parsed)) {
+		m := parsed[path]
+		if used[path] || !m.Package.Path.HasPrefix(turngateRef) {
+			continue
+		}
+		pkg := packageName(m)
+		msg := fmt.Sprintf("package %s is not a decision package (%s) and no decision package uses it, so its rules are never evaluated",
+			pkg, strings.Join(decisions, ", "))
+		if meant := suggest.Closest(pkg, decisions); meant != "" {
+			msg += fmt.Sprintf("; did you mean %s?", meant)
+		}
+		b.errs = append(b.errs, b.src.error(policy.CodeSchema, m.Package.Location, msg))
+	}
+}
+
+// dataRefs returns the references into data that m makes: its imports and
+// every data.… reference of its rules.
+func dataRefs(m *ast.Module) []ast.Ref {
+	var refs []ast.Ref
+	for _, imp := range m.Imports {
+		if ref, ok := imp.Path.Value.(ast.Ref); ok && ref.HasPrefix(ast.DefaultRootRef) {
+			refs = append(refs, ref)
+		}
+	}
+	ast.WalkRefs(m, func(ref ast.Ref) bool {
+		if ref.HasPrefix(ast.DefaultRootRef) {
+			refs = append(refs, ref)
+		}
+		return false
+	})
+	return refs
+}
+
+// overlaps reports whether ref reads some of package pkg's document: ref
+// is inside it (data.turngate.lib.x for data.turngate.lib) or holds it
+// (data.turngate). Only ref's constant prefix counts.
+func overlaps(ref, pkg ast.Ref) bool {
+	ref = ref.ConstantPrefix()
+	n := min(len(ref), len(pkg))
+	return ref[:n].Equal(pkg[:n])
+}

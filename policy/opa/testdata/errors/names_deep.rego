@@ -1,0 +1,3 @@
+package turngate.lib.deep
+
+on := true

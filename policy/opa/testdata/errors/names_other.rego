@@ -1,0 +1,4 @@
+package acme.helpers
+
+# Outside turngate's packages: left alone.
+x := 1

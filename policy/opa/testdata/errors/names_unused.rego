@@ -1,0 +1,3 @@
+package turngate.toolcall
+
+block contains "never enforced" if input.tool.name == "delete"
