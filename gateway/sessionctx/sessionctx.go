@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/internal/sameorigin"
 )
 
 // Deps are what an Agent needs from the gateway.
@@ -26,7 +27,9 @@ type Deps struct {
 	// Models resolves the compaction model alias.
 	Models engine.ModelResolver
 	// HTTP fetches http blocks; nil means http.DefaultClient (each fetch
-	// is bounded by its block's timeout).
+	// is bounded by its block's timeout). Whatever the client, a block's
+	// redirects are followed only on its URL's origin (sameorigin), so its
+	// headers never reach another host.
 	HTTP *http.Client
 	// Log receives the causes of failed sources.
 	Log *slog.Logger
@@ -48,9 +51,7 @@ type Agent struct {
 // New returns the Agent of cfg for an agent whose own system prompt is
 // system.
 func New(cfg *config.Session, system string, deps Deps) *Agent {
-	if deps.HTTP == nil {
-		deps.HTTP = http.DefaultClient
-	}
+	deps.HTTP = sameorigin.Client(deps.HTTP)
 	if deps.Log == nil {
 		deps.Log = slog.Default()
 	}

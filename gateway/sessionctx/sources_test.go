@@ -60,6 +60,39 @@ func TestHTTPSource(t *testing.T) {
 	}
 }
 
+// TestHTTPSourceRedirects: a block's headers follow a redirect on its
+// URL's origin, and a redirect to another origin is not followed at all.
+func TestHTTPSourceRedirects(t *testing.T) {
+	var otherHits atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { otherHits.Add(1) }))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away":
+			http.Redirect(w, r, other.URL+"/notices", http.StatusFound)
+		case "/moved":
+			http.Redirect(w, r, "/notices", http.StatusFound)
+		default:
+			_, _ = io.WriteString(w, "token "+r.Header.Get("X-Api-Key"))
+		}
+	}))
+	defer srv.Close()
+	block := func(path string) *config.Session {
+		return &config.Session{Context: []config.ContextBlock{{Name: "notices",
+			HTTP: &config.HTTPBlock{URL: srv.URL + path, Headers: map[string]string{"X-Api-Key": "s3cret"}, Timeout: time.Second, CacheTTL: time.Hour}}}}
+	}
+	ctx := context.Background()
+	if got, err := New(block("/moved"), "", Deps{}).sources[0].content(ctx); err != nil || got != "token s3cret" {
+		t.Errorf("same-origin redirect: %q, %v", got, err)
+	}
+	if _, err := New(block("/away"), "", Deps{}).sources[0].content(ctx); err == nil || !strings.Contains(err.Error(), "redirect to another origin not followed") {
+		t.Errorf("cross-origin redirect: %v, want it refused", err)
+	}
+	if n := otherHits.Load(); n != 0 {
+		t.Errorf("the other origin got %d requests", n)
+	}
+}
+
 // FuzzSplitPoint: the recent part always starts with a user message and
 // keeps at least keepLast messages, or nothing is summarized.
 func FuzzSplitPoint(f *testing.F) {

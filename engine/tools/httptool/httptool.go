@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/sameorigin"
 	"github.com/turngate/turngate/internal/tracing"
 )
 
@@ -62,7 +63,10 @@ type Option func(*Executor)
 
 // WithClient sets the HTTP client (default http.DefaultClient). The
 // per-call deadline comes from ctx, not from the client; the trace context
-// too (tracing.Transport wraps the client's transport).
+// too (tracing.Transport wraps the client's transport). Whatever the
+// client, redirects are followed only on the endpoint's origin
+// (sameorigin): the configured headers and, on a 307 or 308, the tool's
+// input never go to another host.
 func WithClient(c *http.Client) Option {
 	return func(e *Executor) { e.client = c }
 }
@@ -128,7 +132,7 @@ func New(name string, cfg Config, opts ...Option) (*Executor, error) {
 	if e.maxBody <= 0 {
 		e.maxBody = DefaultMaxBodyBytes
 	}
-	e.client = tracing.Client(e.client)
+	e.client = tracing.Client(sameorigin.Client(e.client))
 	return e, nil
 }
 

@@ -40,6 +40,9 @@ func newServer(t *testing.T) (*httptest.Server, chan seen) {
 		w.Header().Set("Content-Type", "application/json")
 		io.Copy(w, r.Body)
 	})
+	mux.HandleFunc("/to-echo", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/echo", http.StatusPermanentRedirect)
+	})
 	mux.HandleFunc("/empty", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})
@@ -172,6 +175,67 @@ func TestExecuteSendsHeadersAndMethod(t *testing.T) {
 		if checks[k] != w {
 			t.Errorf("%s = %q, want %q", k, checks[k], w)
 		}
+	}
+}
+
+// TestExecuteRedirects is the review's probe: a tool backend that
+// redirects to another origin gets neither its secret header nor the
+// tool's input there (307/308 resend the body); a redirect on the
+// endpoint's own origin is followed with both.
+func TestExecuteRedirects(t *testing.T) {
+	srv, got := newServer(t)
+	other, otherGot := newServer(t) // another port: another origin
+	redirect := func(status int, to string) string {
+		h := http.NewServeMux()
+		h.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, to, status) })
+		s := httptest.NewServer(h)
+		t.Cleanup(s.Close)
+		return s.URL
+	}
+	tests := []struct {
+		name    string
+		url     string
+		want    string
+		wantErr string
+	}{
+		{name: "307 to another origin", url: redirect(http.StatusTemporaryRedirect, other.URL+"/echo"),
+			wantErr: "redirect to another origin not followed"},
+		{name: "308 to another origin", url: redirect(http.StatusPermanentRedirect, other.URL+"/echo"),
+			wantErr: "redirect to another origin not followed"},
+		{name: "302 to another origin", url: redirect(http.StatusFound, other.URL+"/json"),
+			wantErr: "redirect to another origin not followed"},
+		{name: "307 to another host name of the same address", url: redirect(http.StatusTemporaryRedirect, strings.Replace(other.URL, "127.0.0.1", "localhost", 1)+"/echo"),
+			wantErr: "redirect to another origin not followed"},
+		{name: "308 on the same origin", url: srv.URL + "/to-echo", want: `{"city":"Paris"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ex, err := httptool.New("weather", httptool.Config{URL: tt.url, Headers: map[string]string{"X-Api-Key": "s3cret"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := ex.Execute(context.Background(), call(`{"city":"Paris"}`))
+			switch {
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("error = %v, want %q", err, tt.wantErr)
+			case tt.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case string(out) != tt.want:
+				t.Errorf("output = %s, want %s", out, tt.want)
+			}
+			select {
+			case r := <-otherGot:
+				t.Errorf("the other origin got a %s with X-Api-Key %q and body %q", r.method, r.headers.Get("X-Api-Key"), r.body)
+			default:
+			}
+			if tt.wantErr == "" {
+				for range 2 { // the redirecting request and the followed one
+					if r := <-got; r.headers.Get("X-Api-Key") != "s3cret" || r.body != `{"city":"Paris"}` {
+						t.Errorf("same origin got X-Api-Key %q and body %q", r.headers.Get("X-Api-Key"), r.body)
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/tools/internal/schema"
 	"github.com/turngate/turngate/engine/tools/internal/toolname"
+	"github.com/turngate/turngate/internal/sameorigin"
 	"github.com/turngate/turngate/internal/tracing"
 )
 
@@ -148,13 +150,24 @@ func (s *server) transport() mcp.Transport {
 		cmd.Stderr = &logWriter{log: s.m.log, server: s.cfg.Name}
 		return &mcp.CommandTransport{Command: cmd, TerminateDuration: stdioTerminateWait}
 	}
-	client := http.DefaultClient
+	// Redirects stay on the endpoint's origin, and the configured headers
+	// go only to it: neither the session nor a secret header follows a
+	// redirect to another host.
+	client := sameorigin.Client(http.DefaultClient)
 	if len(s.cfg.Headers) > 0 {
-		c := *client
-		c.Transport = &headerTransport{base: client.Transport, headers: s.cfg.Headers}
-		client = &c
+		client.Transport = &headerTransport{base: client.Transport, headers: s.cfg.Headers, origin: s.origin()}
 	}
 	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: tracing.Client(client)}
+}
+
+// origin is the origin of the server's URL (transport http); Validate
+// has parsed it.
+func (s *server) origin() string {
+	u, err := url.Parse(s.cfg.URL)
+	if err != nil {
+		return ""
+	}
+	return sameorigin.Of(u)
 }
 
 // discover lists the session's tools and stores them.
@@ -401,17 +414,22 @@ func childEnv(extra map[string]string) []string {
 	return env
 }
 
-// headerTransport adds configured headers to every request.
+// headerTransport adds configured headers to every request to the
+// server's origin.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	origin  string
 }
 
-// RoundTrip adds the headers to a clone of req and sends it.
+// RoundTrip adds the headers to a clone of req, when req goes to the
+// server's origin, and sends it.
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range t.headers {
-		req.Header.Set(k, v)
+	if sameorigin.Of(req.URL) == t.origin {
+		req = req.Clone(req.Context())
+		for k, v := range t.headers {
+			req.Header.Set(k, v)
+		}
 	}
 	base := t.base
 	if base == nil {
