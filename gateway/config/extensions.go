@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/turngate/turngate/internal/childenv"
 )
 
 // Extension transports.
@@ -55,6 +58,12 @@ type Extension struct {
 	// Command is the exec transport's program and arguments; a relative
 	// program path with a slash resolves against the config's directory.
 	Command []string `yaml:"command"`
+	// Env is the exec transport's environment beyond the few variables
+	// the process inherits from the gateway (PATH, HOME, USER, LOGNAME,
+	// SHELL, TERM, TMPDIR, LANG: childenv.Inherited), usually
+	// "${SOME_ENV_VAR}" values: the gateway's own secrets (upstream keys,
+	// the database DSN) are never passed on.
+	Env map[string]string `yaml:"env"`
 	// Hooks are the hooks the extension subscribes to (ExtensionHooks).
 	Hooks []string `yaml:"hooks"`
 	// Timeout bounds each delivery (default 5s): beforeTurn waits at most
@@ -107,9 +116,17 @@ func (c *Config) validateExtensions(add func(path, format string, args ...any)) 
 			if len(x.Command) > 0 {
 				at("command", "command: an exec setting; the http transport takes url")
 			}
+			if len(x.Env) > 0 {
+				at("env", "env: an exec setting; the http transport starts no process")
+			}
 		case TransportExec:
 			if len(x.Command) == 0 || x.Command[0] == "" {
 				at("command", "command: required with transport: exec (the program and its arguments)")
+			}
+			for _, k := range slices.Sorted(maps.Keys(x.Env)) {
+				if err := childenv.CheckName(k); err != nil {
+					at("env."+k, "env: %v", err)
+				}
 			}
 			switch {
 			case x.URL != "":

@@ -38,8 +38,8 @@ func checkLoad(t *testing.T, path, data, want string) (failed bool) {
 func TestExtensions(t *testing.T) {
 	c, err := Parse("t.yaml", []byte(extensionYAML(
 		"  - {name: audit, transport: http, url: \"https://ext.example/hook\", secret: \"${EXT_SECRET}\", hooks: [beforeTurn, onChunk], agents: [a]}\n"+
-			"  - {name: local, transport: exec, command: [./bin/ext, -v], hooks: [afterToolCall], timeout: 250ms, queueSize: 8}\n")),
-		env(map[string]string{"EXT_SECRET": "0123456789abcdef"}))
+			"  - {name: local, transport: exec, command: [./bin/ext, -v], env: {EXT_TOKEN: \"${EXT_TOKEN}\"}, hooks: [afterToolCall], timeout: 250ms, queueSize: 8}\n")),
+		env(map[string]string{"EXT_SECRET": "0123456789abcdef", "EXT_TOKEN": "t0ken"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestExtensions(t *testing.T) {
 	if h.Secret != "0123456789abcdef" || h.Timeout != DefaultExtensionTimeout || h.QueueSize != DefaultExtensionQueue {
 		t.Errorf("http extension %+v: want the secret expanded and the defaults", h)
 	}
-	if x.Timeout != 250*time.Millisecond || x.QueueSize != 8 {
+	if x.Timeout != 250*time.Millisecond || x.QueueSize != 8 || x.Env["EXT_TOKEN"] != "t0ken" {
 		t.Errorf("exec extension %+v", x)
 	}
 	c.resolvePaths("/etc/turngate")
@@ -88,6 +88,12 @@ func TestExtensionErrors(t *testing.T) {
 			"line 5 col 51: extensions[0] (e): url and secret: http settings; the exec transport takes command"},
 		{"exec with a secret", "  - {name: e, transport: exec, command: [x], " + secret + "hooks: [onChunk]}\n",
 			"line 5 col 54: extensions[0] (e): url and secret: http settings; the exec transport takes command"},
+		{"http with env", "  - {name: e, transport: http, url: \"http://x/\", " + secret + "env: {MODE: ro}, hooks: [onChunk]}\n",
+			"line 5 col 81: extensions[0] (e): env: an exec setting; the http transport starts no process"},
+		{"env name not a variable", "  - {name: e, transport: exec, command: [x], env: {\"MY-MODE\": ro}, hooks: [onChunk]}\n",
+			`line 5 col 63: extensions[0] (e): env: "MY-MODE" is not a variable name (letters, digits and '_', not starting with a digit)`},
+		{"env misspelt", "  - {name: e, transport: exec, command: [x], environment: {MODE: ro}, hooks: [onChunk]}\n",
+			`line 5 col 46: extensions[0]: unknown key "environment"`},
 		{"no hooks", "  - {name: e, transport: exec, command: [x]}\n",
 			"line 5 col 5: extensions[0] (e): hooks: subscribe to at least one of beforeTurn, beforeToolCall, afterToolCall, onStepFinish, onChunk"},
 		{"beforeStep", "  - {name: e, transport: exec, command: [x], hooks: [onChunk, beforeStep]}\n",

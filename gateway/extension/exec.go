@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/turngate/turngate/internal/childenv"
 )
 
 // Restart backoff of the exec transport: the first restart waits
@@ -34,6 +36,7 @@ var errNotRunning = errors.New("extension process is not running")
 // Answers may come in any order. The child is restarted when it dies.
 type execTransport struct {
 	argv []string
+	env  []string // childenv.Env: never the gateway's whole environment
 	log  *slog.Logger
 
 	mu   sync.Mutex
@@ -56,8 +59,8 @@ type process struct {
 	pending map[uint64]chan []byte
 }
 
-func newExecTransport(argv []string, log *slog.Logger) *execTransport {
-	t := &execTransport{argv: argv, log: log, done: make(chan struct{}), up: make(chan struct{})}
+func newExecTransport(argv []string, env map[string]string, log *slog.Logger) *execTransport {
+	t := &execTransport{argv: argv, env: childenv.Env(env), log: log, done: make(chan struct{}), up: make(chan struct{})}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	go t.supervise()
 	return t
@@ -89,6 +92,7 @@ func (t *execTransport) supervise() {
 // runOnce starts the child and serves it until it exits.
 func (t *execTransport) runOnce() error {
 	cmd := exec.CommandContext(t.ctx, t.argv[0], t.argv[1:]...)
+	cmd.Env = t.env
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = stopGrace
 	stdin, err := cmd.StdinPipe()

@@ -139,7 +139,7 @@ func New(cfgs []config.Extension, opts Options) *Set {
 		}
 		switch c.Transport {
 		case config.TransportExec:
-			x.tr = newExecTransport(c.Command, x.log)
+			x.tr = newExecTransport(c.Command, c.Env, x.log)
 		default:
 			x.tr = &httpTransport{client: client, url: c.URL, name: c.Name, secret: []byte(c.Secret), now: time.Now}
 		}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/internal/childenv"
 )
 
 func TestSignVerify(t *testing.T) {
@@ -239,6 +241,39 @@ func TestExecExtensionHostileLine(t *testing.T) {
 		defer logMu.Unlock()
 		return strings.Contains(logs.String(), "extension stdout broke the protocol")
 	})
+}
+
+// TestExecExtensionEnvironment is the review's probe: an exec extension
+// sees the inherited allow-list and its configured env, never the
+// gateway's secrets (an upstream key, the database DSN).
+func TestExecExtensionEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-gateway-secret")
+	t.Setenv("TURNGATE_DATABASE_URL", "postgres://turngate:pw@db/turngate")
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "env.txt")
+	script := filepath.Join(dir, "env.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nenv > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"\nexec cat >/dev/null\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	set := New([]config.Extension{{Name: "env", Transport: config.TransportExec, Command: []string{script, dump},
+		Env: map[string]string{"EXT_MODE": "audit"}, Hooks: []string{HookAfterToolCall}, Timeout: 5 * time.Second, QueueSize: 8}},
+		Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer set.Close(context.Background())
+	var env []string
+	waitUntil(t, "the child's environment", func() bool {
+		data, err := os.ReadFile(dump)
+		env = strings.Split(strings.TrimSpace(string(data)), "\n")
+		return err == nil
+	})
+	if !slices.Contains(env, "EXT_MODE=audit") || !slices.Contains(env, "PATH="+os.Getenv("PATH")) {
+		t.Errorf("environment %q: want EXT_MODE=audit and the gateway's PATH", env)
+	}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(childenv.Inherited, name) && name != "EXT_MODE" && name != "PWD" && name != "SHLVL" && name != "_" {
+			t.Errorf("the extension inherited %s", kv)
+		}
+	}
 }
 
 type lockedWriter struct {

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/turngate/turngate/engine/tools/internal/toolname"
+	"github.com/turngate/turngate/internal/childenv"
 )
 
 // Transports an MCP server is reached over.
@@ -40,7 +41,7 @@ type ServerConfig struct {
 	Args    []string `yaml:"args"`
 	// Env is added to the child's environment (transport stdio). The child
 	// inherits only PATH, HOME, USER, LOGNAME, SHELL, TERM, TMPDIR and LANG
-	// from the gateway, never its secrets.
+	// from the gateway (childenv.Inherited), never its secrets.
 	Env map[string]string `yaml:"env"`
 	// Prefix is prepended to each exposed tool name; nil means "<name>_",
 	// and an explicit "" exposes the server's names unchanged.
@@ -113,6 +114,11 @@ func (c *ServerConfig) Validate() error {
 		}
 		if c.URL != "" || len(c.Headers) > 0 {
 			errs = append(errs, errors.New("url and headers are for transport http"))
+		}
+		for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+			if err := childenv.CheckName(k); err != nil {
+				errs = append(errs, fmt.Errorf("env: %w", err))
+			}
 		}
 	default:
 		errs = append(errs, fmt.Errorf("transport %q: must be %q or %q", c.Transport, TransportHTTP, TransportStdio))

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/engine/tools/internal/schema"
 	"github.com/turngate/turngate/engine/tools/internal/toolname"
+	"github.com/turngate/turngate/internal/childenv"
 	"github.com/turngate/turngate/internal/sameorigin"
 	"github.com/turngate/turngate/internal/tracing"
 )
@@ -32,10 +32,6 @@ const maxListedTools = 1000
 // stdioTerminateWait is how long a stdio server gets to exit after its
 // stdin is closed before it is sent SIGTERM (and later SIGKILL).
 const stdioTerminateWait = 2 * time.Second
-
-// inheritedEnv are the only variables a stdio server inherits from the
-// gateway (the MCP TypeScript SDK's default set, plus TMPDIR and LANG).
-var inheritedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "LANG"}
 
 // implementation is how turngate introduces itself to MCP servers.
 var implementation = &mcp.Implementation{Name: "turngate", Version: "1.0.0"}
@@ -146,7 +142,7 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, error) {
 func (s *server) transport() mcp.Transport {
 	if s.cfg.Transport == TransportStdio {
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
-		cmd.Env = childEnv(s.cfg.Env)
+		cmd.Env = childenv.Env(s.cfg.Env)
 		cmd.Stderr = &logWriter{log: s.m.log, server: s.cfg.Name}
 		return &mcp.CommandTransport{Command: cmd, TerminateDuration: stdioTerminateWait}
 	}
@@ -397,21 +393,6 @@ func (s *server) close() error {
 		return nil
 	}
 	return sess.Close()
-}
-
-// childEnv returns a stdio server's environment: the inherited allow-list
-// plus the configured variables.
-func childEnv(extra map[string]string) []string {
-	var env []string
-	for _, k := range inheritedEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	for k, v := range extra {
-		env = append(env, k+"="+v)
-	}
-	return env
 }
 
 // headerTransport adds configured headers to every request to the
