@@ -245,13 +245,14 @@ func (c *compiler) compileRule(src *source, spec *ruleSpec) *rule {
 func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field string, n *yaml.Node, typeErr func(*types.Type) string) *expr {
 	ast, iss := env.Parse(n.Value)
 	if iss.Err() == nil {
-		ast, iss = env.Check(ast)
+		parsed := ast
+		ast, iss = env.Check(parsed)
 		if iss.Err() != nil {
-			c.celErrors(src, spec, field, n, iss, policy.CodeType)
+			c.celErrors(src, spec, field, n, iss, policy.CodeType, func(e *cel.Error) string { return fieldHint(env, parsed, e) })
 			return nil
 		}
 	} else {
-		c.celErrors(src, spec, field, n, iss, policy.CodeCompile)
+		c.celErrors(src, spec, field, n, iss, policy.CodeCompile, nil)
 		return nil
 	}
 	line, col := c.exprPosition(src, n, 0)
@@ -361,8 +362,9 @@ func (c *compiler) decodeConstant(src *source, spec *ruleSpec, f *fieldSpec, e *
 }
 
 // celErrors converts cel-go's issues into positioned diagnostics, mapping
-// each expression offset back into the YAML file.
-func (c *compiler) celErrors(src *source, spec *ruleSpec, field string, n *yaml.Node, iss *cel.Issues, code string) {
+// each expression offset back into the YAML file; hint, when not nil, adds
+// to a message (see fieldHint).
+func (c *compiler) celErrors(src *source, spec *ruleSpec, field string, n *yaml.Node, iss *cel.Issues, code string, hint func(*cel.Error) string) {
 	var offsets []int
 	for _, e := range iss.Errors() {
 		if offsets == nil {
@@ -373,6 +375,9 @@ func (c *compiler) celErrors(src *source, spec *ruleSpec, field string, n *yaml.
 		msg := e.Message
 		if spec.hook == policy.HookBeforeTurn && strings.Contains(msg, "undeclared reference to 'step'") {
 			msg += " (step is only available in beforeStep rules)"
+		}
+		if hint != nil {
+			msg += hint(e)
 		}
 		c.add(src.errorAt(code, line, col, msg), spec.name, field)
 	}
