@@ -152,7 +152,7 @@ func TestParseErrors(t *testing.T) {
 		{"header value with a newline", "tracing:\n  headers: {X-Token: \"a\\nb\"}\n", []string{"line 2 col 22: tracing.headers.X-Token: the value contains a control character"}},
 		{"misspelt key", "tracing:\n  endpiont: http://x\n", []string{`line 2 col 3: tracing: unknown key "endpiont" (did you mean "endpoint"?)`}},
 		{"bad indent deep in a list", "agents:\n  - name: a\n    model: m\n  - name: b\n    model: m\n   tools: [t]\n",
-			[]string{`line 6 col 4: invalid YAML: did not find expected '-' indicator`}},
+			[]string{`line 6 col 4: invalid YAML: this line's indentation lines up with neither the list's items nor their keys`, `(did not find expected '-' indicator)`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

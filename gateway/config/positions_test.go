@@ -34,7 +34,8 @@ var laughs = func() string {
 func TestErrorPositions(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		// YAML syntax.
-		{"bad indent", "agents:\n  - name: a\n   model: m\n", `turngate.yaml: line 3 col 4: invalid YAML: did not find expected '-' indicator`},
+		{"bad indent", "agents:\n  - name: a\n   model: m\n", `turngate.yaml: line 3 col 4: invalid YAML: this line's indentation lines up with neither the list's items nor their keys: an item starts with "- " under the list's other items, and its keys line up after the "- " (did not find expected '-' indicator)`},
+		{"over-indented key", "agents:\n  - name: a\n    model: m\n      tools: [x]\n", `turngate.yaml: line 4 col 7: invalid YAML: "tools" is indented deeper than "model" on the line above (column 7, not 5), so YAML reads it as more of "model"'s value, where a key cannot start: indent it as far as the keys it belongs with (mapping values are not allowed in this context)`},
 		{"tab indent", "limits:\n\tmaxMessages: 3\n", `turngate.yaml: line 2 col 1: invalid YAML: found character that cannot start any token`},
 		{"control character", "listen: x\nagents: [{name: \"a\x01\"}]\n", `turngate.yaml: line 2 col 19: invalid YAML: control characters are not allowed`},
 		{"alias of no anchor", "listen: x\nagents: [*nope]\n", `turngate.yaml: line 2 col 10: invalid YAML: unknown anchor 'nope' referenced`},

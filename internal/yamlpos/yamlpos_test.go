@@ -2,6 +2,7 @@ package yamlpos
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -31,5 +32,41 @@ func TestLocate(t *testing.T) {
 	}
 	if _, ok := Locate(nil, errors.New("not a syntax error")); ok {
 		t.Error("Locate accepted an error that is not yaml.v3's syntax error")
+	}
+}
+
+// The usual indentation mistakes are said in plain words, at the line and
+// column of the key at fault, with yaml.v3's words kept after them.
+func TestLocateExplains(t *testing.T) {
+	tests := []struct {
+		name, doc string
+		line, col int
+		want      string
+	}{
+		{"over-indented key", "beforeTurn:\n  - name: a\n    when: x\n      set:\n      model: y\n", 4, 7,
+			`"set" is indented deeper than "when" on the line above (column 7, not 5), so YAML reads it as more of "when"'s value, where a key cannot start: indent it as far as the keys it belongs with (mapping values are not allowed in this context)`},
+		{"over-indented key in a list item", "rules:\n  - name: a\n     when: x\n", 3, 6,
+			`"when" is indented deeper than "name" on the line above (column 6, not 5)`},
+		{"over-indented key after a comment", "a:\n  b: 1\n  # note\n    c: 2\n", 4, 5,
+			"this line's indentation lines up with no key of the block above it"},
+		{"a value holding a colon", "rules:\n  - when: a == \"x\": y\n", 2, 19,
+			`a value holds ": ", which YAML reads as the start of another key: quote the value (mapping values are not allowed in this context)`},
+		{"under-indented key", "a:\n  b:\n      c: 1\n     d: 2\n", 4, 6,
+			"this line's indentation lines up with no key of the block above it: indent it as far as the keys it belongs with (did not find expected key)"},
+		{"key off its list item", "rules:\n  - name: a\n    when: x\n   set: y\n", 4, 4,
+			`this line's indentation lines up with neither the list's items nor their keys: an item starts with "- " under the list's other items, and its keys line up after the "- " (did not find expected '-' indicator)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var n yaml.Node
+			err := yaml.Unmarshal([]byte(tt.doc), &n)
+			if err == nil {
+				t.Fatal("yaml.v3 accepted the document")
+			}
+			got, ok := Locate([]byte(tt.doc), err)
+			if !ok || got.Line != tt.line || got.Column != tt.col || !strings.HasPrefix(got.Message, tt.want) {
+				t.Errorf("Locate = %+v, %v; want %d:%d %q (yaml.v3 said %v)", got, ok, tt.line, tt.col, tt.want, err)
+			}
+		})
 	}
 }
