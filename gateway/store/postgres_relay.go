@@ -73,8 +73,8 @@ type Relay interface {
 	// SweepWaiters deletes the expired places (of replicas that died).
 	SweepWaiters(ctx context.Context) (int, error)
 	// Listen calls f with each notification of any replica (ChannelStream,
-	// ChannelCancel, ChannelLease, ChannelFollow) on a connection of its
-	// own, until ctx is done; it
+	// ChannelCancel, ChannelLease, ChannelFollow, ChannelKillSwitch) on a
+	// connection of its own, until ctx is done; it
 	// returns the error that broke the connection, so the caller listens
 	// again (it may have missed notifications meanwhile).
 	Listen(ctx context.Context, ready func(), f func(Notification)) error
@@ -235,7 +235,7 @@ func (s *Postgres) Listen(ctx context.Context, ready func(), f func(Notification
 	}
 	// The connection ends with LISTEN state on it: it is not given back.
 	defer func() { _ = conn.Hijack().Close(context.Background()) }()
-	for _, ch := range []string{ChannelStream, ChannelCancel, ChannelLease, ChannelFollow} {
+	for _, ch := range []string{ChannelStream, ChannelCancel, ChannelLease, ChannelFollow, ChannelKillSwitch} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return fmt.Errorf("listening: %w", err)
 		}

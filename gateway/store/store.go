@@ -240,6 +240,9 @@ type Store interface {
 	// (sessionmem.go).
 	SessionMemory
 
+	// KillSwitches keeps the operators' kill switches (killswitch.go).
+	KillSwitches
+
 	// Close releases the store.
 	Close() error
 }
