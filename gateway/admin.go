@@ -7,19 +7,24 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/ruleset"
 )
 
 // rulesStatus serves GET /v1/admin/rules: the live revision, its files,
-// when it loaded and the last reload error with positions.
+// when it loaded, the last reload error with positions, and the kill
+// switches in force.
 func (s *Server) rulesStatus(c *gin.Context) error {
 	c.JSON(http.StatusOK, struct {
 		ruleset.Status
 		// Replica names the replica whose revision this is: each replica
 		// loads its rules itself.
 		Replica string `json:"replica"`
-	}{s.rules.Status(), s.cfg.Replica.ID})
+		// KillSwitches are the kill switches in force, which stop calls
+		// and turns before any rule runs: no reload lifts them.
+		KillSwitches []store.KillSwitch `json:"killSwitches"`
+	}{s.rules.Status(), s.cfg.Replica.ID, s.kill.Active()})
 	return nil
 }
 

@@ -94,6 +94,9 @@ func toAPIError(err error) *apiError {
 	var ae *apiError
 	var mbe *http.MaxBytesError
 	var qfe *store.QueueFullError
+	if ae := admissionError(err); ae != nil {
+		return ae
+	}
 	switch {
 	case errors.As(err, &ae):
 		return ae

@@ -219,6 +219,8 @@ func (r *replicas) notified(n store.Notification) {
 		}
 	case store.ChannelLease:
 		r.waiters.wake(key)
+	case store.ChannelKillSwitch:
+		r.s.kill.Wake()
 	}
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/extension"
+	"github.com/turngate/turngate/gateway/killswitch"
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/sessionctx"
 	"github.com/turngate/turngate/gateway/store"
@@ -112,6 +113,10 @@ type Server struct {
 	mcp           *mcptool.Manager
 	// extensions run after the rules on every turn; Shutdown stops them.
 	extensions *extension.Set
+	// kill holds the kill switches (killswitch.go); stopKill stops their
+	// polling.
+	kill     *killswitch.Switches
+	stopKill func()
 
 	// baseCtx is every turn's parent; baseCancel aborts all turns.
 	baseCtx    context.Context
@@ -175,6 +180,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.buildSessions()
+	s.kill = s.newKillSwitches()
 	// Started last: a failed New leaves no extension worker or process.
 	s.extensions = extension.New(opts.Config.Extensions, extension.Options{Logger: s.log, Metrics: s.metrics})
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
@@ -227,6 +233,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Start requeues the submissions a previous process left running and starts
 // the submission workers. They stop at Shutdown.
 func (s *Server) Start(ctx context.Context) error {
+	if err := s.startKillSwitches(ctx); err != nil {
+		return err
+	}
 	if s.rep != nil {
 		s.stopRep = s.rep.start()
 	}
@@ -259,6 +268,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.extensions.Close(ctx)
 	if s.stopRep != nil {
 		s.stopRep()
+	}
+	if s.stopKill != nil {
+		s.stopKill()
 	}
 	return err
 }
@@ -319,6 +331,9 @@ func (s *Server) routes() http.Handler {
 	admin.GET("/rules", s.handle(s.rulesStatus))
 	admin.POST("/rules/reload", s.handle(s.rulesReload))
 	admin.POST("/rules/eval", s.handle(s.rulesEval))
+	admin.POST("/killswitch", s.handle(s.setKillSwitch))
+	admin.GET("/killswitch", s.handle(s.listKillSwitches))
+	admin.DELETE("/killswitch/:id", s.handle(s.liftKillSwitch))
 
 	if s.cfg.Debug.Pprof {
 		routePprof(r.Group("/debug/pprof", s.authenticate, s.requireAdmin))
@@ -436,7 +451,7 @@ func (s *Server) readyz(c *gin.Context) error {
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	body := gin.H{"ready": ready, "checks": checks, "replica": s.cfg.Replica.ID}
+	body := gin.H{"ready": ready, "checks": checks, "replica": s.cfg.Replica.ID, "killSwitches": len(s.kill.Active())}
 	if rev := s.rules.Current(); rev != nil {
 		body["revision"] = rev.ID()
 	}

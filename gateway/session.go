@@ -66,6 +66,9 @@ func prepareSession(ctx context.Context, ag *sessionctx.Agent, req *engine.TurnR
 // compaction. An unavailable block fails the call (the parent's model
 // sees the tool error).
 func (s *Server) prepareSubAgent(ctx context.Context, turn *engine.TurnRequest) error {
+	if err := s.kill.CheckTurn(&turn.Identity); err != nil {
+		return err // a kill switch stops the sub-agent's turns too
+	}
 	ag, ok := s.agents[turn.Identity.Agent]
 	if !ok {
 		return nil

@@ -96,6 +96,6 @@ func (s *Server) subAgentTemplate(name string) (engine.TurnRequest, error) {
 		System:   ag.system,
 		Tools:    s.agentTools(ag),
 		Defaults: ag.defaults,
-		Hooks:    engine.Compose(s.rules.Current().Hooks(s.recorder, s.failurePolicy), s.observers),
+		Hooks:    engine.Compose(s.kill.Hooks(), s.rules.Current().Hooks(s.recorder, s.failurePolicy), s.observers),
 	}, nil
 }

@@ -125,6 +125,9 @@ func (s *Server) begin(ctx context.Context, in *turnInput) (*turn, error) {
 	if s.closing.Load() {
 		return nil, errShuttingDown
 	}
+	if err := s.admitTurn(ctx, in); err != nil {
+		return nil, err
+	}
 	key := sessionKey(in.principal.Tenant, in.sessionID)
 	var (
 		release func()
@@ -303,7 +306,8 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	}
 	// The catcher comes first so that it sees the raw chat error.
 	// Extensions run after the rules (the reference's order).
-	hooks := engine.Compose(catcher, s.extensions.Wrap(rev.Hooks(s.recorder, s.failurePolicy)), withoutResponse{s.observers})
+	// The kill switches come before the rules: a stopped call runs no rule.
+	hooks := engine.Compose(catcher, s.kill.Hooks(), s.extensions.Wrap(rev.Hooks(s.recorder, s.failurePolicy)), withoutResponse{s.observers})
 	req := &engine.TurnRequest{
 		Identity: engine.Identity{
 			RequestID: in.requestID,

@@ -328,3 +328,22 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return buf.String()
 }
+
+// TestRunPolls: without a notification, the poll reads another process's
+// switch (the fallback of a replica that missed its notification).
+func TestRunPolls(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "turngate.db")
+	c := &clock{t: t0}
+	a, st := openSwitches(t, path, c, &recorded{})
+	defer st.Close()
+	b := New(Options{Store: st, Now: c.now})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx, time.Millisecond) }()
+	set(t, a, `{"block":"turns","reason":"all"}`, c.now())
+	for b.Turn("acme", "support") == nil {
+		time.Sleep(time.Millisecond) // bounded by the test's timeout; no timed assertion
+	}
+	cancel()
+	<-done
+}

@@ -53,6 +53,10 @@ type Metrics struct {
 	// InputTokens counts the input tokens providers reported, by agent and
 	// kind: cached (read from the provider's prompt cache) or uncached.
 	InputTokens *prometheus.CounterVec
+	// KillSwitchStops counts what the kill switches stopped, by what
+	// (tool_call, turn) and the switch's scope kind (fleet, tenant, agent,
+	// tenant_agent): never by tenant or switch id, so the series stay few.
+	KillSwitchStops *prometheus.CounterVec
 }
 
 // New returns Metrics registered on a fresh registry, with the Go runtime
@@ -91,11 +95,13 @@ func New() *Metrics {
 			Help: "Failed extension deliveries by extension, hook and reason: timeout (no answer in time), error (transport, HTTP status, process down, an {error} answer), invalid (an answer or result field that does not apply)."}, []string{"extension", "hook", "reason"}),
 		InputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "input_tokens_total",
 			Help: "Input tokens reported by the providers, by agent and kind: cached (read from the prompt cache: OpenAI cached_tokens, Anthropic cache_read_input_tokens) or uncached."}, []string{"agent", "kind"}),
+		KillSwitchStops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "killswitch_stops_total",
+			Help: "What the kill switches stopped, by what (tool_call, turn) and the switch's scope kind (fleet, tenant, agent, tenant_agent)."}, []string{"what", "scope"}),
 		Compactions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compactions_total",
 			Help: "Conversation compactions by agent and reason (threshold: compaction.after passed; overflow: the upstream rejected a step as too long)."}, []string{"agent", "reason"}),
 	}
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
-		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.KillSwitchStops, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/gateway/killswitch"
+	"github.com/turngate/turngate/gateway/store"
+)
+
+// The kill switch's HTTP face (POST, GET, DELETE /v1/admin/killswitch,
+// admin role); the switches themselves are package killswitch.
+
+// CodeKillSwitch answers a turn a kill switch stopped.
+const CodeKillSwitch = "kill_switch"
+
+// killSwitchPoll is how often a replica of a shared store reads the
+// switches without a notification (a variable for the tests).
+var killSwitchPoll = killswitch.PollInterval
+
+// newKillSwitches makes the gateway's kill switches on its store: stops
+// are decision records in the audit log and counted in the metrics.
+func (s *Server) newKillSwitches() *killswitch.Switches {
+	return killswitch.New(killswitch.Options{
+		Store:   s.store,
+		Record:  s.audit.Record,
+		Stopped: func(what, scope string) { s.metrics.KillSwitchStops.WithLabelValues(what, scope).Inc() },
+		Logger:  s.log,
+	})
+}
+
+// startKillSwitches reads the switches before the gateway serves (a
+// gateway that cannot read them does not start) and, when replicas share
+// the store, keeps reading them: at every notification and every
+// killswitch.PollInterval.
+func (s *Server) startKillSwitches(ctx context.Context) error {
+	if err := s.kill.Load(ctx); err != nil {
+		return fmt.Errorf("reading the kill switches: %w", err)
+	}
+	if s.rep == nil {
+		return nil // one process: its own Set and Lift apply at once
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.kill.Run(pctx, killSwitchPoll) }()
+	s.stopKill = func() { cancel(); <-done }
+	return nil
+}
+
+// knownTools are the names of the tools the gateway knows now: configured,
+// named by an agent, or listed by an MCP server.
+func (s *Server) knownTools() []string {
+	names := map[string]bool{}
+	for name := range s.tools {
+		names[name] = true
+	}
+	for _, a := range s.agents {
+		for _, name := range a.toolNames {
+			names[name] = true
+		}
+	}
+	if s.mcp != nil {
+		for _, t := range s.mcp.Tools() {
+			names[t.Name] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(names))
+}
+
+// setKillSwitch serves POST /v1/admin/killswitch: it checks the switch
+// strictly (a misspelt key, block, agent or tool is a 400 naming it, never
+// a switch that stops nothing), stores it, applies it on this replica and
+// audits who set it and why. 201 with the switch.
+func (s *Server) setKillSwitch(c *gin.Context) error {
+	data, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var spec killswitch.Spec
+	if err := decodeStrictJSON(data, &spec); err != nil {
+		return err
+	}
+	p := principal(c)
+	k, err := spec.Switch(killswitch.Known{Agents: slices.Sorted(maps.Keys(s.agents)), Tools: s.knownTools()}, p.Subject, time.Now().UTC())
+	if err != nil {
+		return errBadRequest("%v", err)
+	}
+	if err := s.kill.Set(c.Request.Context(), k); err != nil {
+		return err
+	}
+	s.audit.KillSwitch(&audit.KillSwitch{Time: k.CreatedAt, Action: audit.KillSwitchSet, RequestID: requestID(c), By: p.Subject, ByTenant: p.Tenant,
+		Reason: k.Reason, Switch: *k, Replica: s.cfg.Replica.ID})
+	s.log.Warn("kill switch set", "id", k.ID, "block", k.Block, "tools", k.Tools, "tenant", k.Tenant, "agent", k.Agent, "by", p.Subject)
+	c.JSON(http.StatusCreated, k)
+	return nil
+}
+
+// listKillSwitches serves GET /v1/admin/killswitch: the switches in force
+// on this replica.
+func (s *Server) listKillSwitches(c *gin.Context) error {
+	c.JSON(http.StatusOK, gin.H{"killSwitches": s.kill.Active(), "replica": s.cfg.Replica.ID})
+	return nil
+}
+
+// liftRequest is the optional body of DELETE /v1/admin/killswitch/:id.
+type liftRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// liftKillSwitch serves DELETE /v1/admin/killswitch/:id: it lifts the
+// switch (404 when none is in force by that id) and audits who and why.
+func (s *Server) liftKillSwitch(c *gin.Context) error {
+	var req liftRequest
+	if err := decodeOptionalBody(c, &req); err != nil {
+		return err
+	}
+	if len(req.Reason) > 1000 {
+		return errField("reason", "is longer than 1000 bytes")
+	}
+	k, err := s.kill.Lift(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errorf(http.StatusNotFound, CodeNotFound, "no kill switch %q is in force", c.Param("id"))
+		}
+		return err
+	}
+	p := principal(c)
+	s.audit.KillSwitch(&audit.KillSwitch{Time: time.Now().UTC(), Action: audit.KillSwitchLifted, RequestID: requestID(c), By: p.Subject, ByTenant: p.Tenant,
+		Reason: req.Reason, Switch: *k, Replica: s.cfg.Replica.ID})
+	s.log.Warn("kill switch lifted", "id", k.ID, "by", p.Subject)
+	c.JSON(http.StatusOK, k)
+	return nil
+}
+
+// killSwitchError is the refusal of a turn a switch stopped: 403, the
+// fixed text, and no Retry-After (it lasts until an operator lifts it).
+func killSwitchError() *apiError {
+	return &apiError{Status: http.StatusForbidden, Code: CodeKillSwitch, Message: killswitch.TurnReason}
+}

@@ -1,0 +1,313 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/killswitch"
+	"github.com/turngate/turngate/gateway/store"
+)
+
+// killSwitchKeys has an operator's admin key and two tenants' user keys.
+func killSwitchKeys(cfg *config.Config) {
+	cfg.Auth.APIKeys = []config.APIKey{
+		{Key: "ops-key", Tenant: "ops", Subject: "oncall", Roles: []string{RoleAdmin}},
+		{Key: "acme-key", Tenant: "acme", Subject: "alice"},
+		{Key: "globex-key", Tenant: "globex", Subject: "gus"},
+	}
+}
+
+// as returns a copy of g sending key.
+func (g *testGateway) as(key string) *testGateway {
+	cp := *g
+	cp.key = key
+	return &cp
+}
+
+// weatherRan reports whether a chat's stream shows the weather tool's
+// real output, and whether it shows the kill switch's reason instead.
+func weatherRan(t *testing.T, g *testGateway, session, msgID string) (ran, stopped bool) {
+	t.Helper()
+	body := mustJSON(readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody(session, msgID, "weather in Lima"))))
+	return strings.Contains(body, `"tempC":`), strings.Contains(body, killswitch.ToolReason)
+}
+
+// TestKillSwitchStopsToolCalls: an operator stops one tenant's weather
+// calls; that tenant's calls are blocked with the fixed reason, as an
+// audited decision naming the switch, counted; another tenant's run. The
+// switch shows in /v1/admin/rules and /readyz, survives a rules reload and
+// a restart, and its lift lets the calls run again.
+func TestKillSwitchStopsToolCalls(t *testing.T) {
+	cfg := testConfig(t, "basic")
+	killSwitchKeys(cfg)
+	g := startGateway(t, cfg, Options{})
+	ops, acme, globex := g.as("ops-key"), g.as("acme-key"), g.as("globex-key")
+	if ran, _ := weatherRan(t, acme, "s1", "u1"); !ran {
+		t.Fatal("before any switch the weather tool did not run")
+	}
+
+	var k store.KillSwitch
+	ops.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "tools": []string{"weath*"},
+		"scope": map[string]any{"tenant": "acme"}, "reason": "incident 42: weather API leaks"}, http.StatusCreated, &k)
+	if !strings.HasPrefix(k.ID, "ks_") || k.CreatedBy != "oncall" || k.Tenant != "acme" {
+		t.Fatalf("switch set: %+v", k)
+	}
+	if ran, stopped := weatherRan(t, acme, "s1", "u2"); ran || !stopped {
+		t.Errorf("acme's weather call: ran %v, stopped with the fixed reason %v; want stopped", ran, stopped)
+	}
+	if ran, _ := weatherRan(t, globex, "s1", "u1"); !ran {
+		t.Error("globex's weather call was stopped by acme's switch")
+	}
+
+	// The audit log: who set it and why, and the stop as a decision.
+	var setRec, stopRec map[string]any
+	for _, line := range strings.Split(g.audit.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		switch {
+		case rec["kind"] == audit.KindKillSwitch:
+			setRec = rec
+		case rec["kind"] == audit.KindDecision && rec["toolName"] == "weather" && strings.Contains(line, "killswitch/"+k.ID):
+			stopRec = rec
+		}
+	}
+	if setRec == nil || setRec["action"] != "set" || setRec["by"] != "oncall" || setRec["reason"] != "incident 42: weather API leaks" {
+		t.Errorf("kill switch audit record %v: want set by oncall with the reason", setRec)
+	}
+	if stopRec == nil || stopRec["tenant"] != "acme" || stopRec["outcome"] != "matched" || !strings.Contains(mustJSON(stopRec["decision"]), killswitch.ToolReason) {
+		t.Errorf("stop decision record %v: want acme's matched block naming the switch", stopRec)
+	}
+	if m := g.metricsText(); !strings.Contains(m, `turngate_killswitch_stops_total{scope="tenant",what="tool_call"} 1`) {
+		t.Errorf("metrics lack the stop:\n%s", grepLines(m, "killswitch"))
+	}
+
+	// Shown where operators look.
+	var rules struct {
+		Revision     string             `json:"revision"`
+		KillSwitches []store.KillSwitch `json:"killSwitches"`
+	}
+	ops.doJSON("GET", "/v1/admin/rules", nil, http.StatusOK, &rules)
+	if len(rules.KillSwitches) != 1 || rules.KillSwitches[0].ID != k.ID {
+		t.Errorf("/v1/admin/rules kill switches %+v, want %s", rules.KillSwitches, k.ID)
+	}
+	var ready map[string]any
+	g.doJSON("GET", "/readyz", nil, http.StatusOK, &ready)
+	if ready["killSwitches"] != 1.0 || ready["ready"] != true {
+		t.Errorf("/readyz %v: want ready with killSwitches 1", ready)
+	}
+
+	// A rules reload does not lift it.
+	ops.doJSON("POST", "/v1/admin/rules/reload", nil, http.StatusOK, nil)
+	if _, stopped := weatherRan(t, acme, "s1", "u3"); !stopped {
+		t.Error("a rules reload lifted the kill switch")
+	}
+
+	// A restart on the same store keeps it.
+	g.close()
+	g = startGateway(t, cfg, Options{})
+	ops, acme = g.as("ops-key"), g.as("acme-key")
+	if _, stopped := weatherRan(t, acme, "s1", "u4"); !stopped {
+		t.Error("after a restart the kill switch no longer stops")
+	}
+
+	var list struct {
+		KillSwitches []store.KillSwitch `json:"killSwitches"`
+	}
+	ops.doJSON("GET", "/v1/admin/killswitch", nil, http.StatusOK, &list)
+	if len(list.KillSwitches) != 1 {
+		t.Fatalf("list: %+v", list)
+	}
+	ops.doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, map[string]any{"reason": "fixed upstream"}, http.StatusOK, nil)
+	if ran, _ := weatherRan(t, acme, "s1", "u5"); !ran {
+		t.Error("after the lift the weather tool still does not run")
+	}
+	ops.doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, nil, http.StatusNotFound, nil)
+	if !strings.Contains(g.audit.String(), `"action":"lifted"`) || !strings.Contains(g.audit.String(), `"reason":"fixed upstream"`) {
+		t.Error("the lift is not audited with its reason")
+	}
+}
+
+// TestKillSwitchStopsTurns: a turns switch for one agent refuses its turns
+// on every entry path, before the model is called and before anything is
+// stored, with each path's refusal shape; other agents' turns run.
+func TestKillSwitchStopsTurns(t *testing.T) {
+	cfg := testConfig(t, "basic")
+	killSwitchKeys(cfg)
+	g := startGateway(t, cfg, Options{})
+	ops, acme := g.as("ops-key"), g.as("acme-key")
+	ops.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "turns", "scope": map[string]any{"agent": "demo"}, "reason": "runaway"}, http.StatusCreated, nil)
+
+	refused := func(what string, resp *http.Response) map[string]any {
+		t.Helper()
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%s: status %d, want 403: %s", what, resp.StatusCode, data)
+		}
+		var body map[string]any
+		if err := json.Unmarshal(data, &body); err != nil {
+			t.Fatalf("%s: %s: %v", what, data, err)
+		}
+		return body
+	}
+	for _, tc := range []struct{ what, path string }{
+		{"chat", "/v1/agents/demo/chat"},
+		{"saveMessages", "/v1/agents/demo/sessions/s2/messages"},
+	} {
+		body := chatBody("s1", "u1", "hello")
+		if tc.what == "saveMessages" {
+			body = map[string]any{"text": "hello"}
+		}
+		got := refused(tc.what, acme.do("POST", tc.path, body))
+		if got["code"] != CodeKillSwitch || got["message"] != killswitch.TurnReason {
+			t.Errorf("%s: body %v, want code %s and the fixed reason", tc.what, got, CodeKillSwitch)
+		}
+	}
+	got := refused("openai", acme.do("POST", "/v1/chat/completions", map[string]any{"model": "demo",
+		"messages": []any{map[string]any{"role": "user", "content": "hello"}}}))
+	if e, _ := got["error"].(map[string]any); e["code"] != CodeKillSwitch || e["type"] != "permission_error" || e["message"] != killswitch.TurnReason {
+		t.Errorf("openai: body %v, want OpenAI's error body with code %s", got, CodeKillSwitch)
+	}
+
+	ws := g.dialWS(t, "demo", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer acme-key"}}})
+	ws.write(sendFrame("r1", "s3", "u1", "hello", nil))
+	if r := ws.collect("r1"); r.end != "error" || r.err["code"] != CodeKillSwitch || r.err["status"] != 403.0 || r.err["errorText"] != killswitch.TurnReason {
+		t.Errorf("WebSocket: ended %s with %v, want an error frame with code %s", r.end, r.err, CodeKillSwitch)
+	}
+
+	// Nothing was stored: the model never ran, no session was made.
+	for _, s := range []string{"s1", "s2", "s3"} {
+		acme.doJSON("GET", "/v1/agents/demo/sessions/"+s+"/messages", nil, http.StatusNotFound, nil)
+	}
+	if n := strings.Count(g.audit.String(), `"hook":"beforeTurn"`); n != 4 {
+		t.Errorf("%d beforeTurn decision records, want 4 (one per refused turn)", n)
+	}
+	// Another agent's turns run.
+	acme.doJSON("POST", "/v1/agents/other/sessions/s9/messages", map[string]any{"text": "hello"}, http.StatusOK, nil)
+}
+
+// TestKillSwitchRefusesBadInput: a switch that would be inactive or mean
+// something else than written is a 400 naming the problem; only admins
+// set, list and lift.
+func TestKillSwitchRefusesBadInput(t *testing.T) {
+	cfg := testConfig(t, "basic")
+	killSwitchKeys(cfg)
+	g := startGateway(t, cfg, Options{})
+	ops := g.as("ops-key")
+	for _, tc := range []struct {
+		name string
+		body any
+		want string
+	}{
+		{"unknown scope key", `{"block":"tools","scope":{"tennant":"acme"},"reason":"r"}`, `unknown field "tennant"`},
+		{"unknown key", `{"block":"tools","tool":["weather"],"reason":"r"}`, `unknown field "tool"`},
+		{"misspelt tool", map[string]any{"block": "tools", "tools": []string{"wether"}, "reason": "r"}, `field tools[0]: "wether" matches none of the gateway's tools (did you mean "weather"?)`},
+		{"bad pattern", map[string]any{"block": "tools", "tools": []string{"[a-z]*"}, "reason": "r"}, `field tools[0]`},
+		{"unknown agent", map[string]any{"block": "turns", "scope": map[string]any{"agent": "dem"}, "reason": "r"}, `field scope.agent: no agent is named "dem" (did you mean "demo"?)`},
+		{"no reason", map[string]any{"block": "turns"}, `field reason: is required`},
+		{"tools as a string", `{"block":"tools","tools":"weather","reason":"r"}`, `field tools: expected []string`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out map[string]any
+			ops.doJSON("POST", "/v1/admin/killswitch", tc.body, http.StatusBadRequest, &out)
+			if msg, _ := out["message"].(string); !strings.Contains(msg, tc.want) {
+				t.Errorf("message %q, want it to contain %q", msg, tc.want)
+			}
+		})
+	}
+	var list struct {
+		KillSwitches []store.KillSwitch `json:"killSwitches"`
+	}
+	ops.doJSON("GET", "/v1/admin/killswitch", nil, http.StatusOK, &list)
+	if len(list.KillSwitches) != 0 {
+		t.Errorf("refused switches were stored: %+v", list.KillSwitches)
+	}
+	acme := g.as("acme-key")
+	acme.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "turns", "reason": "r"}, http.StatusForbidden, nil)
+	acme.doJSON("GET", "/v1/admin/killswitch", nil, http.StatusForbidden, nil)
+	acme.doJSON("DELETE", "/v1/admin/killswitch/ks_x", nil, http.StatusForbidden, nil)
+}
+
+// TestKillSwitchOnReplicas: on three replicas of one PostgreSQL database,
+// a switch set on one stops the tool calls on all three, and its lift
+// reaches them all too. The replicas poll only hourly here, so only the
+// notification can carry it: the time it took is logged (no timed
+// assertion: the machine may be loaded), the figure of the docs.
+func TestKillSwitchOnReplicas(t *testing.T) {
+	pg := onPostgres(t)
+	defer func(p time.Duration) { killSwitchPoll = p }(killSwitchPoll)
+	killSwitchPoll = time.Hour
+	var gs []*testGateway
+	for _, id := range []string{"replica-a", "replica-b", "replica-c"} {
+		cfg := testConfig(t, "basic")
+		pg(cfg)
+		killSwitchKeys(cfg)
+		cfg.Replica.ID = id
+		gs = append(gs, startGateway(t, cfg, Options{}))
+	}
+	var k store.KillSwitch
+	start := time.Now()
+	applied := goWaitApplied(t, gs, func(s *Server) bool { return s.kill.ToolCall("acme", "demo", "weather") != nil })
+	gs[0].as("ops-key").doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "incident"}, http.StatusCreated, &k)
+	answered := time.Since(start)
+	at := applied()
+	t.Logf("kill switch set on replica-a (answered after %v): in force on replica-a after %v, replica-b after %v, replica-c after %v",
+		answered, at[0].Sub(start), at[1].Sub(start), at[2].Sub(start))
+	for i, g := range gs {
+		if ran, stopped := weatherRan(t, g.as("acme-key"), "s"+string(rune('a'+i)), "u1"); ran || !stopped {
+			t.Errorf("%s: weather ran %v, stopped %v; want stopped", g.cfg.Replica.ID, ran, stopped)
+		}
+	}
+	start = time.Now()
+	lifted := goWaitApplied(t, gs, func(s *Server) bool { return s.kill.ToolCall("acme", "demo", "weather") == nil })
+	gs[2].as("ops-key").doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, nil, http.StatusOK, nil)
+	at = lifted()
+	t.Logf("kill switch lifted on replica-c: lifted on replica-a after %v, replica-b after %v", at[0].Sub(start), at[1].Sub(start))
+	for i, g := range gs {
+		if ran, _ := weatherRan(t, g.as("acme-key"), "s"+string(rune('a'+i)), "u2"); !ran {
+			t.Errorf("%s: after the lift the weather tool does not run", g.cfg.Replica.ID)
+		}
+	}
+}
+
+// goWaitApplied polls, from now on in a goroutine, every 100 µs, when each
+// gateway first satisfies cond; wait returns those times (at most 30 s:
+// a bound, not an assertion on the time).
+func goWaitApplied(t *testing.T, gs []*testGateway, cond func(*Server) bool) (wait func() []time.Time) {
+	t.Helper()
+	at := make([]time.Time, len(gs))
+	done := make(chan bool, 1)
+	go func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for left := len(gs); left > 0; time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				done <- false
+				return
+			}
+			for i, g := range gs {
+				if at[i].IsZero() && cond(g.srv) {
+					at[i] = time.Now()
+					left--
+				}
+			}
+		}
+		done <- true
+	}()
+	return func() []time.Time {
+		t.Helper()
+		if !<-done {
+			t.Fatalf("not applied on every replica in 30 s: %v", at)
+		}
+		return at
+	}
+}
