@@ -218,7 +218,9 @@ type StoppedError struct {
 	Switch store.KillSwitch
 }
 
-func (e *StoppedError) Error() string { return fmt.Sprintf("%s (kill switch %s)", TurnReason, e.Switch.ID) }
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("%s (kill switch %s)", TurnReason, e.Switch.ID)
+}
 
 // CheckTurn returns a *StoppedError when a switch stops the turn of id,
 // after recording the refusal; nil otherwise.

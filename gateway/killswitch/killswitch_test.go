@@ -176,7 +176,11 @@ type recorded struct {
 	stops   []string
 }
 
-func (r *recorded) record(x *policy.Record) { r.mu.Lock(); defer r.mu.Unlock(); r.records = append(r.records, x) }
+func (r *recorded) record(x *policy.Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, x)
+}
 func (r *recorded) stopped(what, scope string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -8,10 +8,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/agnivade/levenshtein"
 	"github.com/google/uuid"
 
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/internal/suggest"
 )
 
 // Spec is the body of POST /v1/admin/killswitch: what to stop, where, why
@@ -230,18 +230,10 @@ func Match(pattern, name string) bool {
 }
 
 // didYouMean returns ` (did you mean "x"?)` for the candidate closest to
-// s, or "" when none is close: at most two letters, or a third of them,
-// differ.
+// s, or "" when none is close.
 func didYouMean(s string, candidates []string) string {
-	best, bestD := "", max(2, len(s)/3)+1
-	sorted := slices.Sorted(slices.Values(candidates))
-	for _, c := range sorted {
-		if d := levenshtein.ComputeDistance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
-			best, bestD = c, d
-		}
+	if best := suggest.Closest(s, candidates); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return ""
 }
