@@ -132,3 +132,17 @@ type File struct {
 	Path string
 	Data []byte
 }
+
+// CodeUnknownToolWarning is a warning, not an error: a rule names a tool
+// that the gateway config given to `turngate check --config` does not
+// define, so the rule may never match (a typo, or a renamed tool).
+const CodeUnknownToolWarning = "unknown_tool_warning"
+
+// ToolName is a tool name a rule spells out as a literal (compares the
+// called tool's name with, or lists in activeTools), and where.
+type ToolName struct {
+	Name     string
+	Location Location
+	// Snippet is the source line with a caret under the name.
+	Snippet string
+}

@@ -27,6 +27,7 @@ func TestRulesCommands(t *testing.T) {
 		{"check good", []string{"check", dir + "/good"}, 0, "check_good.golden"},
 		{"check good json, flag after dir", []string{"check", dir + "/good", "--format=json"}, 0, "check_good_json.golden"},
 		{"check conflicts warns", []string{"check", dir + "/conflicts"}, 0, "check_conflicts.golden"},
+		{"check --config warns for unknown tools", []string{"check", "--config", dir + "/unknown_tools_config.yaml", dir + "/unknown_tools"}, 0, "check_unknown_tools.golden"},
 		{"check conflicts json", []string{"check", "--format", "json", dir + "/conflicts"}, 0, "check_conflicts_json.golden"},
 		{"test good", []string{"test", dir + "/good"}, 0, "test_good.golden"},
 		{"test good verbose", []string{"test", "-v", dir + "/good"}, 0, "test_good_verbose.golden"},

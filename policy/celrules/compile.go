@@ -77,6 +77,8 @@ type Set struct {
 	turnShadow, stepShadow bool
 	// warnings are the statically visible conflicts (see conflictWarnings).
 	warnings policy.Errors
+	// toolNames are the tool names the rules spell out (toolnames.go).
+	toolNames []policy.ToolName
 }
 
 // rule is one compiled rule.
@@ -187,6 +189,7 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 		return nil, c.errs[:min(len(c.errs), policy.MaxErrors)]
 	}
 	s.warnings = conflictWarnings(all)
+	s.toolNames = c.toolNames
 	return s, nil
 }
 
@@ -195,6 +198,8 @@ type compiler struct {
 	opts Options
 	envs map[string]*cel.Env
 	errs policy.Errors
+	// toolNames are the tool-name literals of the rules (toolnames.go).
+	toolNames []policy.ToolName
 }
 
 // compileRule compiles a rule's expressions; it returns nil when any of
@@ -255,6 +260,7 @@ func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field 
 		c.celErrors(src, spec, field, n, iss, policy.CodeCompile, nil)
 		return nil
 	}
+	c.collectToolNames(src, n, field, ast)
 	line, col := c.exprPosition(src, n, 0)
 	if msg := typeErr(ast.OutputType()); msg != "" {
 		c.add(src.errorAt(policy.CodeType, line, col, msg), spec.name, field)

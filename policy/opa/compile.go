@@ -84,6 +84,9 @@ type Policy struct {
 	rules map[string][]*ast.Location
 	// shadows evaluates the shadow rules (shadow.go); nil without any.
 	shadows *shadows
+	// toolNames are the tool names the modules compare the called tool's
+	// name with (toolnames.go).
+	toolNames []policy.ToolName
 }
 
 // HasToolCall reports whether some module defines package
@@ -133,7 +136,7 @@ func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, po
 	if len(b.errs) > 0 {
 		return nil, b.result()
 	}
-	p := &Policy{opts: opts, src: b.src, schemas: &schemaCache{}, rules: ruleLocations(c)}
+	p := &Policy{opts: opts, src: b.src, schemas: &schemaCache{}, rules: ruleLocations(c), toolNames: b.toolNames(parsed)}
 	store := newStore(doc)
 	for _, q := range []struct {
 		ref ast.Ref

@@ -186,6 +186,17 @@ func (r *Revision) Rego() *opa.Policy { return r.rego }
 // with files named as in errors.
 func (r *Revision) Warnings() policy.Errors { return r.warnings }
 
+// ToolNames returns the tool names the rules spell out as literals, CEL's
+// (celrules.Set.ToolNames) then Rego's (opa.Policy.ToolNames), with files
+// named as in errors.
+func (r *Revision) ToolNames() []policy.ToolName {
+	names := append(r.cel.ToolNames(), r.rego.ToolNames()...)
+	for i := range names {
+		names[i].Location = locate(r.root, names[i].Location)
+	}
+	return names
+}
+
 // Load reads the rules directory dir and compiles it into a Revision. It
 // reports every error of every file at once, in file and position order.
 //
