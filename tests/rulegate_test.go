@@ -78,8 +78,15 @@ func TestFailingTestRejectsReload(t *testing.T) {
 	})
 	e := st.LastError[0]
 	if len(st.LastError) != 1 || filepath.Base(e.Location.File) != "tool_call_test.rego" || e.Location.Line != 9 || e.Location.Column != 1 ||
-		e.Rule != "data.turngate.tool_call_test.test_weather_paused" || e.Message != "test failed" {
+		e.Rule != "data.turngate.tool_call_test.test_weather_paused" {
 		t.Errorf("lastError = %+v, want test_weather_paused failed at tool_call_test.rego:9:1", st.LastError)
+	}
+	// The message shows the expression that failed and its values, as
+	// `opa test --var-values` does.
+	if want := "test failed at tool_call_test.rego:10:\n" +
+		"\tdata.turngate.tool_call.block[\"weather lookups are PAUSED\"] with input as {\"tool\": {\"name\": \"weather\"}}\n" +
+		"\t|\n\tundefined"; e.Message != want {
+		t.Errorf("lastError message:\n%s\nwant:\n%s", e.Message, want)
 	}
 	if st.Revision != before.Revision {
 		t.Errorf("revision = %s, want the last good %s", st.Revision, before.Revision)

@@ -3,7 +3,9 @@ package opa
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/cover"
 	"github.com/open-policy-agent/opa/v1/tester"
+	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"github.com/turngate/turngate/policy"
 )
@@ -63,14 +66,17 @@ func runTests(ctx context.Context, modules, tests, data []policy.File, opts Opti
 		return nil, nil, b.result()
 	}
 	store := newStore(doc)
-	runner := tester.NewRunner().
-		SetCompiler(b.compiler(doc, parsed)).
-		SetStore(store).
-		SetModules(parsed).
-		SetDefaultRegoVersion(ast.RegoV1).
-		SetTimeout(opts.testTimeout()).
-		RaiseBuiltinErrors(true).
-		CapturePrintOutput(true)
+	newRunner := func() *tester.Runner {
+		return tester.NewRunner().
+			SetCompiler(b.compiler(doc, parsed)).
+			SetStore(store).
+			SetModules(parsed).
+			SetDefaultRegoVersion(ast.RegoV1).
+			SetTimeout(opts.testTimeout()).
+			RaiseBuiltinErrors(true).
+			CapturePrintOutput(true)
+	}
+	runner := newRunner()
 	var cov *cover.Cover
 	if measure {
 		cov = cover.New()
@@ -86,8 +92,15 @@ func runTests(ctx context.Context, modules, tests, data []policy.File, opts Opti
 		return nil, nil, b.result()
 	}
 	var results []TestResult
+	var failed []string
 	for r := range ch {
 		results = append(results, testResult(r))
+		if r.Fail && r.Error == nil {
+			failed = append(failed, regexp.QuoteMeta(r.Package+"."+r.Name))
+		}
+	}
+	if len(failed) > 0 {
+		explainFailures(ctx, newRunner().Filter("^("+strings.Join(failed, "|")+")$"), results)
 	}
 	slices.SortFunc(results, func(x, y TestResult) int {
 		return cmp.Or(
@@ -146,6 +159,51 @@ func coverage(rep cover.Report, modules map[string]*ast.Module) *Coverage {
 		c.CoverableLines += f.CoverableLines
 	}
 	return c
+}
+
+// explainFailures runs the failed tests again with runner (filtered to
+// them) tracing, and adds to each one's message the expression that failed
+// and the values of its terms, as `opa test --var-values` shows them. The
+// first run does not trace: tracing every test of every reload would cost
+// for the passing ones too.
+func explainFailures(ctx context.Context, runner *tester.Runner, results []TestResult) {
+	ch, err := runner.EnableTracing(true).RunTests(ctx, nil)
+	if err != nil {
+		return // the first run compiled; the message stays "test failed"
+	}
+	why := map[string]string{}
+	for r := range ch {
+		if r.Fail {
+			why[r.Package+"."+r.Name] = failedAt(r.Trace)
+		}
+	}
+	for i, t := range results {
+		if w := why[t.Package+"."+t.Name]; w != "" && !t.Passed {
+			results[i].Message += " " + w
+		}
+	}
+}
+
+// failedAt renders the last expression that failed in trace, as OPA's test
+// reporter finds it: "at FILE:ROW:", then the expression with
+// the value of each of its terms under it.
+func failedAt(trace []*topdown.Event) string {
+	for _, e := range slices.Backward(trace) {
+		if e.Op != topdown.FailOp || e.Location == nil || e.QueryID == 0 {
+			continue
+		}
+		if expr, ok := e.Node.(*ast.Expr); ok {
+			if _, every := expr.Terms.(*ast.Every); every {
+				continue // the failing expression inside the body comes first
+			}
+		}
+		var b strings.Builder
+		if err := topdown.PrettyEvent(&b, e, topdown.PrettyEventOpts{PrettyVars: true}); err != nil {
+			return ""
+		}
+		return fmt.Sprintf("at %s:%d:\n%s", e.Location.File, e.Location.Row, strings.TrimRight(b.String(), "\n"))
+	}
+	return ""
 }
 
 func testResult(r *tester.Result) TestResult {

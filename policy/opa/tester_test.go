@@ -30,7 +30,10 @@ func TestRunTests(t *testing.T) {
 	want := []string{
 		"testdata/runtests/policy_test.rego:5 data.turngate.tool_call_test.test_user_cannot_delete passed=true skipped=false",
 		"testdata/runtests/policy_test.rego:9 data.turngate.tool_call_test.test_admin_can_delete passed=true skipped=false",
-		`testdata/runtests/policy_test.rego:14 data.turngate.tool_call_test.test_admin_blocked_fails passed=false skipped=false message=test failed output=block set: set()`,
+		`testdata/runtests/policy_test.rego:14 data.turngate.tool_call_test.test_admin_blocked_fails passed=false skipped=false message=test failed at testdata/runtests/policy_test.rego:16:
+	tool_call.block == {"only admins may delete"} with input as {"tool": {"name": "delete"}, "principal": {"roles": ["admin"]}}
+	|
+	set() output=block set: set()`,
 		"testdata/runtests/policy_test.rego:19 data.turngate.tool_call_test.test_runtime_error passed=false skipped=false message=testdata/runtests/policy_test.rego:20: eval_builtin_error: div: divide by zero",
 		"testdata/runtests/policy_test.rego:23 data.turngate.tool_call_test.todo_test_later passed=true skipped=true",
 	}

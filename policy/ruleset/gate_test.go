@@ -120,7 +120,9 @@ func TestTestGate(t *testing.T) {
 		gate  TestGate
 		want  string // substring of the startup error; "" when it starts
 	}{
-		{"failing test refuses startup", failing, TestsIfPresent, "tools_test.rego:9:1: test_failed: rule \"data.turngate.tool_call_test.test_search_blocked\": test failed (output: block: set())"},
+		{"failing test refuses startup", failing, TestsIfPresent, "tools_test.rego:9:1: test_failed: rule \"data.turngate.tool_call_test.test_search_blocked\": test failed at tools_test.rego:11: (output: block: set())\n" +
+			"\tcount(data.turngate.tool_call.block) == 1 with input as {\"tool\": {\"name\": \"search\"}, \"body\": {\"mode\": \"read-only\"}}\n" +
+			"\t|     |\n\t|     set()\n\t0"},
 		{"no tests is fine by default", noTests, TestsIfPresent, ""},
 		{"no tests when required", noTests, TestsRequired, "tests_missing: rules.requireTests is true but the directory has no tests"},
 		{"passing tests when required", defaultSet(), TestsRequired, ""},

@@ -201,11 +201,17 @@ func (r *Revision) checkTests(ctx context.Context) policy.Errors {
 	return failed
 }
 
-// testFailure is a failed test's message, with what it printed.
+// testFailure is a failed test's message, with what it printed after its
+// first line (the failing expression and its values, for a Rego test, go
+// on the lines after).
 func testFailure(t TestResult) string {
 	msg := cmp.Or(t.Message, "test failed")
 	if out := strings.TrimRight(t.Output, "\n"); out != "" {
-		msg += " (output: " + strings.ReplaceAll(out, "\n", "; ") + ")"
+		first, rest, multi := strings.Cut(msg, "\n")
+		msg = first + " (output: " + strings.ReplaceAll(out, "\n", "; ") + ")"
+		if multi {
+			msg += "\n" + rest
+		}
 	}
 	return msg
 }
