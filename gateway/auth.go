@@ -13,6 +13,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/httpguard"
 )
 
 // RoleAdmin is the role the admin endpoints require.
@@ -82,6 +83,22 @@ func (a *authenticator) lookup(key string) (engine.Principal, bool) {
 }
 
 const principalKey = "turngate.principal"
+
+// guard sets the response headers every answer carries and, on a gateway
+// without API keys, refuses what httpguard.OpenModeRefusal names (403):
+// requests for another name than its loopback address, and cross-site
+// requests that could change something.
+func (s *Server) guard(c *gin.Context) {
+	httpguard.SetResponseHeaders(c.Writer.Header())
+	if s.auth.open() {
+		if why := httpguard.OpenModeRefusal(c.Request); why != "" {
+			s.writeError(c, errorf(http.StatusForbidden, CodeForbidden, "%s", why))
+			c.Abort()
+			return
+		}
+	}
+	c.Next()
+}
 
 // authenticate sets the request's principal or answers 401.
 func (s *Server) authenticate(c *gin.Context) {

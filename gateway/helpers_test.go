@@ -238,7 +238,7 @@ func readUIStreamRaw(t *testing.T, resp *http.Response) ([]chunk, []byte) {
 		t.Fatalf("status %d: %s", resp.StatusCode, data)
 	}
 	for k, v := range map[string]string{
-		"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "Connection": "keep-alive",
+		"Content-Type": "text/event-stream", "Cache-Control": "no-cache, no-store", "Connection": "keep-alive",
 		"X-Vercel-Ai-Ui-Message-Stream": "v1", "X-Accel-Buffering": "no",
 	} {
 		if got := resp.Header.Get(k); got != v {

@@ -249,7 +249,7 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 	defer s.metrics.ActiveStreams.Dec()
 	h := c.Writer.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	h.Set("Cache-Control", "no-cache, no-store")
 	h.Set("Connection", "keep-alive")
 	c.Status(http.StatusOK)
 	_ = enc.buf.Follow(c.Request.Context(), c.Writer)

@@ -8,11 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/gateway/httpguard"
 )
 
 // idPattern is what session, message and request ids may look like: the
@@ -22,12 +25,30 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
 
 func validID(id string) bool { return idPattern.MatchString(id) && id != "." && id != ".." }
 
-// readBody reads the (size-limited) request body and checks that it is
-// UTF-8 JSON; it names what is wrong otherwise.
-func readBody(c *gin.Context) ([]byte, error) {
-	if ct := c.ContentType(); ct != "" && ct != "application/json" {
-		return nil, errorf(http.StatusUnsupportedMediaType, CodeUnsupportedType, "content type must be application/json, not %q", ct)
+// jsonBodies refuses a request body that is not declared JSON, whatever
+// the route does with it (415): a form or text/plain POST, which a browser
+// sends cross-site without asking, is never an API request.
+func (s *Server) jsonBodies(c *gin.Context) {
+	if !httpguard.HasBody(c.Request) {
+		c.Next()
+		return
 	}
+	if ct, ok := httpguard.BodyType(c.Request); !ok {
+		msg := "a request body must be sent with Content-Type: " + httpguard.JSONType
+		if ct != "" {
+			msg += fmt.Sprintf(", not %q", ct)
+		}
+		s.writeError(c, errorf(http.StatusUnsupportedMediaType, CodeUnsupportedType, "%s", msg))
+		c.Abort()
+		return
+	}
+	c.Next()
+}
+
+// readBody reads the (size-limited) request body and checks that it is
+// UTF-8 JSON; it names what is wrong otherwise (jsonBodies checked its
+// content type).
+func readBody(c *gin.Context) ([]byte, error) {
 	data, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -75,7 +96,7 @@ func jsonError(err error) error {
 		if field == "" {
 			field = "(root)"
 		}
-		return errBadRequest("field %s: expected %s, got JSON %s", field, te.Type, te.Value)
+		return errBadRequest("field %s: expected %s, got JSON %s", field, jsonTypeName(te.Type), te.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return errorf(http.StatusBadRequest, CodeInvalidJSON, "malformed JSON: unexpected end of input")
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
@@ -97,11 +118,41 @@ func decodeField(raw json.RawMessage, name string, v any) error {
 			if te.Field != "" {
 				where = name + "." + te.Field
 			}
-			return errBadRequest("field %s: expected %s, got JSON %s", where, te.Type, te.Value)
+			return errBadRequest("field %s: expected %s, got JSON %s", where, jsonTypeName(te.Type), te.Value)
 		}
 		return errBadRequest("field %s: %v", name, err)
 	}
 	return nil
+}
+
+// jsonTypeName names the JSON a Go type decodes from, for a 400: a
+// client reads JSON, and the gateway's Go types are none of its business.
+func jsonTypeName(t reflect.Type) string {
+	if t == nil {
+		return "a JSON value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a JSON value"
 }
 
 // errField is a 400 about one field.
@@ -122,9 +173,6 @@ func decodeOptionalBody(c *gin.Context, v any) error {
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
-	}
-	if ct := c.ContentType(); ct != "" && ct != "application/json" {
-		return errorf(http.StatusUnsupportedMediaType, CodeUnsupportedType, "content type must be application/json, not %q", ct)
 	}
 	if !utf8.Valid(data) {
 		return errorf(http.StatusBadRequest, CodeInvalidJSON, "request body is not valid UTF-8")

@@ -293,7 +293,7 @@ func (s *Server) routes() http.Handler {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
-	r.Use(s.recovery(), s.requestIDMiddleware, s.limitBody)
+	r.Use(s.recovery(), s.requestIDMiddleware, s.guard, s.limitBody)
 	if s.cfg.Tracing.Enabled {
 		r.Use(traceContext)
 	}
@@ -308,7 +308,7 @@ func (s *Server) routes() http.Handler {
 	r.GET("/readyz", s.handle(s.readyz))
 	r.GET("/metrics", gin.WrapH(s.metrics.Handler()))
 
-	v1 := r.Group("/v1", s.authenticate)
+	v1 := r.Group("/v1", s.jsonBodies, s.authenticate)
 	ag := v1.Group("/agents/:agent")
 	ag.POST("/chat", s.handle(s.chat))
 	ag.GET("/chat/:id/stream", s.handle(s.resumeStream))
@@ -324,7 +324,7 @@ func (s *Server) routes() http.Handler {
 	v1.POST("/approvals/:id", s.handle(s.decideApproval))
 	ag.DELETE("/sessions/:id/submissions", s.handle(s.dropSubmissions))
 
-	oai := r.Group("/v1", func(c *gin.Context) { c.Set(errorFormatKey, formatOpenAI) }, s.authenticate)
+	oai := r.Group("/v1", func(c *gin.Context) { c.Set(errorFormatKey, formatOpenAI) }, s.jsonBodies, s.authenticate)
 	oai.POST("/chat/completions", s.handle(s.chatCompletions))
 
 	admin := v1.Group("/admin", s.requireAdmin)

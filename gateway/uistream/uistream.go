@@ -11,10 +11,12 @@ import (
 	"sync"
 )
 
-// SetHeaders sets the five UI message stream response headers.
+// SetHeaders sets the five UI message stream response headers; the
+// protocol's Cache-Control no-cache gets no-store beside it, as every API
+// response of the gateway has (httpguard).
 func SetHeaders(h http.Header) {
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	h.Set("Cache-Control", "no-cache, no-store")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Vercel-AI-UI-Message-Stream", "v1")
 	h.Set("X-Accel-Buffering", "no")

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+)
+
+// The probes of the security review (issue 28) against a real gateway on
+// a loopback listener.
+
+// TestOpenModeRefusesWebPages is the review's cross-site POST and forged
+// Host: a keyless gateway acts as the admin of tenant default, so a web
+// page must not reach it, neither cross-site nor by rebinding its own name
+// to 127.0.0.1.
+func TestOpenModeRefusesWebPages(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	g.doJSON("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "secret"}, http.StatusOK, nil)
+	port := g.http.URL[strings.LastIndexByte(g.http.URL, ':')+1:]
+	tests := []struct {
+		name, method, path, body string
+		headers                  []string
+		want                     int
+	}{
+		{"cross-site turn", "POST", "/v1/agents/demo/chat", `{"id":"x","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":"hi"}]}]}`,
+			[]string{"Content-Type", "application/json", "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
+		{"cross-site turn without a content type", "POST", "/v1/agents/demo/chat", `{"id":"x","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":"hi"}]}]}`,
+			nil, http.StatusUnsupportedMediaType},
+		{"cross-site reload", "POST", "/v1/admin/rules/reload", "", []string{"Origin", "https://evil.example"}, http.StatusForbidden},
+		{"cross-site reload by fetch metadata", "POST", "/v1/admin/rules/reload", "", []string{"Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
+		{"cross-site cancel", "POST", "/v1/agents/demo/sessions/s1/cancel", "", []string{"Origin", "null"}, http.StatusForbidden},
+		{"forged Host reads a transcript", "GET", "/v1/agents/demo/sessions/s1/messages", "", []string{"Host", "evil.example:" + port}, http.StatusForbidden},
+		{"forged Host reads metrics", "GET", "/metrics", "", []string{"Host", "evil.example"}, http.StatusForbidden},
+		{"a local page reloads", "POST", "/v1/admin/rules/reload", "", []string{"Origin", "http://localhost:5173", "Sec-Fetch-Site", "same-site"}, http.StatusOK},
+		{"localhost reads the transcript", "GET", "/v1/agents/demo/sessions/s1/messages", "", []string{"Host", "localhost:" + port}, http.StatusOK},
+		{"curl reloads", "POST", "/v1/admin/rules/reload", "", nil, http.StatusOK},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, g.http.URL+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i+1 < len(tc.headers); i += 2 {
+				if tc.headers[i] == "Host" {
+					req.Host = tc.headers[i+1]
+				} else {
+					req.Header.Set(tc.headers[i], tc.headers[i+1])
+				}
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.want {
+				t.Errorf("status %d, want %d: %s", resp.StatusCode, tc.want, data)
+			}
+		})
+	}
+	// No refused request ran a turn.
+	g.doJSON("GET", "/v1/agents/demo/sessions/x/messages", nil, http.StatusNotFound, nil)
+}
+
+// TestOpenModeRefusesReboundWebSockets: a rebound page's handshake names
+// its own host, and its Origin equals it, which the Origin check alone
+// lets through.
+func TestOpenModeRefusesReboundWebSockets(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	h := http.Header{"Host": {"evil.example"}, "Origin": {"http://evil.example"}}
+	conn, resp, err := websocket.Dial(t.Context(), g.wsURL("demo", ""), &websocket.DialOptions{HTTPHeader: h, Host: "evil.example"})
+	if err == nil {
+		conn.CloseNow()
+		t.Fatal("a rebound page's WebSocket handshake was accepted")
+	}
+	if resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("handshake answered %v, want 403", resp)
+	}
+}
+
+// TestResponseHeaders: every /v1 answer — JSON, an error, a stream — is
+// uncacheable and never sniffed.
+func TestResponseHeaders(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	g.doJSON("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "hi"}, http.StatusOK, nil)
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+	}{
+		{"transcript", "GET", "/v1/agents/demo/sessions/s1/messages", nil},
+		{"approvals", "GET", "/v1/approvals", nil},
+		{"admin", "GET", "/v1/admin/rules", nil},
+		{"an error", "GET", "/v1/agents/demo/sessions/none/messages", nil},
+		{"no route", "GET", "/v1/nothing", nil},
+		{"a stream", "POST", "/v1/agents/demo/chat", chatBody("s2", "u1", "hi")},
+		{"openai", "POST", "/v1/chat/completions", map[string]any{"model": "demo", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := g.do(tc.method, tc.path, tc.body)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if cc := resp.Header.Get("Cache-Control"); !strings.Contains(cc, "no-store") {
+				t.Errorf("Cache-Control %q (status %d)", cc, resp.StatusCode)
+			}
+			if n := resp.Header.Get("X-Content-Type-Options"); n != "nosniff" {
+				t.Errorf("X-Content-Type-Options %q", n)
+			}
+		})
+	}
+}
+
+// TestBadRequestsNameJSONTypes: a 400 names the JSON a field takes, not
+// the gateway's Go types.
+func TestBadRequestsNameJSONTypes(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	g.doJSON("POST", "/v1/agents/demo/sessions/s/messages", map[string]any{"text": "hi"}, http.StatusOK, nil)
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1/agents/demo/chat", `{"id":"s","messages":"hi"}`, "field messages: expected an array, got JSON string"},
+		{"/v1/agents/demo/chat", `{"id":"s","messages":[{"id":"u","role":"user","parts":"x"}]}`, "expected an array, got JSON string"},
+		{"/v1/agents/demo/chat", `{"id":"s","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":5}]}]}`, "expected a string, got JSON number"},
+		{"/v1/agents/demo/sessions/s/messages", `{"text":"a","async":"yes"}`, "expected true or false, got JSON string"},
+		{"/v1/agents/demo/sessions/s/continue", `{"body":[1]}`, "expected an object, got JSON array"},
+		{"/v1/chat/completions", `{"model":"demo","messages":"x"}`, "expected an array, got JSON string"},
+	} {
+		resp := g.do("POST", tc.path, tc.body)
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var body struct {
+			Message string `json:"message"`
+			Error   struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(data, &body)
+		msg := body.Message + body.Error.Message
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(msg, tc.want) || strings.Contains(msg, "engine.") || strings.Contains(msg, "[]") {
+			t.Errorf("%s %s: %d %s, want 400 with %q", tc.path, tc.body, resp.StatusCode, data, tc.want)
+		}
+	}
+}
