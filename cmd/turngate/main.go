@@ -1,6 +1,6 @@
 // Command turngate is an HTTP gateway that runs an LLM agent's turn loop
 // under operator-editable rules. Subcommands: serve, check-config, check,
-// test, eval, schema, replay, audit, version.
+// test, eval, schema, replay, audit, killswitch, version.
 package main
 
 import (
@@ -31,6 +31,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"schema":       runSchema,
 	"replay":       runReplay,
 	"audit":        runAudit,
+	"killswitch":   runKillSwitch,
 }
 
 const usage = `usage: turngate <command> [flags]
@@ -44,6 +45,7 @@ commands:
   schema         print the JSON Schema of a rule input (tool_call, tool_result, turn, step)
   replay         re-evaluate an audit log's recorded decisions against candidate rules
   audit          verify FILE...: check the audit log's hash chain (tamper evidence)
+  killswitch     set, list or lift a running gateway's kill switches (admin API)
   version        print the version, commit and Go version
 `
 

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/turngate/turngate/gateway/killswitch"
+)
+
+// killswitchCLI runs turngate killswitch with args and returns its exit
+// code, stdout and stderr.
+func killswitchCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"killswitch"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestKillSwitchCLI: set, list and lift against a running gateway, as an
+// operator would; the gateway's refusals are printed with exit 1, usage
+// mistakes exit 2.
+func TestKillSwitchCLI(t *testing.T) {
+	keys := "auth:\n  apiKeys:\n    - {key: ops-secret, tenant: ops, subject: oncall, roles: [admin]}\n    - {key: user-secret, tenant: acme}\n"
+	r := startServe(t, writeServeConfig(t, keys))
+	url := "http://" + r.addr
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte("ops-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TURNGATE_ADMIN_KEY", "")
+	auth := []string{"--url", url, "--key-file", keyFile}
+
+	code, _, stderr := killswitchCLI(t, append([]string{"set"}, append(auth, "--block", "tools", "--tool", "wether", "--reason", "r")...)...)
+	if code != 1 || !strings.Contains(stderr, `"wether" matches none of the gateway's tools (did you mean "weather"?)`) {
+		t.Errorf("misspelt tool: exit %d, stderr %q", code, stderr)
+	}
+	code, stdout, stderr := killswitchCLI(t, append([]string{"set"}, append(auth, "--block", "tools", "--tool", "weather", "--tenant", "acme",
+		"--reason", "incident 9", "--expires-in", "2h")...)...)
+	id := regexp.MustCompile(`ks_[0-9a-f-]+`).FindString(stdout)
+	if code != 0 || id == "" || !strings.Contains(stdout, "tool calls of weather in tenant acme, until ") {
+		t.Fatalf("set: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, _ = killswitchCLI(t, append([]string{"list"}, auth...)...)
+	if code != 0 || !strings.Contains(stdout, id) || !strings.Contains(stdout, "oncall") || !strings.Contains(stdout, "incident 9") {
+		t.Errorf("list: exit %d, stdout %q", code, stdout)
+	}
+	req, _ := http.NewRequest("POST", url+"/v1/agents/demo/chat",
+		strings.NewReader(`{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"weather in Paris"}]}]}`))
+	req.Header.Set("Authorization", "Bearer user-secret")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body bytes.Buffer
+	_, _ = body.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(body.String(), killswitch.ToolReason) {
+		t.Errorf("the tenant's weather call was not stopped: %s", body.String())
+	}
+
+	code, stdout, stderr = killswitchCLI(t, append(append([]string{"lift"}, auth...), "--reason", "resolved", id)...)
+	if code != 0 || !strings.Contains(stdout, "lifted "+id) {
+		t.Errorf("lift: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, _ = killswitchCLI(t, append([]string{"list"}, auth...)...)
+	if code != 0 || !strings.Contains(stdout, "no kill switch is in force") {
+		t.Errorf("list after the lift: exit %d, stdout %q", code, stdout)
+	}
+	code, _, stderr = killswitchCLI(t, append(append([]string{"lift"}, auth...), id)...)
+	if code != 1 || !strings.Contains(stderr, "404 not_found") {
+		t.Errorf("lifting twice: exit %d, stderr %q", code, stderr)
+	}
+
+	// Without the admin key, or with a user's key, the gateway refuses.
+	code, _, stderr = killswitchCLI(t, "list", "--url", url)
+	if code != 1 || !strings.Contains(stderr, "401 unauthorized") {
+		t.Errorf("no key: exit %d, stderr %q", code, stderr)
+	}
+	t.Setenv("TURNGATE_ADMIN_KEY", "user-secret")
+	code, _, stderr = killswitchCLI(t, "list", "--url", url)
+	if code != 1 || !strings.Contains(stderr, "403 forbidden") {
+		t.Errorf("a user's key: exit %d, stderr %q", code, stderr)
+	}
+
+	for _, args := range [][]string{{}, {"stop"}, {"lift", "--url", url}, {"list", "extra"}, {"set", "--url", "localhost:8080", "--block", "turns"},
+		{"set", "--url", url, "--block", "turns", "--reason", "r", "--expires-at", "tomorrow"}} {
+		if code, _, stderr := killswitchCLI(t, args...); code != 2 {
+			t.Errorf("killswitch %q: exit %d, want 2 (usage): %s", args, code, stderr)
+		}
+	}
+}
