@@ -22,8 +22,9 @@ type TestResult struct {
 	Passed   bool
 	// Message says why a case failed (empty when it passed).
 	Message string
-	// Exercised are the ids of the rules the case fired, enforced and
-	// shadow, and of the rule whose evaluation failed, for coverage.
+	// Exercised are the ids of the rules the case fired (shadow rules
+	// among them, enforced in tests) and of the rule whose evaluation
+	// failed, for coverage.
 	Exercised []string
 }
 
@@ -36,9 +37,6 @@ type testCase struct {
 	expect    map[string]any // JSON-normalised expected field values
 	noMatch   bool
 	wantError string
-	// shadow is the expected would-be decision's field values (with the
-	// shadow rules enforced); nil when the case does not check it.
-	shadow map[string]any
 }
 
 // RunTests runs the cases of CEL test files against s. A test file is
@@ -56,19 +54,16 @@ type testCase struct {
 //	    hook: beforeTurn
 //	    input: {}
 //	    expectError: cost           # evaluation fails with this substring
-//	  - name: the shadow cap would apply
-//	    hook: beforeTurn
-//	    input: {turn: {maxSteps: 50}}
-//	    expect: {maxSteps: 10}      # enforced
-//	    expectShadow: {maxSteps: 3} # with the shadow rules enforced
 //
-// expect and expectShadow are subset checks: fields they do not name may be
-// set by other rules. expectShadow may stand alone or go with expect or
-// expectNoMatch. Values are compared as JSON (toolChoice as "auto" or a
-// map). Test
+// expect is a subset check: fields it does not name may be set by other
+// rules. Values are compared as JSON (toolChoice as "auto" or a map).
+// Cases see shadow rules as enforced, as Rego tests do: a shadow rule's
+// tests are written as they will hold once it is promoted, so promoting
+// it changes no test's outcome (rules/README.md, "Shadow rules"). Test
 // files that cannot be read are reported as errors with positions; case
 // failures are results.
 func RunTests(s *Set, files []policy.File) ([]TestResult, policy.Errors) {
+	s = s.promoted()
 	var (
 		results []TestResult
 		errs    policy.Errors
@@ -99,9 +94,6 @@ func runCase(s *Set, src *source, c *testCase) TestResult {
 	res.Message = checkCase(c, cfg, tr, err)
 	res.Passed = res.Message == ""
 	res.Exercised = tr.RulesFired
-	if tr.Shadow != nil {
-		res.Exercised = append(slices.Clip(res.Exercised), tr.Shadow.RulesFired...)
-	}
 	if pe, ok := errors.AsType[*policy.Error](err); ok && pe.Rule != "" {
 		res.Exercised = append(slices.Clip(res.Exercised), pe.Rule)
 	}
@@ -126,33 +118,20 @@ func checkCase(c *testCase, cfg any, tr Trace, err error) string {
 	if c.noMatch && len(tr.RulesFired) > 0 {
 		problems = append(problems, fmt.Sprintf("want no rule to fire, got %s", strings.Join(tr.RulesFired, ", ")))
 	}
-	problems = append(problems, compareFields("", c.expect, Fields(cfg), tr.RulesFired, tr.SetBy)...)
-	if c.shadow != nil {
-		switch sh := tr.Shadow; {
-		case sh == nil:
-			problems = append(problems, "expectShadow: the hook has no shadow rules")
-		case sh.Error != "":
-			problems = append(problems, "shadow evaluation failed: "+sh.Error)
-		default:
-			problems = append(problems, compareFields("shadow ", c.shadow, Fields(sh.Decision), sh.RulesFired, nil)...)
-		}
-	}
+	problems = append(problems, compareFields(c.expect, Fields(cfg), tr.RulesFired, tr.SetBy)...)
 	return strings.Join(problems, "; ")
 }
 
-// compareFields lists how got differs from the expected field values;
-// prefix says which decision they belong to.
-func compareFields(prefix string, want, got map[string]any, fired []string, setBy map[string]string) []string {
+// compareFields lists how got differs from the expected field values.
+func compareFields(want, got map[string]any, fired []string, setBy map[string]string) []string {
 	var problems []string
 	for _, k := range sortedKeys(want) {
 		g, ok := got[k]
 		switch {
 		case !ok:
-			problems = append(problems, fmt.Sprintf("%sfield %s: not set (rules fired: %v)", prefix, k, fired))
-		case !reflect.DeepEqual(g, want[k]) && setBy != nil:
-			problems = append(problems, fmt.Sprintf("%sfield %s: want %s, got %s (set by %s)", prefix, k, jsonText(want[k]), jsonText(g), setBy[k]))
+			problems = append(problems, fmt.Sprintf("field %s: not set (rules fired: %v)", k, fired))
 		case !reflect.DeepEqual(g, want[k]):
-			problems = append(problems, fmt.Sprintf("%sfield %s: want %s, got %s (rules fired: %v)", prefix, k, jsonText(want[k]), jsonText(g), fired))
+			problems = append(problems, fmt.Sprintf("field %s: want %s, got %s (set by %s)", k, jsonText(want[k]), jsonText(g), setBy[k]))
 		}
 	}
 	return problems
@@ -228,16 +207,14 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 			if err = val.Decode(&doc); err == nil {
 				c.input, err = inputFrom(doc)
 			}
-		case "expect", "expectShadow":
-			dst := &c.expect
-			if key.Value == "expectShadow" {
-				dst = &c.shadow
-			} else {
-				outcomes++
-			}
-			if err = decodeExpect(key.Value, val, dst); err != nil {
+		case "expect":
+			outcomes++
+			if err = decodeExpect(key.Value, val, &c.expect); err != nil {
 				return nil, src.nodeError(policy.CodeSchema, val, err.Error())
 			}
+		case "expectShadow":
+			return nil, src.nodeError(policy.CodeSchema, key,
+				"expectShadow is gone: test cases see shadow rules as enforced, as Rego tests do (rules/README.md, \"Shadow rules\"), so expect checks what expectShadow did; move its fields into expect")
 		case "expectNoMatch":
 			outcomes++
 			err = val.Decode(&c.noMatch)
@@ -246,7 +223,7 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 			c.wantError = val.Value
 		default:
 			return nil, src.nodeError(policy.CodeSchema, key, fmt.Sprintf(
-				"unknown test case key %q (want name, hook, input, expect, expectNoMatch, expectError or expectShadow)", key.Value))
+				"unknown test case key %q (want name, hook, input, expect, expectNoMatch or expectError)", key.Value))
 		}
 		if err != nil {
 			return nil, src.nodeError(policy.CodeSchema, val, fmt.Sprintf("%s: %v", key.Value, err))
@@ -257,12 +234,9 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 		return nil, src.nodeError(policy.CodeSchema, cn, "test case is missing its name")
 	case c.hook == "":
 		return nil, src.nodeError(policy.CodeSchema, cn, fmt.Sprintf("test case %q is missing its hook", c.name))
-	case outcomes > 1 || (outcomes == 0 && c.shadow == nil):
+	case outcomes != 1:
 		return nil, src.nodeError(policy.CodeSchema, cn, fmt.Sprintf(
-			"test case %q needs exactly one of expect, expectNoMatch or expectError (expectShadow may go with the first two)", c.name))
-	case c.shadow != nil && c.wantError != "":
-		return nil, src.nodeError(policy.CodeSchema, cn, fmt.Sprintf(
-			"test case %q: expectShadow cannot go with expectError (shadow rules are not evaluated when the hook fails)", c.name))
+			"test case %q needs exactly one of expect, expectNoMatch or expectError", c.name))
 	}
 	if c.input == nil {
 		c.input = &Input{}
@@ -270,8 +244,8 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 	return c, nil
 }
 
-// decodeExpect reads expected field values (the value of key, expect or
-// expectShadow), normalised through JSON so they compare equal to Fields'
+// decodeExpect reads expected field values (the value of key, expect),
+// normalised through JSON so they compare equal to Fields'
 // output.
 func decodeExpect(key string, n *yaml.Node, dst *map[string]any) error {
 	var raw map[string]any
@@ -294,4 +268,27 @@ func decodeExpect(key string, n *yaml.Node, dst *map[string]any) error {
 		*dst = map[string]any{}
 	}
 	return nil
+}
+
+// promoted returns s with its shadow rules enforced, as test cases see
+// them; s itself when it has none.
+func (s *Set) promoted() *Set {
+	if !s.turnShadow && !s.stepShadow {
+		return s
+	}
+	p := *s
+	p.turnRules, p.stepRules = enforced(s.turnRules), enforced(s.stepRules)
+	p.turnShadow, p.stepShadow = false, false
+	return &p
+}
+
+// enforced copies rules with every shadow mark removed.
+func enforced(rules []*rule) []*rule {
+	out := make([]*rule, len(rules))
+	for i, r := range rules {
+		c := *r
+		c.shadow = false
+		out[i] = &c
+	}
+	return out
 }

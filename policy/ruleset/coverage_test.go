@@ -32,8 +32,7 @@ beforeStep:
   - name: fires, and the shadow candidate too
     hook: beforeTurn
     input: {turn: {continuation: true, body: {mode: y}}}
-    expect: {model: fast}
-    expectShadow: {maxSteps: 3}
+    expect: {model: fast, maxSteps: 3}
   - name: a missing body key fails
     hook: beforeTurn
     input: {turn: {continuation: true}}

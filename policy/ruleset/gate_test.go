@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -158,4 +159,56 @@ func TestHangingTestIsRejected(t *testing.T) {
 		t.Errorf("RejectReason = %q, want %q", RejectReason(err), ReasonTest)
 	}
 	t.Logf("hanging test: %v", errs[0].Message)
+}
+
+// A shadow rule means the same to the tests of both languages: tests see
+// it as enforced, so its tests are written as they will hold once it is
+// promoted, and promoting it (deleting the mark) leaves every test's
+// outcome as it was. A CEL shadow rule's tests used to see it as shadow:
+// promoting it failed its own tests and the reload was rejected.
+func TestShadowRulesInTests(t *testing.T) {
+	const celRule = `beforeTurn:
+  - name: three-steps
+    shadow: true
+    set: {maxSteps: '3'}
+`
+	const celTest = `cases:
+  - name: three steps, as once promoted
+    hook: beforeTurn
+    input: {}
+    expect: {maxSteps: 3}
+`
+	const regoRule = `package turngate.tool_call
+
+# METADATA
+# custom:
+#   shadow: true
+block contains "no deletes" if input.tool.name == "delete"
+`
+	const regoTest = `package turngate.tool_call_test
+
+test_delete_blocked if {
+	data.turngate.tool_call.block["no deletes"] with input as {"tool": {"name": "delete"}}
+}
+`
+	for _, promoted := range []bool{false, true} {
+		files := map[string]string{"turn.yaml": celRule, "turn_test.yaml": celTest, "tools.rego": regoRule, "tools_test.rego": regoTest}
+		if promoted {
+			files["turn.yaml"] = strings.Replace(celRule, "    shadow: true\n", "", 1)
+			files["tools.rego"] = strings.Replace(regoRule, "# METADATA\n# custom:\n#   shadow: true\n", "", 1)
+		}
+		dir := rulesDir(t, files)
+		if _, err := NewManager(dir, Options{Tests: TestsIfPresent}, quiet); err != nil {
+			t.Errorf("promoted %v: the tests gate the rules out: %v", promoted, err)
+		}
+		results, errs := mustLoad(t, dir, Options{}).RunTests(context.Background())
+		if errs != nil || len(results) != 2 {
+			t.Fatalf("promoted %v: results %+v, errors %v", promoted, results, errs)
+		}
+		for _, r := range results {
+			if !r.Passed {
+				t.Errorf("promoted %v: %s failed: %s", promoted, r.Name, r.Message)
+			}
+		}
+	}
 }
