@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -201,11 +200,12 @@ func (r *Revision) ToolNames() []policy.ToolName {
 // reports every error of every file at once, in file and position order.
 //
 // Load does not descend into subdirectories: a folder beside the rules (a
-// cookbook, fixtures) is never loaded by accident. Symlinks are followed, so
-// a Kubernetes ConfigMap mount, whose entries are links into "..data/",
-// loads as plain files.
+// cookbook, fixtures) is never loaded by accident. Symlinks are followed
+// inside the directory, so a Kubernetes ConfigMap mount, whose entries are
+// links into "..data/", loads as plain files; a link out of it is an
+// io_error and what it points to is never read (dirFS).
 func Load(dir string, opts Options) (*Revision, policy.Errors) {
-	return LoadFS(os.DirFS(dir), dir, opts)
+	return LoadFS(dirFS(dir), dir, opts)
 }
 
 // LoadFS is Load over a file system (an embedded rule set, for one).

@@ -45,7 +45,7 @@ type Manager struct {
 // rather than serving without rules. A nil logger means
 // opts.Logger, then slog.Default().
 func NewManager(dir string, opts Options, logger *slog.Logger) (*Manager, error) {
-	return NewManagerFS(os.DirFS(dir), dir, opts, logger)
+	return NewManagerFS(dirFS(dir), dir, opts, logger)
 }
 
 // NewManagerFS is NewManager over a file system whose top directory holds
