@@ -39,7 +39,8 @@ type JournalCall struct {
 }
 
 // JournalEntry is the outcome of one tool execution: the tool's output, or
-// the error it failed with (its text, as the model was told).
+// the text of the error it failed with (what afterToolCall records; the
+// model is told a generic text).
 type JournalEntry struct {
 	Output json.RawMessage
 	Error  string

@@ -72,7 +72,7 @@ func TestToolJournalReplaysCompletedCalls(t *testing.T) {
 				engine.JournalCall{ToolCallID: id, ToolName: "A", Input: json.RawMessage(`{"q":"x"}`)},
 				engine.JournalEntry{Error: "disk full"},
 			}},
-			wantSeen:  `"disk full"`,
+			wantSeen:  `"Tool \"A\" failed."`, // the detail stays in afterToolCall
 			wantError: true,
 			wantEntry: engine.JournalEntry{Error: "disk full"},
 		},

@@ -54,6 +54,25 @@ func publicErrorf(format string, args ...any) error {
 	return &publicError{msg: fmt.Sprintf(format, args...)}
 }
 
+// PublicError returns an error whose text msg is written for clients and
+// the model: it names no backend internals. A tool whose error is or wraps
+// one shows msg as its tool error; any other tool error shows a generic
+// text (the detail goes to afterToolCall, onChatError and the log). Its
+// Error is msg; cause, when set, is what it wraps (errors.Is and As).
+func PublicError(msg string, cause error) error {
+	return &publicError{msg: msg, cause: cause}
+}
+
+// PublicText returns the text of the PublicError err is or wraps (the
+// outermost), and whether there is one.
+func PublicText(err error) (string, bool) {
+	var pe *publicError
+	if errors.As(err, &pe) {
+		return pe.msg, true
+	}
+	return "", false
+}
+
 // turn is the state of one Run.
 type turn struct {
 	e     *Engine
@@ -872,11 +891,10 @@ func (t *turn) fail(ctx context.Context, stage string, err error) {
 
 // chatError consults onChatError and returns the text clients (and, for
 // tool errors, the model) see: the hook's replacement, or def — except that
-// an engine-made publicError shows its own text.
+// a PublicError (an engine-made one among them) shows its own text.
 func (t *turn) chatError(ctx context.Context, stage string, err error, def string) string {
-	var pe *publicError
-	if errors.As(err, &pe) {
-		def = pe.msg
+	if msg, ok := PublicText(err); ok {
+		def = msg
 	}
 	ec := &ChatErrorContext{
 		Identity:       t.req.Identity,

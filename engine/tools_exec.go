@@ -169,6 +169,16 @@ func policyErrorText(tool string) string {
 	return fmt.Sprintf("Tool %q was refused: its policy could not be evaluated.", tool)
 }
 
+// toolErrorText is what the model and the client see when a tool fails:
+// a transport error or a backend's error body names the gateway's
+// network and the backend's internals (addresses, stack traces), so they
+// stay in the afterToolCall record, the audit log, onChatError and the
+// gateway's log. An engine-made publicError (a timeout, an output that is
+// not JSON) shows its own text instead.
+func toolErrorText(tool string) string {
+	return fmt.Sprintf("Tool %q failed.", tool)
+}
+
 func (cs *callState) policyError(err error) {
 	cs.decision, cs.err, cs.errStage = DecisionError, err, StagePolicy
 }
@@ -253,11 +263,11 @@ func (t *turn) runTool(ctx context.Context, cs *callState, step int, msgs []Mode
 	cs.duration, cs.executed = time.Since(start), true
 	switch {
 	case err != nil && errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
-		err = fmt.Errorf("tool %q timed out after %s", cs.call.ToolName, timeout)
+		err = &publicError{msg: fmt.Sprintf("tool %q timed out after %s", cs.call.ToolName, timeout), cause: err}
 	case err == nil && len(out) == 0:
 		out = nullJSON
 	case err == nil && !json.Valid(out):
-		err = fmt.Errorf("tool %q returned invalid JSON", cs.call.ToolName)
+		err = publicErrorf("tool %q returned invalid JSON", cs.call.ToolName)
 	}
 	if err != nil {
 		cs.err, cs.errStage = err, StageTool
@@ -336,9 +346,12 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 	}
 	if cs.err != nil {
 		cs.success = false
-		def := cs.err.Error()
+		def := toolErrorText(cs.call.ToolName)
 		if cs.errStage == StagePolicy {
 			def = policyErrorText(cs.call.ToolName)
+		} else {
+			t.log.Warn("engine: tool call failed", "requestId", t.req.RequestID, "tool", cs.call.ToolName,
+				"toolCallId", cs.call.ToolCallID, "err", cs.err)
 		}
 		cs.errText = t.chatError(ctx, cs.errStage, cs.err, def)
 	}

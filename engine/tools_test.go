@@ -254,25 +254,37 @@ func TestInvalidCallsNeverExecute(t *testing.T) {
 	}
 }
 
+// TestToolFailuresBecomeToolErrors: a failing tool is a tool error the
+// turn goes on from. The model and the client see a generic text (or the
+// engine's own, for a timeout or an output that is not JSON), never the
+// tool's error, which names backend internals (issue 28 finding 8);
+// afterToolCall and onChatError keep it.
 func TestToolFailuresBecomeToolErrors(t *testing.T) {
 	tests := []struct {
-		name string
-		exec engine.ExecutorFunc
-		want string
+		name   string
+		exec   engine.ExecutorFunc
+		want   string // what the model and the client see
+		detail string // what afterToolCall gets
 	}{
 		{name: "error", exec: func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
 			return nil, errors.New("disk full")
-		}, want: `"disk full"`},
+		}, want: `"Tool \"A\" failed."`, detail: "disk full"},
+		{name: "transport error", exec: func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
+			return nil, errors.New("http tool A: Post request failed: dial tcp 127.0.0.1:1: connect: connection refused")
+		}, want: `"Tool \"A\" failed."`, detail: "http tool A: Post request failed: dial tcp 127.0.0.1:1: connect: connection refused"},
+		{name: "public error", exec: func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
+			return nil, engine.PublicError("the order service is closed on Sundays", errors.New("dial tcp 10.0.0.7:443: i/o timeout"))
+		}, want: `"the order service is closed on Sundays"`, detail: "the order service is closed on Sundays"},
 		{name: "panic", exec: func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
 			panic("nil map")
-		}, want: `"tool \"A\" panicked: nil map"`},
+		}, want: `"Tool \"A\" failed."`, detail: `tool "A" panicked: nil map`},
 		{name: "timeout", exec: func(ctx context.Context, _ engine.ToolExecution) (json.RawMessage, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
-		}, want: `"tool \"A\" timed out after 1ms"`},
+		}, want: `"tool \"A\" timed out after 1ms"`, detail: `tool "A" timed out after 1ms`},
 		{name: "invalid JSON", exec: func(context.Context, engine.ToolExecution) (json.RawMessage, error) {
 			return json.RawMessage(`{oops`), nil
-		}, want: `"tool \"A\" returned invalid JSON"`},
+		}, want: `"tool \"A\" returned invalid JSON"`, detail: `tool "A" returned invalid JSON`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,11 +303,15 @@ func TestToolFailuresBecomeToolErrors(t *testing.T) {
 			if !seen.IsError || string(seen.Output) != tt.want {
 				t.Errorf("model saw %s, want %s", seen.Output, tt.want)
 			}
-			rc := h.rec.after[0]
-			if rc.Success || !rc.Executed || rc.Decision != engine.DecisionAllow {
-				t.Errorf("afterToolCall %+v", rc)
+			if stream := h.ev.text(); !strings.Contains(stream, `"errorText":`+tt.want) ||
+				(tt.detail != strings.Trim(tt.want, `"`) && strings.Contains(stream, tt.detail)) {
+				t.Errorf("stream %s: want errorText %s and not %q", stream, tt.want, tt.detail)
 			}
-			if len(h.rec.errs) != 1 || h.rec.errs[0].Stage != engine.StageTool {
+			rc := h.rec.after[0]
+			if rc.Success || !rc.Executed || rc.Decision != engine.DecisionAllow || rc.Error != tt.detail {
+				t.Errorf("afterToolCall %+v, want error %q", rc, tt.detail)
+			}
+			if len(h.rec.errs) != 1 || h.rec.errs[0].Stage != engine.StageTool || h.rec.errs[0].Message != tt.detail {
 				t.Errorf("onChatError %+v", h.rec.errs)
 			}
 		})

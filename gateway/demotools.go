@@ -22,7 +22,7 @@ var builtins = map[string]engine.Executor{
 // decodeInput decodes a tool input, naming the tool on failure.
 func decodeInput(call engine.ToolExecution, v any) error {
 	if err := json.Unmarshal(call.Input, v); err != nil {
-		return fmt.Errorf("%s: invalid input: %w", call.ToolName, err)
+		return engine.PublicError(call.ToolName+": invalid input", err)
 	}
 	return nil
 }
@@ -36,7 +36,7 @@ func weatherTool(_ context.Context, call engine.ToolExecution) (json.RawMessage,
 		return nil, err
 	}
 	if in.City == "" {
-		return nil, fmt.Errorf("weather: city is required")
+		return nil, engine.PublicError("weather: city is required", nil)
 	}
 	h := fnv.New32a()
 	h.Write([]byte(in.City))

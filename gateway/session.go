@@ -64,7 +64,7 @@ func prepareSession(ctx context.Context, ag *sessionctx.Agent, req *engine.TurnR
 // context blocks (ordered and marked for caching with cachedPrompt),
 // writable blocks shown empty, and no update_context, search_history or
 // compaction. An unavailable block fails the call (the parent's model
-// sees the tool error).
+// sees the tool error naming the block; other failures, a generic one).
 func (s *Server) prepareSubAgent(ctx context.Context, turn *engine.TurnRequest) error {
 	if err := s.kill.CheckTurn(&turn.Identity); err != nil {
 		return err // a kill switch stops the sub-agent's turns too
@@ -76,6 +76,10 @@ func (s *Server) prepareSubAgent(ctx context.Context, turn *engine.TurnRequest) 
 	err := prepareSession(ctx, ag.session, turn, false)
 	if err != nil {
 		s.log.Error("preparing a sub-agent's session context", "requestId", turn.RequestID, "session", turn.SessionID, "agent", ag.name, "err", err)
+		var ue *sessionctx.UnavailableError
+		if errors.As(err, &ue) { // names the block, not the source's details
+			return engine.PublicError(ue.Error(), err)
+		}
 	}
 	return err
 }

@@ -262,7 +262,7 @@ agents:
 	if res.Status != engine.StatusCompleted || len(up.bodies) != 2 {
 		t.Fatalf("turn %+v after %d upstream requests, want the parent's two", res, len(up.bodies))
 	}
-	want := `sub-agent clerk: preparing the turn: context block \"notices\" is unavailable: its source failed and it has no fallback`
+	want := `sub-agent clerk: context block \"notices\" is unavailable: its source failed and it has no fallback`
 	if body := up.body(1); !strings.Contains(body, want) || strings.Contains(body, "secret-host") {
 		t.Errorf("the parent's model saw %s, want the tool error %s", body, want)
 	}

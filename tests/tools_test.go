@@ -29,6 +29,10 @@ import (
 // environment (${TURNGATE_TEST_HTTP_TOKEN}); the server refuses any other.
 const toolsToken = "e2e-secret-token"
 
+// brokenBody is the /broken endpoint's 500 body: backend internals that
+// must reach neither the client nor the model.
+const brokenBody = "pq: password authentication failed for user turngate at 10.0.3.7:5432"
+
 // bigOutputBytes is the size of the big_lookup endpoint's answer, far
 // beyond the tool's maxOutputBytes (200).
 const bigOutputBytes = 10_000
@@ -68,6 +72,9 @@ func startToolServer(t *testing.T) *toolServer {
 	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // never answers; the tool's timeout ends the call
+	})
+	mux.HandleFunc("/broken", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, brokenBody, http.StatusInternalServerError)
 	})
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]string{"report": strings.Repeat("x", bigOutputBytes)})
@@ -462,6 +469,37 @@ func TestHTTPTools(t *testing.T) {
 		}
 		if s.finishReason() != "stop" {
 			t.Errorf("finishReason = %q, want stop: a tool timeout is the model's to handle", s.finishReason())
+		}
+	})
+
+	// The review's probe (issue 28 finding 8): a backend's error body and
+	// a transport error reach neither the client nor the model, which see
+	// a generic text; the audit record keeps the detail.
+	t.Run("backend internals stay in the audit log", func(t *testing.T) {
+		for _, tt := range []struct{ session, prompt, tool, detail string }{
+			{"http-broken", "brokenly lookup Oslo", "broken_lookup", "status 500: " + brokenBody},
+			{"http-down", "lookup Oslo on a backend that is down", "down_lookup", "connection refused"},
+		} {
+			s := x.g.chat("web", userChat(tt.session, "u1", tt.prompt, nil))
+			tc := mustToolCall(t, s, tt.tool, "tool-output-error")
+			want := fmt.Sprintf("Tool %q failed.", tt.tool)
+			if tc.ErrorText != want {
+				t.Errorf("%s: errorText = %q, want %q", tt.tool, tc.ErrorText, want)
+			}
+			if saw := "The " + tt.tool + " tool failed: " + want; !strings.Contains(s.text(), saw) {
+				t.Errorf("%s: the model's answer %q does not show it saw %q", tt.tool, s.text(), saw)
+			}
+			for _, leak := range []string{"10.0.3.7", "pq:", "127.0.0.1:1", "connection refused", "dial tcp"} {
+				if strings.Contains(s.String(), leak) {
+					t.Errorf("%s: the stream shows %q:\n%s", tt.tool, leak, s)
+				}
+			}
+			rec := x.g.waitAudit("the failed "+tt.tool, func(rec map[string]any) bool {
+				return rec["kind"] == "afterToolCall" && rec["sessionId"] == tt.session && rec["toolName"] == tt.tool
+			})
+			if e, _ := rec["error"].(string); !strings.Contains(e, tt.detail) {
+				t.Errorf("%s: audit error %q, want the detail %q", tt.tool, e, tt.detail)
+			}
 		}
 	})
 

@@ -48,7 +48,7 @@ func (a *Agent) searchTool() engine.Tool {
 func (a *Agent) search(ctx context.Context, call engine.ToolExecution) (json.RawMessage, error) {
 	var in searchInput
 	if err := json.Unmarshal(call.Input, &in); err != nil {
-		return nil, fmt.Errorf("%s: input must be {query, limit?}: %w", SearchToolName, err)
+		return nil, engine.PublicError(SearchToolName+": input must be {query, limit?}", err)
 	}
 	if in.Limit == 0 {
 		in.Limit = defaultSearchLimit

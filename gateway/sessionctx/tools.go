@@ -59,19 +59,20 @@ func (a *Agent) updateTool() (engine.Tool, bool) {
 }
 
 // update runs one update_context call: the input is the one the rules
-// allowed (or patched).
+// allowed (or patched). Its errors about the input are the model's to
+// correct (engine.PublicError); a store failure shows a generic text.
 func (a *Agent) update(ctx context.Context, call engine.ToolExecution) (json.RawMessage, error) {
 	var in updateInput
 	if err := json.Unmarshal(call.Input, &in); err != nil {
-		return nil, fmt.Errorf("%s: input must be {block, content}: %w", UpdateToolName, err)
+		return nil, engine.PublicError(UpdateToolName+": input must be {block, content}", err)
 	}
 	i := slices.IndexFunc(a.cfg.Context, func(b config.ContextBlock) bool { return b.Name == in.Block && b.Writable })
 	if i < 0 {
-		return nil, fmt.Errorf("%s: %q is not a writable context block", UpdateToolName, in.Block)
+		return nil, engine.PublicError(fmt.Sprintf("%s: %q is not a writable context block", UpdateToolName, in.Block), nil)
 	}
 	b := &a.cfg.Context[i]
 	if n := estimateTokens(in.Content); n > b.MaxTokens {
-		return nil, fmt.Errorf("%s: the content is about %d tokens, over the %d block %q may hold; write a shorter content", UpdateToolName, n, b.MaxTokens, b.Name)
+		return nil, engine.PublicError(fmt.Sprintf("%s: the content is about %d tokens, over the %d block %q may hold; write a shorter content", UpdateToolName, n, b.MaxTokens, b.Name), nil)
 	}
 	if err := a.deps.Store.PutContextBlock(ctx, call.Principal.Tenant, call.SessionID, b.Name, in.Content); err != nil {
 		return nil, fmt.Errorf("%s: the block was not stored: %w", UpdateToolName, err)

@@ -88,7 +88,7 @@ func New(cfg Config, runner Runner) (*Executor, error) {
 // deeper than the limit.
 func (e *Executor) Execute(ctx context.Context, call engine.ToolExecution) (json.RawMessage, error) {
 	if call.Depth+1 > e.maxDepth {
-		return nil, fmt.Errorf("sub-agent depth limit %d reached", e.maxDepth)
+		return nil, engine.PublicError(fmt.Sprintf("sub-agent depth limit %d reached", e.maxDepth), nil)
 	}
 	out, err := e.runner.RunSubAgent(ctx, Request{
 		Parent:     call.Identity,
@@ -97,7 +97,13 @@ func (e *Executor) Execute(ctx context.Context, call engine.ToolExecution) (json
 		Input:      call.Input,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sub-agent %s: %w", e.agent, err)
+		// The parent's model sees the sub-agent's failure when it is
+		// written for it (engine.PublicError), a generic text otherwise.
+		err = fmt.Errorf("sub-agent %s: %w", e.agent, err)
+		if msg, ok := engine.PublicText(err); ok {
+			return nil, engine.PublicError(fmt.Sprintf("sub-agent %s: %s", e.agent, msg), err)
+		}
+		return nil, err
 	}
 	return out, nil
 }

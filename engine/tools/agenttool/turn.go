@@ -3,7 +3,6 @@ package agenttool
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -95,7 +94,9 @@ func Prompt(input json.RawMessage) string {
 // TurnOutput maps a sub-agent's turn result to the tool's output: the
 // structured output if the turn produced one, otherwise the last step's
 // text as a JSON string. A turn that failed, was aborted, or stopped on
-// client tool calls (which a sub-agent cannot hand to anyone) is an error.
+// client tool calls (which a sub-agent cannot hand to anyone) is an error,
+// an engine.PublicError: a failed turn's res.Error is already the text its
+// own client would see.
 func TurnOutput(res *engine.TurnResult) (json.RawMessage, error) {
 	switch {
 	case res.Status == engine.StatusError:
@@ -103,11 +104,11 @@ func TurnOutput(res *engine.TurnResult) (json.RawMessage, error) {
 		if msg == "" {
 			msg = "unknown error"
 		}
-		return nil, fmt.Errorf("turn failed: %s", msg)
+		return nil, engine.PublicError("turn failed: "+msg, nil)
 	case res.Status == engine.StatusAborted:
-		return nil, errors.New("turn aborted")
+		return nil, engine.PublicError("turn aborted", nil)
 	case len(res.PendingToolCalls) > 0:
-		return nil, fmt.Errorf("turn stopped on client tool call %q, which a sub-agent cannot run", res.PendingToolCalls[0].ToolName)
+		return nil, engine.PublicError(fmt.Sprintf("turn stopped on client tool call %q, which a sub-agent cannot run", res.PendingToolCalls[0].ToolName), nil)
 	case len(res.Output) > 0:
 		return res.Output, nil
 	}

@@ -1,8 +1,9 @@
 // Package httptool runs a tool by sending its JSON input to an HTTP
 // endpoint. A 2xx JSON response is the tool's output as is, a 2xx text
 // response becomes a JSON string, and anything else (a non-2xx status, a
-// transport error, a timeout, an unreadable body) is a tool error the model
-// sees.
+// transport error, a timeout, an unreadable body) is a tool error: the
+// engine records its text (with the start of a non-2xx body) and shows the
+// model and the client a generic one.
 package httptool
 
 import (
