@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/sameorigin"
 )
 
 // MaxErrorBodyBytes bounds how much of an error response is read: enough
@@ -73,11 +74,9 @@ func Post(ctx context.Context, req Request) (*Response, error) {
 	if req.HeaderTimeout > 0 {
 		timer = time.AfterFunc(req.HeaderTimeout, cancel)
 	}
-	client := req.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(httpReq)
+	// Redirects stay on the API's origin: its key and the conversation
+	// never go to another host.
+	resp, err := sameorigin.Client(req.Client).Do(httpReq)
 	// Stop reports false once the timer has fired and cancelled the request.
 	timedOut := timer != nil && !timer.Stop()
 	if err == nil && timedOut {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,4 +185,42 @@ func TestTransportErrorRedactsQuery(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret-key") || !strings.Contains(err.Error(), "key=xxxxx") {
 		t.Errorf("error = %v, want the query value redacted", err)
 	}
+}
+
+// TestRedirectsStayOnTheAPIOrigin: a model API that redirects to another
+// origin gets its request refused there (a 307 would resend the API key
+// and the conversation); a redirect on its own origin is followed.
+func TestRedirectsStayOnTheAPIOrigin(t *testing.T) {
+	var otherHits atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { otherHits.Add(1) }))
+	defer other.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away":
+			http.Redirect(w, r, other.URL+"/v1/messages", http.StatusTemporaryRedirect)
+		case "/moved":
+			http.Redirect(w, r, "/v1/messages", http.StatusPermanentRedirect)
+		default:
+			if r.Header.Get("X-Api-Key") != "s3cret" {
+				http.Error(w, "no key", http.StatusUnauthorized)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+		}
+	}))
+	defer api.Close()
+	post := func(path string) (*Response, error) {
+		return Post(context.Background(), Request{URL: api.URL + path, Header: http.Header{"X-Api-Key": {"s3cret"}}, Body: []byte(`{}`)})
+	}
+	if _, err := post("/away"); err == nil || !strings.Contains(err.Error(), "redirect to another origin not followed") {
+		t.Errorf("redirect to another origin: %v, want it refused", err)
+	}
+	if n := otherHits.Load(); n != 0 {
+		t.Errorf("the other origin got %d requests", n)
+	}
+	resp, err := post("/moved")
+	if err != nil {
+		t.Fatalf("same-origin redirect: %v", err)
+	}
+	resp.Close()
 }
