@@ -77,7 +77,7 @@ func TestFailingTestRejectsReload(t *testing.T) {
 		return nil
 	})
 	e := st.LastError[0]
-	if len(st.LastError) != 1 || filepath.Base(e.Location.File) != "tool_call_test.rego" || e.Location.Line != 9 || e.Location.Column != 1 ||
+	if len(st.LastError) != 1 || e.Location.File != "tool_call_test.rego" || e.Location.Line != 9 || e.Location.Column != 1 ||
 		e.Rule != "data.turngate.tool_call_test.test_weather_paused" {
 		t.Errorf("lastError = %+v, want test_weather_paused failed at tool_call_test.rego:9:1", st.LastError)
 	}

@@ -31,9 +31,11 @@ type Manager struct {
 	reloadMu sync.Mutex
 
 	// mu guards the status fields below.
-	mu           sync.Mutex
-	lastReload   time.Time
-	lastErr      policy.Errors
+	mu sync.Mutex
+	// lastReload is when a reload last swapped in a new revision;
+	// lastCheck when one last looked at the directory, whatever came of it.
+	lastReload, lastCheck time.Time
+	lastErr               policy.Errors
 	lastFailedID string // the id of the rejected candidate behind lastErr
 	reloadsOK    int64
 	reloadsFail  int64
@@ -49,16 +51,18 @@ func NewManager(dir string, opts Options, logger *slog.Logger) (*Manager, error)
 }
 
 // NewManagerFS is NewManager over a file system whose top directory holds
-// the rules; name labels it in diagnostics, logs and Status. With an
-// embedded rule set (rules.FS) Reload finds nothing new and Watch must not
-// be called.
+// the rules; name labels it in logs and Status. Diagnostics (the startup
+// error, reload errors in logs and Status, warnings) name files relative
+// to the directory, as rule ids do: "tools.rego:3:1", whatever path the
+// directory is mounted at. With an embedded rule set (rules.FS) Reload
+// finds nothing new and Watch must not be called.
 func NewManagerFS(fsys fs.FS, name string, opts Options, logger *slog.Logger) (*Manager, error) {
 	dir := name
 	if logger != nil {
 		opts.Logger = logger
 	}
 	opts = opts.withDefaults()
-	snap, errs := readSnapshot(fsys, dir)
+	snap, errs := readSnapshot(fsys, "")
 	if errs == nil {
 		var rev *Revision
 		if rev, errs = build(snap, opts); errs == nil {
@@ -87,7 +91,7 @@ func (m *Manager) Reload() (changed bool, err error) {
 	m.reloadMu.Lock()
 	defer m.reloadMu.Unlock()
 	live := m.cur.Load()
-	snap, errs := readSnapshot(m.fsys, m.dir)
+	snap, errs := readSnapshot(m.fsys, "")
 	switch {
 	case errs != nil:
 		return false, m.rejected("", errs)
@@ -162,18 +166,27 @@ func (m *Manager) rejected(id string, errs policy.Errors) error {
 }
 
 // finish updates the status after a reload attempt and reports it to
-// Options.OnReload.
+// Options.OnReload. The first good attempt after a rejected one (the fix
+// reloaded, or the broken edit reverted, which changes nothing) logs that
+// the rules are healthy again: the rejection's error line would otherwise
+// be the last word in the log.
 func (m *Manager) finish(result string, errs policy.Errors, failedID string) {
+	now := time.Now()
 	m.mu.Lock()
-	m.lastReload = time.Now()
+	healed := errs == nil && m.lastErr != nil
+	m.lastCheck = now
 	m.lastErr, m.lastFailedID = errs, failedID
 	switch result {
 	case ReloadSuccess:
 		m.reloadsOK++
+		m.lastReload = now
 	case ReloadFailure:
 		m.reloadsFail++
 	}
 	m.mu.Unlock()
+	if healed {
+		m.logger.Info("rules healthy again: the rejected candidate is gone", "dir", m.dir, "revision", m.cur.Load().id, "result", result)
+	}
 	if m.opts.OnReload != nil {
 		var err error
 		if errs != nil {
@@ -189,8 +202,12 @@ type Status struct {
 	Revision string     `json:"revision"`
 	Files    []FileInfo `json:"files"`
 	LoadedAt time.Time  `json:"loadedAt"`
-	// LastReload is the time of the last reload attempt, if any.
+	// LastReload is when a reload last changed the live revision (absent
+	// until one has): an unchanged or rejected attempt leaves it.
 	LastReload *time.Time `json:"lastReload,omitempty"`
+	// LastCheck is when a reload last looked at the directory, whatever
+	// came of it (a watch event, a poll, SIGHUP, the admin API).
+	LastCheck *time.Time `json:"lastCheck,omitempty"`
 	// LastError is the diagnostics of the last attempt when it failed; a
 	// later successful or unchanged reload clears it.
 	LastError     policy.Errors `json:"lastError,omitempty"`
@@ -214,6 +231,9 @@ func (m *Manager) Status() Status {
 	}
 	if !m.lastReload.IsZero() {
 		st.LastReload = new(m.lastReload)
+	}
+	if !m.lastCheck.IsZero() {
+		st.LastCheck = new(m.lastCheck)
 	}
 	return st
 }

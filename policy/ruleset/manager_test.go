@@ -400,8 +400,73 @@ func TestWarningsAreLogged(t *testing.T) {
 	if changed, err := m.Reload(); err != nil || !changed {
 		t.Fatalf("Reload = %v, %v; a warning must not reject a revision", changed, err)
 	}
-	want := "at=" + filepath.Join(dir, "b.yaml") + ":7:15"
+	want := "at=b.yaml:7:15" // relative to the rules directory
 	if !strings.Contains(logs.String(), "rules warning") || !strings.Contains(logs.String(), "code=conflict_warning") || !strings.Contains(logs.String(), want) {
 		t.Errorf("reload log lacks the conflict warning at %s:\n%s", want, logs.String())
+	}
+}
+
+// TestReloadStatusTells covers what the log and Status say across a broken
+// edit and its revert: the rejection names the file relative to the rules
+// directory (not the absolute path it is mounted at), the revert logs that
+// the rules are healthy again, and lastReload moves only when the revision
+// changes while lastCheck moves on every attempt.
+func TestReloadStatusTells(t *testing.T) {
+	good := "beforeTurn:\n  - name: cap\n    set:\n      maxSteps: '5'\n"
+	dir := rulesDir(t, map[string]string{"turn.yaml": good})
+	var logs bytes.Buffer
+	m, err := NewManager(dir, Options{}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Reload(); err != nil { // unchanged
+		t.Fatal(err)
+	}
+	st := m.Status()
+	if st.LastReload != nil || st.LastCheck == nil {
+		t.Fatalf("after an unchanged reload: lastReload %v, lastCheck %v; want none and a time", st.LastReload, st.LastCheck)
+	}
+
+	writeFiles(t, dir, map[string]string{"turn.yaml": "beforeTurn:\n  - name: cap\n    when: turn.contiuation\n    set:\n      maxSteps: '5'\n"})
+	if _, err := m.Reload(); err == nil {
+		t.Fatal("a broken edit was accepted")
+	}
+	st = m.Status()
+	if len(st.LastError) != 1 || st.LastError[0].Location.String() != "turn.yaml:3:15" {
+		t.Errorf("lastError = %v, want it at turn.yaml:3:15", st.LastError)
+	}
+	if strings.Contains(logs.String(), dir+string(filepath.Separator)+"turn.yaml") || !strings.Contains(logs.String(), "turn.yaml:3:15") {
+		t.Errorf("the rejection's log line should name turn.yaml:3:15, relative to the rules directory:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "healthy again") {
+		t.Fatalf("healthy again before the fix:\n%s", logs.String())
+	}
+
+	writeFiles(t, dir, map[string]string{"turn.yaml": good}) // reverted
+	if changed, err := m.Reload(); err != nil || changed {
+		t.Fatalf("the revert: changed %v, %v; want unchanged and no error", changed, err)
+	}
+	if !strings.Contains(logs.String(), `msg="rules healthy again`) {
+		t.Errorf("no log line says the rules are healthy again:\n%s", logs.String())
+	}
+	st = m.Status()
+	if st.LastError != nil || st.LastReload != nil || st.LastCheck == nil {
+		t.Errorf("after the revert: %+v; want no error and still no lastReload", st)
+	}
+
+	writeFiles(t, dir, map[string]string{"turn.yaml": good + "# changed\n"})
+	if changed, err := m.Reload(); err != nil || !changed {
+		t.Fatalf("a real change: %v, %v", changed, err)
+	}
+	st = m.Status()
+	if st.LastReload == nil || !st.LastReload.Equal(*st.LastCheck) {
+		t.Errorf("after a change: lastReload %v, lastCheck %v; want both the change's time", st.LastReload, st.LastCheck)
+	}
+	checked := *st.LastCheck
+	if _, err := m.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st2 := m.Status(); !st2.LastReload.Equal(*st.LastReload) || st2.LastCheck.Before(checked) {
+		t.Errorf("an unchanged poll moved lastReload (%v → %v) or not lastCheck", st.LastReload, st2.LastReload)
 	}
 }
