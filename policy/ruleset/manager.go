@@ -36,9 +36,9 @@ type Manager struct {
 	// lastCheck when one last looked at the directory, whatever came of it.
 	lastReload, lastCheck time.Time
 	lastErr               policy.Errors
-	lastFailedID string // the id of the rejected candidate behind lastErr
-	reloadsOK    int64
-	reloadsFail  int64
+	lastFailedID          string // the id of the rejected candidate behind lastErr
+	reloadsOK             int64
+	reloadsFail           int64
 }
 
 // NewManager loads dir and returns a Manager serving it. A directory that
