@@ -29,12 +29,16 @@ const (
 	CodeTooManyRequests  = "too_many_requests"
 	CodeQueueFull        = "too_many_queued_submissions"
 	CodeUnavailable      = "unavailable"
+	CodeStoreUnavailable = "store_unavailable"
 	CodeInternal         = "internal_error"
 	CodeRulesInvalid     = "rules_invalid"
 	CodeUnsupportedType  = "unsupported_media_type"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInvalidBody      = "invalid_body"
 )
+
+// storeRetryAfter is the Retry-After of a 503 store_unavailable.
+const storeRetryAfter = 2 * time.Second
 
 // apiError is an error with the HTTP status and code the client sees.
 // Message is safe to show; internals never go in it.
@@ -120,6 +124,11 @@ func toAPIError(err error) *apiError {
 		ae := errorf(http.StatusServiceUnavailable, CodeUnavailable,
 			"another replica took this session's turn over; retry")
 		ae.RetryAfter = time.Second
+		return ae
+	case errors.Is(err, store.ErrUnavailable):
+		ae := errorf(http.StatusServiceUnavailable, CodeStoreUnavailable,
+			"the gateway's store is unavailable; retry")
+		ae.RetryAfter, ae.Retryable = storeRetryAfter, true
 		return ae
 	case errors.Is(err, errShuttingDown):
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the gateway is shutting down")

@@ -549,14 +549,5 @@ func fenced(res *engine.TurnResult) {
 	res.Status, res.FinishReason, res.Error = engine.StatusError, engine.FinishError, errFencedText
 }
 
-// fencedOut ends the stream of a turn whose transcript writes were refused
-// because its lease was lost (it ran on, paused, while another replica took
-// the session): the client is told after the turn's last chunk.
-func fencedOut(buf *uistream.Buffer) {
-	if frame, err := uistream.EventFrame(engine.Event{Type: engine.EventError, ErrorText: errFencedText}); err == nil {
-		buf.Append(frame)
-	}
-}
-
 // errFencedText is the error of a turn fenced out of its session.
 const errFencedText = "the session's lease was lost to another replica; nothing of this turn was stored"

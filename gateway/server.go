@@ -145,7 +145,6 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		cfg:     opts.Config,
 		engine:  opts.Engine,
-		store:   opts.Store,
 		rules:   opts.Rules,
 		audit:   opts.Audit,
 		metrics: opts.Metrics,
@@ -163,6 +162,7 @@ func New(opts Options) (*Server, error) {
 	if s.metrics == nil {
 		s.metrics = metrics.New()
 	}
+	s.store = s.boundStore(opts.Store)
 	if opts.Config.Rules.FailOpen {
 		s.failurePolicy = ruleset.FailOpen
 	}
@@ -185,11 +185,30 @@ func New(opts Options) (*Server, error) {
 	s.extensions = extension.New(opts.Config.Extensions, extension.Options{Logger: s.log, Metrics: s.metrics})
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
 	s.subs = newSubmissions(s)
-	if relay, ok := opts.Store.(store.Relay); ok {
+	if relay, ok := s.store.(store.Relay); ok {
 		s.rep = newReplicas(s, relay)
 	}
 	s.handler = s.routes()
 	return s, nil
+}
+
+// boundStore gives every call of st the deadline store.timeout, and says
+// when the store becomes unavailable and when it answers again: a log
+// line and turngate_store_up, with turngate_store_unavailable_total
+// counting the failed calls.
+func (s *Server) boundStore(st store.Store) store.Store {
+	return store.Bounded(st, s.cfg.Store.Timeout, store.Watch{
+		Unavailable: func(err *store.UnavailableError) { s.metrics.StoreUnavailable.WithLabelValues(err.Op).Inc() },
+		Changed: func(up bool, err *store.UnavailableError) {
+			if up {
+				s.metrics.StoreUp.Set(1)
+				s.log.Info("store available again")
+				return
+			}
+			s.metrics.StoreUp.Set(0)
+			s.log.Error("store unavailable; requests fail with 503 store_unavailable until it answers", "op", err.Op, "err", err)
+		},
+	})
 }
 
 // recorder sends decision records to the audit log and the metrics.

@@ -154,6 +154,9 @@ func (s *Server) runAndRespond(c *gin.Context, in *turnInput) error {
 	if err := t.wait(c.Request.Context()); err != nil {
 		return err
 	}
+	if t.writeErr != nil {
+		return t.writeErr
+	}
 	if ae := refusedError(t.err); ae != nil {
 		return ae
 	}

@@ -32,6 +32,10 @@ type submissionRequest struct {
 // submissions wake them at once.
 const submissionPoll = time.Second
 
+// maxSubmissionAttempts bounds the runs of a submission that failed on an
+// unavailable store: the last one's failure is its outcome.
+const maxSubmissionAttempts = 5
+
 // submissions is the worker pool that drains durable submissions, each
 // session's in order.
 type submissions struct {
@@ -157,19 +161,37 @@ func (w *submissions) run(sub *store.Submission) {
 	if req.ResumeMessage != "" {
 		in.entry, in.create, in.body, in.setBody, in.prepare = engine.EntryToolResult, false, nil, false, s.resumePlan(req.ResumeMessage)
 	}
+	// retry leaves the submission running with its claim no longer
+	// renewed: once the claim expires, a worker claims it again (an
+	// attempt more) and runs it anew, the tool journal keeping its
+	// executed tool calls from running twice.
+	retry := func(err error) bool {
+		if !errors.Is(err, store.ErrUnavailable) || sub.Attempts >= maxSubmissionAttempts {
+			return false
+		}
+		stopRenewing()
+		s.log.Warn("submission failed on an unavailable store; it runs again once its claim expires",
+			"submission", sub.ID, "attempt", sub.Attempts, "retryIn", s.cfg.Replica.LeaseTTL, "err", err)
+		return true
+	}
 	t, err := s.begin(req.Trace.Restore(ctx), in)
 	if err != nil {
 		if errors.Is(err, errShuttingDown) {
 			stopRenewing()
 			return // stays running; requeued at the next start (SQLite) or taken over once its claim expires
 		}
-		failed(toAPIError(err).Message)
+		if !retry(err) {
+			failed(toAPIError(err).Message)
+		}
 		return
 	}
 	_ = t.wait(ctx)
 	if t.status == engine.StatusAborted && s.closing.Load() {
 		stopRenewing()
 		return // interrupted by shutdown: requeued at the next start, or taken over
+	}
+	if retry(t.writeErr) {
+		return
 	}
 	resp := newTurnResponse(t)
 	resp.Replica = s.cfg.Replica.ID

@@ -40,7 +40,11 @@ func (t *transcript) admit(ctx context.Context, user *engine.UIMessage) error {
 	if t.pending == nil {
 		return nil
 	}
-	sess, err := t.st.Admit(ctx, t.tenant, t.pending.agent, t.session, t.pending.body, user)
+	var sess *store.Session
+	err := store.RetryWrite(ctx, false, func() (err error) {
+		sess, err = t.st.Admit(ctx, t.tenant, t.pending.agent, t.session, t.pending.body, user)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -75,7 +79,7 @@ func (t *transcript) append(ctx context.Context, m engine.UIMessage) error {
 		if t.pending != nil {
 			err = t.admit(ctx, &m)
 		} else {
-			err = t.st.AppendMessage(ctx, t.tenant, t.session, m)
+			err = store.RetryWrite(ctx, false, func() error { return t.st.AppendMessage(ctx, t.tenant, t.session, m) })
 		}
 		if err != nil {
 			return err
@@ -91,7 +95,7 @@ func (t *transcript) upsert(ctx context.Context, m engine.UIMessage) error {
 		if err := t.admit(ctx, nil); err != nil {
 			return err
 		}
-		if err := t.st.UpsertMessage(ctx, t.tenant, t.session, m); err != nil {
+		if err := store.RetryWrite(ctx, true, func() error { return t.st.UpsertMessage(ctx, t.tenant, t.session, m) }); err != nil {
 			return err
 		}
 	}

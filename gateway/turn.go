@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -98,6 +99,10 @@ type turn struct {
 	result *engine.TurnResult
 	status string
 	err    error
+	// writeErr is the error of the turn's final write when it failed:
+	// nothing of the turn's end is stored, and the entry paths answer
+	// it as a failure (503 store_unavailable) whatever the engine said.
+	writeErr error
 }
 
 // wait waits for the turn to end or ctx to be done.
@@ -207,7 +212,9 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 		t.result = &engine.TurnResult{Status: StatusSkipped, Message: engine.UIMessage{ID: p.skipMessageID, Role: engine.RoleAssistant, Parts: []engine.UIPart{}},
 			PendingApprovals: p.waiting}
 		now := time.Now()
-		s.recordTurn(ctx, in, s.rules.Current().ID(), t.result, now, now)
+		if err := s.recordTurn(ctx, in, s.rules.Current().ID(), t.result, now, now); err != nil {
+			return nil, err // begin releases the lock
+		}
 		release()
 		close(t.done)
 		return t, nil
@@ -296,10 +303,17 @@ func encodeBody(body map[string]any) json.RawMessage {
 func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messages []engine.UIMessage, release func()) {
 	defer s.turns.Done()
 	defer t.cancel()
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	failed := &writeFailure{cancel: abort}
 	start := time.Now()
 	rev := s.rules.Current()
 	catcher := &responseCatcher{}
 	var held [][]byte
+	// finish is the engine's finish event, held back until the turn's
+	// writes are stored: a turn whose writes failed ends with an error
+	// chunk before its finish (endFrames).
+	var finish *engine.Event
 	flush := func() {
 		t.buf.Append(held...)
 		held = held[:0]
@@ -326,13 +340,15 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		ApprovalResponses: p.approvals,
 		MessageID:         p.messageID,
 		Body:              in.body,
-		Journal:           s.journalFor(in),
+		Journal:           s.journalFor(in, failed),
 		Hooks:             hooks,
 		// Frames wait in held until the engine is about to wait, so the
 		// events of one model part or tool round reach the client in one
 		// write.
 		Emit: func(ev engine.Event) {
-			if frame, err := uistream.EventFrame(ev); err == nil {
+			if ev.Type == engine.EventFinish {
+				finish = &ev
+			} else if frame, err := uistream.EventFrame(ev); err == nil {
 				held = append(held, frame)
 			} else {
 				s.log.Error("encoding stream event", "type", ev.Type, "err", err)
@@ -348,17 +364,20 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		res = s.runEngine(ctx, req)
 	}
 	res = fencedResult(ctx, res)
+	jerr := failed.failure()
+	if jerr != nil {
+		notStored(res)
+	}
 	flush() // the events of a recovered panic or a failed session context
 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
 	s.recordApprovals(pctx, in, res)
-	if err := s.recordTurn(s.rep.finishing(pctx, in), in, rev.ID(), res, start, time.Now()); errors.Is(err, store.ErrFenced) {
-		fencedOut(t.buf)
-	}
+	werr := cmp.Or(s.recordTurn(s.rep.finishing(pctx, in), in, rev.ID(), res, start, time.Now()), jerr)
+	t.buf.Append(endFrames(finish, res, werr)...)
 	s.observeSession(pctx, in, req, res)
 
-	t.result, t.status, t.err = res, res.Status, catcher.err
+	t.result, t.status, t.err, t.writeErr = res, res.Status, catcher.err, werr
 	s.mu.Lock()
 	if s.active[t.key] == t {
 		delete(s.active, t.key)
@@ -392,7 +411,9 @@ func (s *Server) runEngine(ctx context.Context, req *engine.TurnRequest) (res *e
 
 // recordTurn stores the turn's outcome, with the assistant message when it
 // has parts (the partial one too) in the same transaction, then writes it to
-// the audit log and the metrics, and returns the store's error. Ephemeral
+// the audit log and the metrics, and returns the store's error. A write
+// that failed on an unavailable store is tried again while ctx lasts; when it still fails, res becomes an error (the audit
+// and the metrics say so) and the caller tells the client. Ephemeral
 // turns store nothing.
 func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string, res *engine.TurnResult, start, end time.Time) error {
 	var err error
@@ -402,16 +423,24 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string,
 			Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, Usage: res.Usage,
 			RuleRevision: revision, StartedAt: start, FinishedAt: end,
 		}
-		if len(res.Message.Parts) > 0 {
-			err = s.store.FinishTurn(ctx, in.principal.Tenant, in.sessionID, res.Message, rec)
-		} else {
-			err = s.store.RecordTurn(ctx, rec)
-		}
-		if err != nil {
+		// Both writes store the turn's record once, and FinishTurn's
+		// upsert of the message is made under the turn's lock (and
+		// fenced by its lease): trying them again cannot store anything
+		// twice.
+		err = store.RetryWrite(ctx, true, func() error {
+			if len(res.Message.Parts) > 0 {
+				return s.store.FinishTurn(ctx, in.principal.Tenant, in.sessionID, res.Message, rec)
+			}
+			return s.store.RecordTurn(ctx, rec)
+		})
+		switch {
+		case errors.Is(err, store.ErrFenced):
 			s.log.Error("recording turn", "requestId", in.requestID, "session", in.sessionID, "err", err)
-		}
-		if errors.Is(err, store.ErrFenced) {
 			fenced(res) // nothing of the turn is stored: it is an error
+		case err != nil:
+			s.log.Error("the turn's end was not stored; the client is told its turn failed", "requestId", in.requestID,
+				"session", in.sessionID, "messageId", res.Message.ID, "err", err)
+			notStored(res)
 		}
 	}
 	s.metrics.Turns.WithLabelValues(in.agent.name, res.Status).Inc()
@@ -426,6 +455,42 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string,
 		ToolCalls: calls, Usage: res.Usage, DurationMs: float64(end.Sub(start).Microseconds()) / 1000,
 	})
 	return err
+}
+
+// errNotStoredText is the error of a turn whose end the store did not
+// store.
+const errNotStoredText = "the store is unavailable: this turn was not stored in full; retry"
+
+// notStored makes res, the result of a turn whose final write failed, an
+// error.
+func notStored(res *engine.TurnResult) {
+	res.Status, res.FinishReason, res.Error = engine.StatusError, engine.FinishError, errNotStoredText
+}
+
+// endFrames are the last frames of a turn's stream before [DONE]: its held
+// finish, after an error chunk when the turn's final write failed (werr),
+// which then also finishes with finishReason "error".
+func endFrames(finish *engine.Event, res *engine.TurnResult, werr error) [][]byte {
+	var evs []engine.Event
+	if werr != nil {
+		evs = append(evs, engine.Event{Type: engine.EventError, ErrorText: res.Error})
+		end := engine.Event{Type: engine.EventFinish}
+		if finish != nil {
+			end = *finish
+		}
+		end.FinishReason = engine.FinishError
+		finish = &end
+	}
+	if finish != nil {
+		evs = append(evs, *finish)
+	}
+	frames := make([][]byte, 0, len(evs))
+	for _, ev := range evs {
+		if frame, err := uistream.EventFrame(ev); err == nil {
+			frames = append(frames, frame)
+		}
+	}
+	return frames
 }
 
 // responseCatcher keeps the engine's onChatResponse call so the gateway can

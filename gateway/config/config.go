@@ -272,7 +272,14 @@ type Store struct {
 	// DSN names the PostgreSQL database, usually "${SOME_ENV_VAR}" since
 	// it may hold a password; it is never logged.
 	DSN string `yaml:"dsn"`
+	// Timeout bounds every store call (default DefaultStoreTimeout): a
+	// store that has not answered by then is unavailable, and the request
+	// fails with 503 store_unavailable instead of waiting for it.
+	Timeout time.Duration `yaml:"timeout"`
 }
+
+// DefaultStoreTimeout is store.timeout's default.
+const DefaultStoreTimeout = 5 * time.Second
 
 // validate reports the store settings that do not fit its driver.
 func (st *Store) validate(add func(path, format string, args ...any)) {
@@ -297,6 +304,7 @@ func (st *Store) validate(add func(path, format string, args ...any)) {
 	default:
 		add("store.driver", "store.driver: must be sqlite or postgres, not %q", st.Driver)
 	}
+	notNegative(add, "store", "must be positive", map[string]any{"timeout": st.Timeout})
 }
 
 // Auth configures API keys. With none, the gateway serves loopback only.
@@ -523,6 +531,7 @@ func (c *Config) hashKeys() {
 func (c *Config) applyDefaults() {
 	c.Listen = cmp.Or(c.Listen, DefaultListen)
 	c.Store.Driver = cmp.Or(c.Store.Driver, StoreSQLite)
+	c.Store.Timeout = cmp.Or(c.Store.Timeout, DefaultStoreTimeout)
 	if c.Store.Driver == StoreSQLite {
 		c.Store.Path = cmp.Or(c.Store.Path, "data/turngate.db")
 		c.Store.Synchronous = cmp.Or(c.Store.Synchronous, "full")

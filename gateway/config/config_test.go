@@ -87,6 +87,8 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown top-level key", "listen: x\nlisten2: y\n", []string{"line 2", "listen2"}},
 		{"bad store synchronous", "store: {synchronous: \"off\"}\n", []string{"store.synchronous: must be full or normal, not \"off\""}},
+		{"negative store timeout", "store: {timeout: -1s}\n", []string{"store.timeout: must be positive, not -1s"}},
+		{"store timeout not a duration", "store: {timeout: soon}\n", []string{"store.timeout"}},
 		{"unknown store driver", "store: {driver: mysql}\n", []string{"store.driver: must be sqlite or postgres, not \"mysql\""}},
 		{"postgres without dsn", "store:\n  driver: postgres\n", []string{"line 2 col 3: store.dsn: required with store.driver: postgres"}},
 		{"postgres with sqlite settings", "store:\n  driver: postgres\n  dsn: postgres://db/x\n  path: a.db\n  synchronous: full\n",
@@ -383,7 +385,7 @@ func TestPostgresStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Store{Driver: StorePostgres, DSN: "postgres://gw:pw@db:5432/turngate"}
+	want := Store{Driver: StorePostgres, DSN: "postgres://gw:pw@db:5432/turngate", Timeout: DefaultStoreTimeout}
 	if c.Store != want {
 		t.Errorf("store = %+v, want %+v (no SQLite defaults)", c.Store, want)
 	}

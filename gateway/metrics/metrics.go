@@ -57,6 +57,13 @@ type Metrics struct {
 	// (tool_call, turn) and the switch's scope kind (fleet, tenant, agent,
 	// tenant_agent): never by tenant or switch id, so the series stay few.
 	KillSwitchStops *prometheus.CounterVec
+	// StoreUnavailable counts store calls that failed because the store
+	// was unavailable (down, frozen past store.timeout, refusing
+	// connections), by store method.
+	StoreUnavailable *prometheus.CounterVec
+	// StoreUp is 1 while the store answers, 0 from a call that found it
+	// unavailable until one succeeds again.
+	StoreUp prometheus.Gauge
 }
 
 // New returns Metrics registered on a fresh registry, with the Go runtime
@@ -99,9 +106,15 @@ func New() *Metrics {
 			Help: "What the kill switches stopped, by what (tool_call, turn) and the switch's scope kind (fleet, tenant, agent, tenant_agent)."}, []string{"what", "scope"}),
 		Compactions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compactions_total",
 			Help: "Conversation compactions by agent and reason (threshold: compaction.after passed; overflow: the upstream rejected a step as too long)."}, []string{"agent", "reason"}),
+		StoreUnavailable: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "store_unavailable_total",
+			Help: "Store calls that failed because the store was unavailable (unreachable, or no answer within store.timeout), by store method."}, []string{"op"}),
+		StoreUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "store_up",
+			Help: "1 while the store answers; 0 from a call that found it unavailable until a call succeeds again."}),
 	}
+	m.StoreUp.Set(1)
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
-		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.KillSwitchStops, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.KillSwitchStops,
+		m.StoreUnavailable, m.StoreUp, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

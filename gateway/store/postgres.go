@@ -201,7 +201,8 @@ const (
 	pgFinishTurn = `WITH p AS (` + pgPutMessage + `),
 		r AS (INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
 			error, usage, rule_revision, started_at, finished_at)
-			SELECT $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 FROM p)
+			SELECT $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22 FROM p
+			WHERE NOT EXISTS (SELECT 1 FROM turns WHERE tenant = $13 AND session_id = $14 AND request_id = $12 AND started_at = $21))
 		SELECT o_version, o_released FROM p`
 	pgSessionVersion  = `SELECT version FROM sessions WHERE tenant = $1 AND id = $2`
 	pgMessagePosition = `SELECT position FROM messages WHERE session_pk = $1 AND message_id = $2`
@@ -216,8 +217,13 @@ const (
 		(id, session_pk, tenant, session_id, agent, idempotency_key, request, status, attempts, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, $8, $8)
 		ON CONFLICT (session_pk, idempotency_key) DO NOTHING RETURNING ` + submissionColumns
+	// pgRecordTurn stores a turn's record once: a retried write whose
+	// first attempt's outcome was unknown stores nothing the second time
+	// (a turn is its request id and start; a submission's re-run has
+	// another start).
 	pgRecordTurn = `INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
-		error, usage, rule_revision, started_at, finished_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+		error, usage, rule_revision, started_at, finished_at) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+		WHERE NOT EXISTS (SELECT 1 FROM turns WHERE tenant = $2 AND session_id = $3 AND request_id = $1 AND started_at = $10)`
 	pgTurns = `SELECT ` + turnColumns + ` FROM turns WHERE tenant = $1 AND session_id = $2 ORDER BY seq`
 )
 
@@ -240,7 +246,8 @@ func (s *Postgres) write(ctx context.Context, k cacheKey, f func(ctx context.Con
 	if err != nil {
 		return pgError(err)
 	}
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit.
 	if err := f(ctx, tx); err != nil {
 		return pgError(err)
@@ -263,7 +270,8 @@ func (s *Postgres) writeStatement(ctx context.Context, k cacheKey, f func(ctx co
 		return pgError(err)
 	}
 	defer conn.Release()
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	return s.commit(k, after, func() error { return f(ctx, conn) })
 }
 
@@ -297,6 +305,19 @@ func (s *Postgres) commit(k cacheKey, after func(), commit func() error) error {
 	}
 	runAfter(c, after)
 	return nil
+}
+
+// detach returns ctx without its cancellation, for a write that must run
+// to its end once begun (see write), but with its deadline, the store's
+// bound on a call (Bounded): a database that stops answering mid-write
+// fails the write at the deadline, its outcome unknown, instead of holding
+// it as long as it is frozen.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithoutCancel(ctx), func() {}
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), d)
 }
 
 // pgError turns PostgreSQL's refusal of text that is not UTF-8 or holds a
@@ -662,7 +683,9 @@ func (s *Postgres) RecordTurn(ctx context.Context, t *TurnRecord) error {
 	}
 	// One statement is its own transaction; once sent it runs to its end,
 	// as write's transactions do.
-	if _, err := s.pool.Exec(context.WithoutCancel(ctx), pgRecordTurn, args...); err != nil {
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, pgRecordTurn, args...); err != nil {
 		return fmt.Errorf("recording turn: %w", pgError(err))
 	}
 	return nil

@@ -53,7 +53,9 @@ func (s *Postgres) PutContextBlock(ctx context.Context, tenant, sessionID, name,
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("storing context block: %w", err)
 	}
-	_, err := s.pool.Exec(context.WithoutCancel(ctx), `INSERT INTO context_blocks (tenant, session_id, name, content, updated_at) VALUES ($1, $2, $3, $4, $5)
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, `INSERT INTO context_blocks (tenant, session_id, name, content, updated_at) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (tenant, session_id, name) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at`,
 		tenant, sessionID, name, content, nanos(now()))
 	if err != nil {
@@ -99,7 +101,9 @@ func (s *Postgres) SetLastInputTokens(ctx context.Context, tenant, sessionID str
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("recording input tokens: %w", err)
 	}
-	_, err := s.pool.Exec(context.WithoutCancel(ctx), `INSERT INTO session_usage (tenant, session_id, last_input_tokens, updated_at) VALUES ($1, $2, $3, $4)
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, `INSERT INTO session_usage (tenant, session_id, last_input_tokens, updated_at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (tenant, session_id) DO UPDATE SET last_input_tokens = excluded.last_input_tokens, updated_at = excluded.updated_at`,
 		tenant, sessionID, tokens, nanos(now()))
 	if err != nil {

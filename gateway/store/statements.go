@@ -105,8 +105,14 @@ func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
 			WHERE tenant = ? AND session_id = ? AND status = 'queued'`},
 		{w, &q.countQueue, `SELECT COALESCE(SUM(session_pk = ?1), 0), COUNT(*) FROM submissions
 			WHERE tenant = ?2 AND status = 'queued'`},
+		// A record already stored for the same turn (a retried write whose
+		// first attempt's outcome was unknown) is not stored again: a turn
+		// is its request id and start, which a re-run of a submission does
+		// not share.
 		{w, &q.recordTurn, `INSERT INTO turns (request_id, tenant, session_id, agent, status, finish_reason,
-			error, usage, rule_revision, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+			error, usage, rule_revision, started_at, finished_at)
+			SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
+			WHERE NOT EXISTS (SELECT 1 FROM turns WHERE tenant = ?2 AND session_id = ?3 AND request_id = ?1 AND started_at = ?10)`},
 		{w, &q.savepoint, `SAVEPOINT write`},
 		{w, &q.release, `RELEASE write`},
 		{w, &q.rollbackTo, `ROLLBACK TO write`},
