@@ -133,7 +133,7 @@ func mustJSON(t *testing.T, v any) string {
 // admin API needs the admin role.
 func TestTenantsAndAdminAuth(t *testing.T) {
 	g := startGateway(t, gatewayOptions{Config: "turngate.yaml", Dir: fixture(t, "auth")})
-	acme, globex, admin := g.as("acme-user-key"), g.as("globex-user-key"), g.as("acme-admin-key")
+	acme, globex, admin := g.as("acme-user-f175b82084007164afd3b07a5b0f835a"), g.as("globex-user-104577244f7e2684af1aa65f1cc67d49"), g.as("acme-admin-11bce18c5d8e40b1a8ed9761a11a4f8c")
 	const session = "acme-private"
 	acme.chat("demo", userChat(session, "u1", "weather in Paris", nil))
 

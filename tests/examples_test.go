@@ -873,7 +873,7 @@ func exampleRedactPIIInToolInput(t *testing.T, x *exampleRun) {
 // exampleTenantToolAllowlist: acme may search, globex may not, and
 // globex's weather runs.
 func exampleTenantToolAllowlist(t *testing.T, x *exampleRun) {
-	acme, globex := x.as("acme-demo-key"), x.as("globex-demo-key")
+	acme, globex := x.as("acme-demo-c684be9cfe28208d032c12282d43a9ea"), x.as("globex-demo-2f22ae2f8e9a343fa5adaa206122698f")
 	x.json(http.MethodGet, "/v1/agents/assistant/sessions/none/messages", nil, http.StatusUnauthorized, nil)
 
 	s := acme.chat("assistant", userChat("acme-1", "u1", "search quarterly results", nil))
@@ -987,7 +987,7 @@ func exampleRedactSecretsInToolOutput(t *testing.T, x *exampleRun) {
 // approver decides a /prod/ delete through /v1/approvals, the chat user's
 // own answer to it not counting, and the turn resumes on its own.
 func exampleRequireApproval(t *testing.T, x *exampleRun) {
-	user, ops := x.as("user-key-123"), x.as("ops-key-456")
+	user, ops := x.as("alice-e1426c705006c54eb62f9deef6b0589d"), x.as("olga-ops-2c6b5e607b556205fb44a6a71f157d46")
 	ask := func(session, path string) (*uiStream, chunk) {
 		s := user.chat("files", userChat(session, "u-"+session, "delete "+path, nil))
 		req, ok := s.first("tool-approval-request")

@@ -25,7 +25,7 @@ func exampleWebsocketChat(t *testing.T, x *exampleRun) {
 		t.Fatalf("wrong key: err %v, response %+v, want 401", err, resp)
 	}
 	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
-		Subprotocols: []string{"turngate.chat.v1", "turngate.key.ws-demo-key"},
+		Subprotocols: []string{"turngate.chat.v1", "turngate.key.ws-demo-8d1ab145aaa8dd4bc74bd745d08a9630"},
 	})
 	if err != nil {
 		t.Fatal(err)

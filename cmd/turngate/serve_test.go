@@ -261,7 +261,7 @@ func TestServeReadHeaderTimeout(t *testing.T) {
 // authentication, an upstream failure and an admin reload, then checks
 // that neither the audit log (stdout) nor the logs (stderr) contain a key.
 func TestServeNeverLogsSecrets(t *testing.T) {
-	const providerKey, adminKey, userKey = "sk-provider-5ecret", "gw-admin-5ecret", "gw-user-5ecret"
+	const providerKey, adminKey, userKey = "sk-provider-5ecret", "gw-admin-0f6b1e9d4c2a7f3e8b5d", "gw-user-3a8c5e1f7b2d9e4c6a0f"
 	t.Setenv("TG_TEST_PROVIDER_KEY", providerKey)
 	t.Setenv("TG_TEST_ADMIN_KEY", adminKey)
 	t.Setenv("TG_TEST_USER_KEY", userKey)

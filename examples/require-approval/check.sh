@@ -6,8 +6,8 @@
 cd "$(dirname "$0")"
 source ../lib.sh
 start_gateway
-KEY=user-key-123
-OPS=ops-key-456
+KEY=alice-e1426c705006c54eb62f9deef6b0589d
+OPS=olga-ops-2c6b5e607b556205fb44a6a71f157d46
 
 # answer NAME SESSION ASKED APPROVED REASON resends the assistant message of
 # the ASKED stream with its delete part in approval-responded, as the AI SDK

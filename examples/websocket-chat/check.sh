@@ -10,7 +10,7 @@ echo "building the WebSocket client…"
 go build -o data/client ./client
 start_gateway
 WS=ws://127.0.0.1:$PORT/v1/agents/files/ws
-KEY=ws-demo-key
+KEY=ws-demo-8d1ab145aaa8dd4bc74bd745d08a9630
 
 # ws NAME CLIENT-ARGS… runs the client, saves its frames as data/NAME.frames
 # and shows them.

@@ -258,7 +258,7 @@ auth:
 limits:
   turnTimeout: 90s
 `
-	c, err := Parse("t.yaml", []byte(yaml), env(map[string]string{"KEY": "sk-1", "ORG": "acme", "GATEWAY_KEY": "g"}))
+	c, err := Parse("t.yaml", []byte(yaml), env(map[string]string{"KEY": "sk-1", "ORG": "acme", "GATEWAY_KEY": "b9e3d2c7a1f04e68d5c3b2a19f7e6d40"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,8 +266,8 @@ limits:
 	if p.APIKey != "sk-1" || p.BaseURL != "http://localhost:11434/v1" || p.Headers["X-Org"] != "org-acme" || p.Headers["X-Cost"] != "$5" {
 		t.Errorf("expanded provider %+v", p)
 	}
-	// The key is kept only as its SHA-256 (of "g").
-	if k := c.Auth.APIKeys[0]; k.Key != "" || k.KeySHA256 != "cd0aa9856147b6c5b4ff2b7dfee5da20aa38253099ef1b4a64aced233c9afe29" {
+	// The key is kept only as its SHA-256 (of "b9e3…6d40").
+	if k := c.Auth.APIKeys[0]; k.Key != "" || k.KeySHA256 != "dc19fb01534c336704df2725442b5b223f7b1804c2dffca43519b3d8f08b7f7a" {
 		t.Errorf("parsed API key %+v, want only the hash", k)
 	}
 	if c.Limits.TurnTimeout != 90*time.Second {

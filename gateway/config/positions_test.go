@@ -111,10 +111,10 @@ func TestErrorPositions(t *testing.T) {
 		{"postgres with sqlite settings", "store:\n  driver: postgres\n  dsn: postgres://db/x\n  path: a.db\n", `turngate.yaml: line 4 col 9: store.path: a SQLite setting; PostgreSQL takes store.dsn`},
 		{"replica id", "replica:\n  id: \"-x\"\n", `turngate.yaml: line 2 col 7: replica.id: must be 1-128 characters of letters, digits and _ . : @ -, starting with a letter or digit, not "-x"`},
 		{"lease", "replica:\n  leaseTtl: 10ms\n", `turngate.yaml: line 2 col 13: replica.leaseTtl: must be at least 1s, not 10ms`},
-		{"key and hash", "auth:\n  apiKeys:\n    - {key: k, keySha256: abc, tenant: t}\n", "turngate.yaml: line 3 col 7: auth.apiKeys[0]: set exactly one of key and keySha256\nturngate.yaml: line 3 col 27: auth.apiKeys[0]: keySha256 must be 64 hex digits"},
+		{"key and hash", "auth:\n  apiKeys:\n    - {key: b9e3d2c7a1f04e68d5c3b2a19f7e6d40, keySha256: abc, tenant: t}\n", "turngate.yaml: line 3 col 7: auth.apiKeys[0]: set exactly one of key and keySha256\nturngate.yaml: line 3 col 58: auth.apiKeys[0]: keySha256 must be 64 hex digits"},
 		{"neither key nor hash", "auth:\n  apiKeys:\n    - tenant: t\n", `turngate.yaml: line 3 col 7: auth.apiKeys[0]: set exactly one of key and keySha256`},
-		{"no tenant", "auth:\n  apiKeys:\n    - key: k\n", `turngate.yaml: line 3 col 7: auth.apiKeys[0]: tenant is required`},
-		{"key twice", "auth:\n  apiKeys:\n    - {key: k, tenant: a}\n    - {key: k, tenant: b}\n", `turngate.yaml: line 4 col 13: auth.apiKeys[1]: the same key as auth.apiKeys[0] (tenant "a"): each key must map to one principal`},
+		{"no tenant", "auth:\n  apiKeys:\n    - key: b9e3d2c7a1f04e68d5c3b2a19f7e6d40\n", `turngate.yaml: line 3 col 7: auth.apiKeys[0]: tenant is required`},
+		{"key twice", "auth:\n  apiKeys:\n    - {key: b9e3d2c7a1f04e68d5c3b2a19f7e6d40, tenant: a}\n    - {key: b9e3d2c7a1f04e68d5c3b2a19f7e6d40, tenant: b}\n", `turngate.yaml: line 4 col 13: auth.apiKeys[1]: the same key as auth.apiKeys[0] (tenant "a"): each key must map to one principal`},
 		{"file sink without path", "audit:\n  sink: file\n", `turngate.yaml: line 2 col 3: audit.path: required for the file sink`},
 		{"sink", "audit:\n  sink: syslog\n", `turngate.yaml: line 2 col 9: audit.sink: must be stdout, file or none, not "syslog"`},
 		// Limits.
