@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -107,14 +108,41 @@ func (s *Server) authenticate(c *gin.Context) {
 		c.Next()
 		return
 	}
+	if err := s.throttled(c.Request); err != nil {
+		s.writeError(c, err)
+		c.Abort()
+		return
+	}
 	p, err := s.bearerPrincipal(c.GetHeader("Authorization"))
 	if err != nil {
+		s.authFailed(c.Request.Context(), httpguard.Source(c.Request), err, c.Request.Method+" "+c.FullPath())
 		s.writeError(c, err)
 		c.Abort()
 		return
 	}
 	c.Set(principalKey, p)
 	c.Next()
+}
+
+// throttled is the 429 of a client address that failed to authenticate
+// auth.maxFailuresPerMinute times this minute, or nil. It is checked
+// before the key: a guesser learns nothing more until the minute ends.
+func (s *Server) throttled(r *http.Request) error {
+	wait, ok := s.failures.Throttled(httpguard.Source(r))
+	if !ok {
+		return nil
+	}
+	ae := errorf(http.StatusTooManyRequests, CodeTooManyRequests,
+		"too many failed authentications from this address (auth.maxFailuresPerMinute); retry later")
+	ae.RetryAfter = wait
+	return ae
+}
+
+// authFailed records the failed authentication err of a client at source
+// (its address) at where: logged at info (sampled) and counted against
+// source.
+func (s *Server) authFailed(ctx context.Context, source string, err error, where string) {
+	s.failures.Fail(ctx, source, toAPIError(err).Message, where)
 }
 
 // bearerPrincipal returns the principal of an Authorization header value

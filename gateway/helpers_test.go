@@ -76,7 +76,9 @@ func startGateway(t testing.TB, cfg *config.Config, opts Options) *testGateway {
 	}
 	// Wired as turngate serve wires it: upstream calls are timed and counted.
 	opts.Engine = engine.New(engine.Options{Models: opts.Metrics.Resolver(models), Logger: discardLogger(), RetryBaseDelay: time.Millisecond})
-	opts.Logger = discardLogger()
+	if opts.Logger == nil {
+		opts.Logger = discardLogger()
+	}
 	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -3,11 +3,14 @@ package gateway
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/coder/websocket"
+
+	"github.com/turngate/turngate/gateway/config"
 )
 
 // The probes of the security review (issue 28) against a real gateway on
@@ -141,5 +144,33 @@ func TestBadRequestsNameJSONTypes(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(msg, tc.want) || strings.Contains(msg, "engine.") || strings.Contains(msg, "[]") {
 			t.Errorf("%s %s: %d %s, want 400 with %q", tc.path, tc.body, resp.StatusCode, data, tc.want)
 		}
+	}
+}
+
+// TestFailedAuthenticationsAreLoggedAndThrottled: a wrong key is logged at
+// info (it used to be debug only), and with auth.maxFailuresPerMinute an
+// address that keeps guessing is refused, even with a right key, until the
+// minute ends.
+func TestFailedAuthenticationsAreLoggedAndThrottled(t *testing.T) {
+	const key = "0d9c8b7a6f5e4d3c2b1a0f9e8d7c6b5a"
+	cfg := testConfig(t, "basic")
+	cfg.Auth.APIKeys = []config.APIKey{{Key: key, Tenant: "acme", Subject: "alice"}}
+	cfg.Auth.MaxFailuresPerMinute = 3
+	var log syncBuffer
+	g := startGateway(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	g.key = key
+	g.doJSON("GET", "/v1/approvals", nil, http.StatusOK, nil)
+	g.key = "a-wrong-key-of-no-one"
+	for range 3 {
+		g.doJSON("GET", "/v1/approvals", nil, http.StatusUnauthorized, nil)
+	}
+	if !strings.Contains(log.String(), `level=INFO msg="authentication failed" source=127.0.0.1 reason="invalid API key" at="GET /v1/approvals"`) {
+		t.Errorf("failed authentications not logged at info:\n%s", log.String())
+	}
+	g.key = key
+	resp := g.do("GET", "/v1/approvals", nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a guessing address got %d (Retry-After %q), want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/extension"
+	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/killswitch"
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/sessionctx"
@@ -95,14 +96,16 @@ type agent struct {
 // Server is the gateway. Create it with New, serve Handler, call Start to
 // run the submission workers and Shutdown to stop.
 type Server struct {
-	cfg           *config.Config
-	engine        *engine.Engine
-	store         store.Store
-	rules         *ruleset.Manager
-	audit         *audit.Log
-	metrics       *metrics.Metrics
-	log           *slog.Logger
-	auth          *authenticator
+	cfg     *config.Config
+	engine  *engine.Engine
+	store   store.Store
+	rules   *ruleset.Manager
+	audit   *audit.Log
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	auth    *authenticator
+	// failures logs and throttles failed authentications.
+	failures      *httpguard.Failures
 	agents        map[string]*agent
 	locks         *sessionLocks
 	recorder      policy.Recorder
@@ -173,6 +176,7 @@ func New(opts Options) (*Server, error) {
 	if s.auth, err = newAuthenticator(opts.Config.Auth.APIKeys); err != nil {
 		return nil, err
 	}
+	s.failures = httpguard.NewFailures(s.log, opts.Config.Auth.MaxFailuresPerMinute, nil)
 	if s.tools, err = s.buildTools(opts.Config, opts.MCP); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/uistream"
 )
 
@@ -60,7 +61,7 @@ func (s *Server) chatWebSocket(c *gin.Context) error {
 	if s.closing.Load() {
 		return errShuttingDown
 	}
-	w := &wsConn{s: s, ag: ag, cfg: s.cfg.WebSocket, principal: p, reqs: map[string]*wsRequest{},
+	w := &wsConn{s: s, ag: ag, cfg: s.cfg.WebSocket, principal: p, source: httpguard.Source(c.Request), reqs: map[string]*wsRequest{},
 		goAway: make(chan struct{})}
 	w.authed.Store(authed)
 	if !s.ws.add(w, w.cfg.MaxConnections) {
@@ -113,14 +114,20 @@ func (s *Server) wsHandshakeAuth(r *http.Request) (p engine.Principal, authed bo
 	if s.auth.open() {
 		return anonymous, true, nil
 	}
-	if h := r.Header.Get("Authorization"); h != "" {
+	if err := s.throttled(r); err != nil {
+		return p, false, err
+	}
+	switch h := r.Header.Get("Authorization"); {
+	case h != "":
 		p, err = s.bearerPrincipal(h)
-		return p, err == nil, err
-	}
-	if !hasKey {
+	case !hasKey:
 		return p, false, nil
+	default:
+		p, err = s.keyPrincipal(key)
 	}
-	p, err = s.keyPrincipal(key)
+	if err != nil {
+		s.authFailed(r.Context(), httpguard.Source(r), err, "WebSocket handshake")
+	}
 	return p, err == nil, err
 }
 
@@ -213,6 +220,8 @@ type wsConn struct {
 	conn *websocket.Conn
 	// principal is the handshake's, when authed was set by it.
 	principal engine.Principal
+	// source is the client's address (httpguard.Source).
+	source string
 	// authed is set when the handshake or any request authenticated.
 	authed    atomic.Bool
 	handshake bool
@@ -336,10 +345,12 @@ func (w *wsConn) requestPrincipal(h map[string]string) (engine.Principal, error)
 	}
 	if a, ok := h["authorization"]; ok {
 		p, err := w.s.bearerPrincipal(a)
-		if err == nil {
-			w.authed.Store(true)
+		if err != nil {
+			w.s.authFailed(w.ctx, w.source, err, "WebSocket request")
+			return p, err
 		}
-		return p, err
+		w.authed.Store(true)
+		return p, nil
 	}
 	if w.handshake {
 		return w.principal, nil

@@ -310,6 +310,11 @@ func (st *Store) validate(add func(path, format string, args ...any)) {
 // Auth configures API keys. With none, the gateway serves loopback only.
 type Auth struct {
 	APIKeys []APIKey `yaml:"apiKeys"`
+	// MaxFailuresPerMinute, when positive, refuses (429) the requests of a
+	// client address that failed to authenticate this many times in the
+	// current minute, until the minute ends. Off by default: clients
+	// behind one proxy or NAT share an address.
+	MaxFailuresPerMinute int `yaml:"maxFailuresPerMinute"`
 }
 
 // APIKey maps a bearer key to a principal. Exactly one of Key and
@@ -656,6 +661,7 @@ func (c *Config) Validate() error {
 	c.validateSessions(add)
 	c.Store.validate(add)
 	c.Replica.validate(add)
+	notNegative(add, "auth", mustNotBeNegative, map[string]any{"maxFailuresPerMinute": c.Auth.MaxFailuresPerMinute})
 	for i, k := range c.Auth.APIKeys {
 		item := fmt.Sprintf("auth.apiKeys[%d]", i)
 		if (k.Key == "") == (k.KeySHA256 == "") {

@@ -1,0 +1,60 @@
+package httpguard
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clock is a settable time.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func TestFailuresAreSampled(t *testing.T) {
+	var buf bytes.Buffer
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	f := NewFailures(slog.New(slog.NewTextHandler(&buf, nil)), 0, c.now)
+	for range 25 {
+		f.Fail(context.Background(), "192.0.2.1", "invalid API key", "GET /v1/approvals")
+	}
+	if n := strings.Count(buf.String(), "level=INFO msg=\"authentication failed\""); n != FailureLogBurst {
+		t.Fatalf("%d lines logged at info in a window, want %d:\n%s", n, FailureLogBurst, buf.String())
+	}
+	buf.Reset()
+	c.t = c.t.Add(FailureWindow)
+	f.Fail(context.Background(), "192.0.2.1", "invalid API key", "GET /v1/approvals")
+	if line := buf.String(); !strings.Contains(line, "unloggedFailures=15") || !strings.Contains(line, "source=192.0.2.1") || !strings.Contains(line, "failuresThisMinute=1") {
+		t.Errorf("the next window's first line %q does not count the 15 left out", line)
+	}
+	if _, ok := f.Throttled("192.0.2.1"); ok {
+		t.Error("throttled without a limit")
+	}
+}
+
+func TestFailuresThrottlePerSource(t *testing.T) {
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	f := NewFailures(slog.New(slog.DiscardHandler), 3, c.now)
+	for range 2 {
+		f.Fail(context.Background(), "192.0.2.1", "invalid API key", "x")
+	}
+	if _, ok := f.Throttled("192.0.2.1"); ok {
+		t.Fatal("throttled below the limit")
+	}
+	f.Fail(context.Background(), "192.0.2.1", "invalid API key", "x")
+	c.t = c.t.Add(20 * time.Second)
+	wait, ok := f.Throttled("192.0.2.1")
+	if !ok || wait != 40*time.Second {
+		t.Errorf("Throttled = %v, %v; want true until the minute ends (40s)", wait, ok)
+	}
+	if _, ok := f.Throttled("192.0.2.2"); ok {
+		t.Error("another address was throttled")
+	}
+	c.t = c.t.Add(40 * time.Second)
+	if _, ok := f.Throttled("192.0.2.1"); ok {
+		t.Error("still throttled in the next minute")
+	}
+}
