@@ -215,7 +215,7 @@ func TestKillSwitchRefusesBadInput(t *testing.T) {
 		{"bad pattern", map[string]any{"block": "tools", "tools": []string{"[a-z]*"}, "reason": "r"}, `field tools[0]`},
 		{"unknown agent", map[string]any{"block": "turns", "scope": map[string]any{"agent": "dem"}, "reason": "r"}, `field scope.agent: no agent is named "dem" (did you mean "demo"?)`},
 		{"no reason", map[string]any{"block": "turns"}, `field reason: is required`},
-		{"tools as a string", `{"block":"tools","tools":"weather","reason":"r"}`, `field tools: expected []string`},
+		{"tools as a string", `{"block":"tools","tools":"weather","reason":"r"}`, `field tools: expected an array, got JSON string`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out map[string]any
