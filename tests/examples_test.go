@@ -53,6 +53,7 @@ var exampleCases = []exampleCase{
 	{"force-search-first-step", exampleForceSearchFirstStep, nil},
 	{"kill-switch", exampleKillSwitch, nil},
 	{"long-chat-step-budget", exampleLongChatStepBudget, nil},
+	{"outbound-guards", exampleOutboundGuards, outboundPartner},
 	{"postgres-replicas", examplePostgresReplicas, examplePGSchema},
 	{"prune-tool-calls", examplePruneToolCalls, nil},
 	{"read-only-mode", exampleReadOnlyMode, nil},
