@@ -50,8 +50,9 @@ func testConfig(t testing.TB, rules string) *config.Config {
 	return cfg
 }
 
-// startGateway starts a gateway for cfg; opts may set an Observer, and a
-// Store (else it opens cfg's; the gateway closes it either way).
+// startGateway starts a gateway for cfg; opts may set an Observer, a
+// Logger (else it logs nothing), and a Store (else it opens cfg's; the
+// gateway closes it either way).
 func startGateway(t testing.TB, cfg *config.Config, opts Options) *testGateway {
 	t.Helper()
 	st := opts.Store

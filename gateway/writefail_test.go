@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
@@ -196,13 +199,26 @@ func TestTurnWriteFailures(t *testing.T) {
 	})
 }
 
-// TestStoreUnavailableMapping: every entry path's answer to an unavailable
-// store is 503 store_unavailable with Retry-After; the OpenAI endpoint's
-// carries x-should-retry: true.
-func TestStoreUnavailableMapping(t *testing.T) {
+// TestStoreUnavailableAnswers: a store call that failed because the store
+// is unavailable is answered 503 store_unavailable with Retry-After, on the
+// OpenAI endpoint with x-should-retry: true and OpenAI's error body.
+func TestStoreUnavailableAnswers(t *testing.T) {
+	g := newTestGateway(t, "basic")
 	err := fmt.Errorf("loading transcript: %w", storefault.Lost("Transcript"))
-	ae := toAPIError(err)
-	if ae.Status != http.StatusServiceUnavailable || ae.Code != CodeStoreUnavailable || ae.RetryAfter <= 0 || !ae.Retryable {
-		t.Errorf("toAPIError = %+v, want a retryable 503 store_unavailable with Retry-After", ae)
+	for _, format := range []string{"", formatOpenAI} {
+		w := httptest.NewRecorder()
+		c, _ := gin.CreateTestContext(w)
+		c.Request = httptest.NewRequest("POST", "/v1/chat/completions", nil)
+		if format != "" {
+			c.Set(errorFormatKey, format)
+		}
+		g.srv.writeError(c, err)
+		body := w.Body.String()
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !strings.Contains(body, `"code":"store_unavailable"`) {
+			t.Errorf("format %q: %d, Retry-After %q, body %s; want 503 store_unavailable with Retry-After", format, w.Code, w.Header().Get("Retry-After"), body)
+		}
+		if format == formatOpenAI && (w.Header().Get("x-should-retry") != "true" || !strings.Contains(body, `"type":"server_error"`)) {
+			t.Errorf("OpenAI endpoint: x-should-retry %q, body %s; want true and a server_error", w.Header().Get("x-should-retry"), body)
+		}
 	}
 }
