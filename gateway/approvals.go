@@ -15,6 +15,7 @@ import (
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/internal/tracing"
+	"github.com/turngate/turngate/policy/opa"
 )
 
 // Human approval of tool calls (the Rego approval decision). A turn that
@@ -82,7 +83,12 @@ func (s *Server) recordApprovals(ctx context.Context, in *turnInput, res *engine
 
 // auditApproval writes an approval event to the audit log and the metrics.
 func (s *Server) auditApproval(a *store.Approval, outcome, by, why string) {
-	s.metrics.Approvals.WithLabelValues(a.ToolName, outcome).Inc()
+	s.metrics.Approvals.WithLabelValues(s.metrics.ToolLabel(a.ToolName), outcome).Inc()
+	s.audit.Approval(approvalRecord(a, outcome, by, why))
+}
+
+// approvalRecord is the audit record of an approval event.
+func approvalRecord(a *store.Approval, outcome, by, why string) *audit.Approval {
 	rec := &audit.Approval{
 		Time: time.Now().UTC(), Outcome: outcome, ApprovalID: a.ID, Tenant: a.Tenant, SessionID: a.SessionID,
 		Agent: a.Agent, RequestID: a.RequestID, ToolCallID: a.ToolCallID, ToolName: a.ToolName,
@@ -95,7 +101,7 @@ func (s *Server) auditApproval(a *store.Approval, outcome, by, why string) {
 	default:
 		rec.Reason, rec.DecidedAt = a.Reason, &a.DecidedAt
 	}
-	s.audit.Approval(rec)
+	return rec
 }
 
 // awaitsApproval reports whether m has tool parts awaiting approval.
@@ -128,10 +134,22 @@ func (s *Server) answerPlan(ctx context.Context, sent engine.UIMessage, tx *tran
 	if err != nil {
 		return nil, err
 	}
+	var ignored *ignoredAnswer
 	for _, p := range sent.Parts {
-		if isAnswer(p) {
-			s.answer(ctx, tx, rows, p)
+		if !isAnswer(p) {
+			continue
 		}
+		if a, why := s.answer(ctx, tx, rows, p); a != nil {
+			if ignored == nil {
+				ignored = &ignoredAnswer{a: a, why: why, tools: map[string]int{}}
+			} else {
+				ignored.more++
+			}
+			ignored.tools[s.metrics.ToolLabel(a.ToolName)]++
+		}
+	}
+	if ignored != nil {
+		s.auditIgnored(ignored, tx.principal.Subject)
 	}
 	p, err := s.decidedPlan(ctx, tx, stored)
 	if err != nil || p.skip || !slices.ContainsFunc(stored.Parts, func(p engine.UIPart) bool {
@@ -164,29 +182,53 @@ func (s *Server) messageApprovals(ctx context.Context, tx *transcript, m *engine
 	return rows, nil
 }
 
-// answer applies one approval-responded part from the chat client.
-func (s *Server) answer(ctx context.Context, tx *transcript, rows map[string]*store.Approval, p engine.UIPart) {
+// ignoredAnswer is the first answer of a chat request that did not count,
+// and how many more of its answers did not: a request records one
+// ignored answer however many parts it sends (a client may send
+// thousands, for approval ids the gateway never issued).
+type ignoredAnswer struct {
+	a    *store.Approval
+	why  string
+	more int
+	// tools counts the ignored answers by tool label.
+	tools map[string]int
+}
+
+// auditIgnored records a request's ignored answers as one record, each
+// counted in the metrics under its tool label.
+func (s *Server) auditIgnored(ig *ignoredAnswer, by string) {
+	rec := approvalRecord(ig.a, approvalIgnored, by, ig.why)
+	rec.AlsoIgnored = ig.more
+	s.audit.Approval(rec)
+	for tool, n := range ig.tools {
+		s.metrics.Approvals.WithLabelValues(tool, approvalIgnored).Add(float64(n))
+	}
+}
+
+// answer applies one approval-responded part from the chat client. An
+// answer that does not count is returned with why, for auditIgnored.
+func (s *Server) answer(ctx context.Context, tx *transcript, rows map[string]*store.Approval, p engine.UIPart) (*store.Approval, string) {
 	by := tx.principal.Subject
 	a := rows[p.Approval.ID]
 	switch {
 	case a == nil || a.ToolCallID != p.ToolCallID:
-		s.auditApproval(&store.Approval{ID: p.Approval.ID, Tenant: tx.tenant, SessionID: tx.session, ToolCallID: p.ToolCallID, ToolName: p.ToolPartName()},
-			approvalIgnored, by, "no such approval is pending for this tool call of this session")
-		return
+		// Every field but the tenant and session is the client's: the
+		// tool name becomes a label only when it is configured.
+		return &store.Approval{ID: p.Approval.ID, Tenant: tx.tenant, SessionID: tx.session, ToolCallID: p.ToolCallID,
+			ToolName: s.metrics.ToolLabel(p.ToolPartName())}, "no such approval is pending for this tool call of this session"
 	case a.State != store.ApprovalPending:
-		s.auditApproval(a, approvalIgnored, by, "the approval is already "+a.State)
-		return
-	case !mayApprove(tx.principal, a):
-		s.auditApproval(a, approvalIgnored, by, "the chat client's principal holds none of the approver roles "+strings.Join(a.Approvers, ", "))
-		return
+		return a, "the approval is already " + a.State
+	}
+	if why := mayDecide(tx.principal, a); why != "" {
+		return a, why
 	}
 	// The chat request continues the message itself (decidedPlan).
 	d, err := s.decide(ctx, a, *p.Approval.Approved, by, p.Approval.Reason, nil)
 	if err != nil {
-		s.auditApproval(a, approvalIgnored, by, err.Error())
-		return
+		return a, err.Error()
 	}
 	*a = *d
+	return nil, ""
 }
 
 // decide decides a as approved or denied by by, and audits it. With
@@ -208,15 +250,33 @@ func (s *Server) decide(ctx context.Context, a *store.Approval, approved bool, b
 	return d, nil
 }
 
-// mayApprove reports whether p may decide a: anyone who may use the
-// session for a chat-user approval, a holder of one of its roles otherwise.
-func mayApprove(p engine.Principal, a *store.Approval) bool {
+// mayDecide says why p may not decide a, or "" when it may. A chat-user
+// approval (no approvers) anyone who may use the session decides. A
+// role-gated one needs a holder of one of its roles who is not the
+// principal whose turn asked for it: a requester holding the role would
+// otherwise approve its own call. An approvers list that names
+// opa.ApproverRequester lets the requester decide too.
+func mayDecide(p engine.Principal, a *store.Approval) string {
 	if len(a.Approvers) == 0 {
-		return true
+		return ""
 	}
-	return slices.ContainsFunc(a.Approvers, func(role string) bool {
-		return slices.Contains(p.Roles, strings.TrimPrefix(role, "role:"))
+	var requester engine.Principal
+	_ = json.Unmarshal(a.Principal, &requester)
+	self := requester.Tenant == p.Tenant && requester.Subject == p.Subject
+	if self && slices.Contains(a.Approvers, opa.ApproverRequester) {
+		return ""
+	}
+	holds := slices.ContainsFunc(a.Approvers, func(role string) bool {
+		name, ok := strings.CutPrefix(role, opa.ApproverRolePrefix)
+		return ok && slices.Contains(p.Roles, name)
 	})
+	switch {
+	case !holds:
+		return "the principal holds none of the approver roles " + strings.Join(a.Approvers, ", ")
+	case self:
+		return "the principal asked for this approval itself; only a rule whose approvers name \"" + opa.ApproverRequester + "\" lets the requester decide"
+	}
+	return ""
 }
 
 // decidedPlan continues stored (the session's last message) when every
@@ -400,7 +460,7 @@ func (s *Server) listApprovals(c *gin.Context) error {
 	}
 	out := []approvalResponse{}
 	for i := range list {
-		if len(list[i].Approvers) > 0 && mayApprove(p, &list[i]) {
+		if len(list[i].Approvers) > 0 && mayDecide(p, &list[i]) == "" {
 			out = append(out, newApprovalResponse(&list[i]))
 		}
 	}
@@ -463,9 +523,9 @@ func (s *Server) decideApproval(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if !mayApprove(p, a) {
-		s.auditApproval(a, approvalIgnored, p.Subject, "the principal holds none of the approver roles "+strings.Join(a.Approvers, ", "))
-		return errorf(http.StatusForbidden, CodeForbidden, "deciding this approval needs one of the roles %s", strings.Join(a.Approvers, ", "))
+	if why := mayDecide(p, a); why != "" {
+		s.auditApproval(a, approvalIgnored, p.Subject, why)
+		return errorf(http.StatusForbidden, CodeForbidden, "you may not decide this approval: %s", why)
 	}
 	d, err := s.decide(ctx, a, *req.Approved, p.Subject, req.Reason, resumeTurn(ctx))
 	switch {

@@ -183,6 +183,7 @@ func New(opts Options) (*Server, error) {
 	if s.agents, err = buildAgents(opts.Config); err != nil {
 		return nil, err
 	}
+	s.metrics.SetToolNames(configuredTool(opts.Config, s.tools))
 	s.buildSessions()
 	s.kill = s.newKillSwitches()
 	// Started last: a failed New leaves no extension worker or process.
@@ -248,6 +249,21 @@ func buildAgents(cfg *config.Config) (map[string]*agent, error) {
 			files: cfg.AttachmentLimits(&a)}
 	}
 	return agents, nil
+}
+
+// configuredTool reports whether a name is a tool of the configuration:
+// one of tools, or named in an agent's tool list (an MCP server's tool).
+func configuredTool(cfg *config.Config, tools map[string]engine.Tool) func(string) bool {
+	names := map[string]bool{}
+	for name := range tools {
+		names[name] = true
+	}
+	for _, a := range cfg.Agents {
+		for _, name := range a.Tools {
+			names[name] = true
+		}
+	}
+	return func(name string) bool { return names[name] }
 }
 
 // Handler returns the gateway's HTTP handler.

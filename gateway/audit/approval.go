@@ -35,6 +35,9 @@ type Approval struct {
 	DecidedAt *time.Time `json:"decidedAt,omitempty"`
 	// Why says why an answer was ignored.
 	Why string `json:"why,omitempty"`
+	// AlsoIgnored is how many more answers of the same chat request were
+	// ignored: a request gets one ignored record, of its first.
+	AlsoIgnored int `json:"alsoIgnored,omitempty"`
 }
 
 // Approval writes an approval record.

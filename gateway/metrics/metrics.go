@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +65,28 @@ type Metrics struct {
 	// StoreUp is 1 while the store answers, 0 from a call that found it
 	// unavailable until one succeeds again.
 	StoreUp prometheus.Gauge
+
+	// knownTool, when set, says which tool names are labels (ToolLabel).
+	knownTool atomic.Pointer[func(string) bool]
+}
+
+// OtherTool is the tool label of every name the gateway has not
+// configured: a model or a client may name any tool, and a label value of
+// their choosing would grow the series, the scrape and the memory without
+// bound.
+const OtherTool = "other"
+
+// SetToolNames makes the tool labels (ToolCalls, Approvals) take only
+// names known reports true for, OtherTool for the rest. Until it is
+// called every name is a label (a registry of tests).
+func (m *Metrics) SetToolNames(known func(name string) bool) { m.knownTool.Store(&known) }
+
+// ToolLabel is the tool label of name.
+func (m *Metrics) ToolLabel(name string) string {
+	if known := m.knownTool.Load(); known != nil && !(*known)(name) {
+		return OtherTool
+	}
+	return name
 }
 
 // New returns Metrics registered on a fresh registry, with the Go runtime
@@ -77,7 +100,7 @@ func New() *Metrics {
 		Steps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "steps_total",
 			Help: "Model steps by agent."}, []string{"agent"}),
 		ToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tool_calls_total",
-			Help: "Tool calls by tool and decision (allow, rewrite, block, substitute, error, client, denied: its approval was denied or expired)."}, []string{"tool", "decision"}),
+			Help: "Tool calls by tool (\"other\" for a name not configured) and decision (allow, rewrite, block, substitute, error, client, denied: its approval was denied or expired)."}, []string{"tool", "decision"}),
 		HookEval: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "hook_eval_seconds",
 			Help: "Rule evaluation latency by hook.", Buckets: []float64{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5}}, []string{"hook"}),
 		RuleReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rule_reloads_total",
@@ -95,7 +118,7 @@ func New() *Metrics {
 		WebSocketConnections: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "websocket_connections",
 			Help: "Open WebSocket chat connections (GET /v1/agents/{agent}/ws)."}),
 		Approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "approvals_total",
-			Help: "Tool-call approvals by tool and outcome: requested, approved, denied, expired, ignored (an answer that did not count)."}, []string{"tool", "outcome"}),
+			Help: "Tool-call approvals by tool (\"other\" for a name not configured) and outcome: requested, approved, denied, expired, ignored (an answer that did not count)."}, []string{"tool", "outcome"}),
 		ExtensionDrops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "extension_dropped_total",
 			Help: "Extension deliveries dropped because the extension's queue was full, by extension and hook."}, []string{"extension", "hook"}),
 		ExtensionFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "extension_failures_total",
@@ -155,7 +178,7 @@ func (o observer) OnStepFinish(_ context.Context, s *engine.StepResult) {
 }
 
 func (o observer) AfterToolCall(_ context.Context, rc *engine.ToolCallResultContext) {
-	o.m.ToolCalls.WithLabelValues(rc.ToolName, rc.Decision).Inc()
+	o.m.ToolCalls.WithLabelValues(o.m.ToolLabel(rc.ToolName), rc.Decision).Inc()
 }
 
 // Resolver wraps r so that every provider stream it resolves is timed and

@@ -1,11 +1,13 @@
 package metrics
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -33,5 +35,30 @@ turngate_shadow_effects_total{effect="patch",hook="beforeToolCall",rule="tools.r
 `
 	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "turngate_shadow_effects_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestToolLabels: once the gateway has named its tools, any other name a
+// model or a client brings is counted as "other", never as a label of its
+// own.
+func TestToolLabels(t *testing.T) {
+	m := New()
+	m.SetToolNames(func(name string) bool { return name == "weather" })
+	h := m.Hooks()
+	for _, name := range []string{"weather", "x1", "x2", strings.Repeat("y", 300)} {
+		h.AfterToolCall(context.Background(), &engine.ToolCallResultContext{ToolName: name, Decision: engine.DecisionAllow})
+	}
+	m.Approvals.WithLabelValues(m.ToolLabel("tool-of-the-client"), "ignored").Inc()
+	want := `
+# HELP turngate_tool_calls_total Tool calls by tool ("other" for a name not configured) and decision (allow, rewrite, block, substitute, error, client, denied: its approval was denied or expired).
+# TYPE turngate_tool_calls_total counter
+turngate_tool_calls_total{decision="allow",tool="other"} 3
+turngate_tool_calls_total{decision="allow",tool="weather"} 1
+`
+	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "turngate_tool_calls_total"); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(m.Approvals.WithLabelValues(OtherTool, "ignored")); got != 1 {
+		t.Errorf("ignored approvals of other tools = %v, want 1", got)
 	}
 }

@@ -14,6 +14,12 @@ import (
 // approver is "role:NAME", a principal holding role NAME.
 const ApproverRolePrefix = "role:"
 
+// ApproverRequester, among an approval reason's approvers, lets the
+// principal whose turn asked for the approval decide it too. Without it
+// the gateway refuses the requester's decision even when it holds one of
+// the roles: nobody approves their own call unless a rule says so.
+const ApproverRequester = "requester"
+
 // approvalReasons reads the approval rule: a set whose members are strings
 // (the chat user may approve) or objects {"reason": string, "approvers":
 // ["role:NAME", …]} (only principals holding one of the roles may). It
@@ -106,8 +112,8 @@ func approverRoles(member *ast.Term, v ast.Value) ([]string, error) {
 	roles := make([]string, 0, len(elems))
 	for _, e := range elems {
 		s, ok := e.Value.(ast.String)
-		if !ok || !strings.HasPrefix(string(s), ApproverRolePrefix) || len(s) == len(ApproverRolePrefix) {
-			return nil, validationError(ToolCallPackage, ruleApproval, "member %v: approver %v is not \"role:NAME\"", member, e)
+		if !ok || (string(s) != ApproverRequester && (!strings.HasPrefix(string(s), ApproverRolePrefix) || len(s) == len(ApproverRolePrefix))) {
+			return nil, validationError(ToolCallPackage, ruleApproval, "member %v: approver %v is not \"role:NAME\" or \"%s\"", member, e, ApproverRequester)
 		}
 		roles = append(roles, string(s))
 	}

@@ -130,3 +130,20 @@ func TestApprovalTypeErrors(t *testing.T) {
 	// Both member forms type-check.
 	mustCompile(t, testOptions, map[string]string{"approval.rego": approvalRules})
 }
+
+// TestApprovalRequester: "requester" is the one approver that is not a
+// role; it lets the principal whose turn asked decide too.
+func TestApprovalRequester(t *testing.T) {
+	p := mustCompile(t, testOptions, map[string]string{"approval.rego": `package turngate.tool_call
+
+approval contains {"reason": "shares a file", "approvers": ["requester", "role:ops"]} if input.tool.name == "share"
+`})
+	got, _, err := p.ToolCall(context.Background(), call("share", `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []engine.ApprovalReason{{Reason: "shares a file", Approvers: []string{"requester", "role:ops"}}}
+	if got == nil || !reflect.DeepEqual(got.Approvals, want) {
+		t.Errorf("decision %+v, want approvals %+v", got, want)
+	}
+}
