@@ -254,3 +254,96 @@ func TestSelfApprovalRefused(t *testing.T) {
 	chunks, _ = askApproval(t, g, "shared-user", "/shared/x", bearer(userKey)...)
 	g.doJSON("POST", "/v1/approvals/"+approvalOf(chunks), map[string]any{"approved": false}, http.StatusOK, nil, bearer(userKey)...)
 }
+
+// closeStatus reads c's frames until the gateway closes it and returns the
+// close status (-1 when it ended otherwise).
+func closeStatus(c *wsClient) websocket.StatusCode {
+	for {
+		if _, err := c.readFrame(); err != nil {
+			return websocket.CloseStatus(err)
+		}
+	}
+}
+
+// TestKeylessWebSocketFlood is the review's keyless WebSocket flood:
+// keyless handshakes used to count against websocket.maxConnections for
+// authTimeout, so three of them locked out every client with a key.
+func TestKeylessWebSocketFlood(t *testing.T) {
+	g := newTestGateway(t, "basic", wsAuthConfig, func(c *config.Config) {
+		c.WebSocket.MaxConnections, c.WebSocket.MaxUnauthenticated = 3, 2
+	})
+	dial := func(opts *websocket.DialOptions) (*wsClient, int) {
+		conn, resp, err := websocket.Dial(t.Context(), g.wsURL("demo", ""), opts)
+		if err != nil {
+			if resp == nil {
+				t.Fatalf("dial: %v", err)
+			}
+			return nil, resp.StatusCode
+		}
+		t.Cleanup(func() { conn.CloseNow() })
+		return &wsClient{t: t, conn: conn, pending: map[string][]map[string]any{}}, http.StatusSwitchingProtocols
+	}
+	keyed := &websocket.DialOptions{Subprotocols: []string{wsSubprotocol, wsKeyProtocol + "acme-key"}}
+	var keyless []*wsClient
+	for range 2 {
+		c, status := dial(nil)
+		if c == nil {
+			t.Fatalf("a keyless handshake within the budget got %d", status)
+		}
+		keyless = append(keyless, c)
+	}
+	if _, status := dial(nil); status != http.StatusServiceUnavailable {
+		t.Errorf("a keyless handshake beyond websocket.maxUnauthenticated got %d, want 503", status)
+	}
+	for i := range 3 {
+		c, status := dial(keyed)
+		if c == nil {
+			t.Fatalf("keyed handshake %d got %d while keyless sockets were open", i+1, status)
+		}
+	}
+	if _, status := dial(keyed); status != http.StatusServiceUnavailable {
+		t.Errorf("a keyed handshake beyond websocket.maxConnections got %d, want 503", status)
+	}
+	// A keyless socket that authenticates now finds maxConnections full.
+	keyless[0].write(sendFrame("r1", "s1", "u1", "hello", map[string]string{"authorization": "Bearer acme-key"}))
+	if st := closeStatus(keyless[0]); st != websocket.StatusTryAgainLater {
+		t.Errorf("promotion beyond maxConnections closed with %v, want 1013", st)
+	}
+}
+
+// TestUnauthenticatedWebSocketFrames: until a request of a keyless
+// connection authenticates, its frames are small and few, and a frame
+// that fails is refused before its messages are decoded.
+func TestUnauthenticatedWebSocketFrames(t *testing.T) {
+	g := newTestGateway(t, "basic", wsAuthConfig, func(c *config.Config) {
+		c.WebSocket.UnauthenticatedFrameBytes, c.WebSocket.UnauthenticatedFrames = 2048, 3
+	})
+	big := strings.Repeat("x", 8192)
+	t.Run("a large frame", func(t *testing.T) {
+		c := g.dialWS(t, "demo", nil)
+		c.write(sendFrame("r1", "s1", "u1", big, nil))
+		if st := closeStatus(c); st != websocket.StatusMessageTooBig {
+			t.Errorf("closed with %v, want 1009", st)
+		}
+	})
+	t.Run("many wrong keys", func(t *testing.T) {
+		c := g.dialWS(t, "demo", nil)
+		for i := range 3 {
+			id := fmt.Sprintf("r%d", i)
+			c.write(sendFrame(id, "s1", "u1", "hi", map[string]string{"authorization": "Bearer wrong"}))
+			if r := c.collect(id); r.end != "error" || r.err["code"] != CodeUnauthorized {
+				t.Fatalf("frame %d: %q %v, want unauthorized", i, r.end, r.err)
+			}
+		}
+		c.write(sendFrame("r9", "s1", "u1", "hi", map[string]string{"authorization": "Bearer wrong"}))
+		if st := closeStatus(c); st != websocket.StatusPolicyViolation {
+			t.Errorf("closed with %v, want 1008", st)
+		}
+	})
+	t.Run("a large frame after authenticating", func(t *testing.T) {
+		c := g.dialWS(t, "demo", nil)
+		auth := map[string]string{"authorization": "Bearer acme-key"}
+		c.turn("r1", sendFrame("r1", "s2", "u1", "hello", auth))
+		c.turn("r2", sendFrame("r2", "s3", "u1", big, auth))
+	})
+}

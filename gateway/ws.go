@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -64,11 +65,8 @@ func (s *Server) chatWebSocket(c *gin.Context) error {
 	w := &wsConn{s: s, ag: ag, cfg: s.cfg.WebSocket, principal: p, source: httpguard.Source(c.Request), reqs: map[string]*wsRequest{},
 		goAway: make(chan struct{})}
 	w.authed.Store(authed)
-	if !s.ws.add(w, w.cfg.MaxConnections) {
-		ae := errorf(http.StatusServiceUnavailable, CodeUnavailable,
-			"all %d WebSocket connections (websocket.maxConnections) are in use; retry later", w.cfg.MaxConnections)
-		ae.RetryAfter = time.Second
-		return ae
+	if err := s.ws.add(w, w.cfg, authed); err != nil {
+		return err
 	}
 	defer s.ws.remove(w)
 	conn, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{
@@ -145,33 +143,77 @@ func wsOfferedProtocols(r *http.Request) []string {
 }
 
 // wsHub tracks the open connections, for websocket.maxConnections and
-// for Shutdown.
+// websocket.maxUnauthenticated, and for Shutdown.
 type wsHub struct {
-	mu      sync.Mutex
-	conns   map[*wsConn]struct{}
+	mu sync.Mutex
+	// conns are the open connections; authed counts those that count
+	// against maxConnections (authenticated by the handshake or by a
+	// request), the rest against maxUnauthenticated.
+	conns   map[*wsConn]bool
+	authed  int
 	closing bool
 	// open counts the connections; Add happens under mu and never once
 	// closing is set, so it never races shutdown's Wait.
 	open sync.WaitGroup
 }
 
-// add counts w unless max connections are open or shutdown began.
-func (h *wsHub) add(w *wsConn, max int) bool {
+// errWSFull is the 503 of a handshake or a first authenticated request
+// beyond websocket.maxConnections.
+func errWSFull(max int) error {
+	ae := errorf(http.StatusServiceUnavailable, CodeUnavailable,
+		"all %d WebSocket connections (websocket.maxConnections) are in use; retry later", max)
+	ae.RetryAfter = time.Second
+	return ae
+}
+
+// add counts w, authenticated or not, unless its budget is used up or
+// shutdown began.
+func (h *wsHub) add(w *wsConn, cfg config.WebSocket, authed bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closing || len(h.conns) >= max {
-		return false
+	switch {
+	case h.closing:
+		return errShuttingDown
+	case authed && h.authed >= cfg.MaxConnections:
+		return errWSFull(cfg.MaxConnections)
+	case !authed && len(h.conns)-h.authed >= cfg.MaxUnauthenticated:
+		ae := errorf(http.StatusServiceUnavailable, CodeUnavailable,
+			"all %d WebSocket connections without a key (websocket.maxUnauthenticated) are in use; authenticate the handshake or retry later", cfg.MaxUnauthenticated)
+		ae.RetryAfter = time.Second
+		return ae
 	}
 	if h.conns == nil {
-		h.conns = map[*wsConn]struct{}{}
+		h.conns = map[*wsConn]bool{}
 	}
-	h.conns[w] = struct{}{}
+	h.conns[w] = authed
+	if authed {
+		h.authed++
+	}
 	h.open.Add(1)
+	return nil
+}
+
+// promote moves w, whose request just authenticated, from the keyless
+// budget to maxConnections; false when those are all in use.
+func (h *wsHub) promote(w *wsConn, max int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if authed, ok := h.conns[w]; !ok || authed {
+		return ok
+	}
+	if h.authed >= max {
+		return false
+	}
+	h.conns[w] = true
+	h.authed++
 	return true
 }
 
 func (h *wsHub) remove(w *wsConn) {
 	h.mu.Lock()
+	if h.conns[w] {
+		h.authed--
+	}
 	delete(h.conns, w)
 	h.mu.Unlock()
 	h.open.Done()
@@ -225,6 +267,9 @@ type wsConn struct {
 	// authed is set when the handshake or any request authenticated.
 	authed    atomic.Bool
 	handshake bool
+	// unauthFrames counts the frames read before one authenticated (read
+	// loop only).
+	unauthFrames int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -261,7 +306,11 @@ type wsRequest struct {
 func (w *wsConn) serve() {
 	defer w.conn.CloseNow()
 	w.handshake = w.authed.Load()
-	w.conn.SetReadLimit(w.cfg.MaxFrameBytes)
+	if w.handshake {
+		w.conn.SetReadLimit(w.cfg.MaxFrameBytes)
+	} else {
+		w.conn.SetReadLimit(min(w.cfg.UnauthenticatedFrameBytes, w.cfg.MaxFrameBytes))
+	}
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); w.writeLoop() }()
 	go w.pingLoop()
@@ -291,6 +340,15 @@ func (w *wsConn) readLoop() {
 		}
 		if typ != websocket.MessageText {
 			w.reply(wsErrorFrame("", errorf(http.StatusBadRequest, CodeInvalidJSON, "frames must be text messages holding JSON")))
+			if !w.authed.Load() && !w.unauthenticatedFrame() {
+				return
+			}
+			continue
+		}
+		if !w.authed.Load() && !w.authenticateFrame(data) {
+			if !w.unauthenticatedFrame() {
+				return
+			}
 			continue
 		}
 		f, err := decodeWSFrame(data, w.s.cfg.Limits.MaxMessages)
@@ -300,6 +358,45 @@ func (w *wsConn) readLoop() {
 		}
 		w.dispatch(f)
 	}
+}
+
+// authenticateFrame authenticates the frame of a connection that has not
+// authenticated yet, from its requestId and headers alone: the rest (the
+// messages) is not decoded for a frame that fails (its 401 is replied).
+// The first frame that authenticates moves the connection into
+// websocket.maxConnections (or, when those are in use, is answered 503 and
+// the connection closed) and lifts the frame cap to maxFrameBytes.
+func (w *wsConn) authenticateFrame(data []byte) bool {
+	var head struct {
+		RequestID string            `json:"requestId"`
+		Headers   map[string]string `json:"headers"`
+	}
+	_ = json.Unmarshal(data, &head)
+	if len(head.RequestID) > maxRequestIDLen {
+		head.RequestID = ""
+	}
+	if _, err := w.requestPrincipal(wsLowerKeys(head.Headers)); err != nil {
+		w.reply(wsErrorFrame(head.RequestID, err))
+		return false
+	}
+	if !w.s.ws.promote(w, w.cfg.MaxConnections) {
+		w.reply(wsErrorFrame(head.RequestID, errWSFull(w.cfg.MaxConnections)))
+		w.closeWith(websocket.StatusTryAgainLater, "all websocket.maxConnections are in use")
+		return false
+	}
+	w.conn.SetReadLimit(w.cfg.MaxFrameBytes)
+	return true
+}
+
+// unauthenticatedFrame counts a frame that did not authenticate; false
+// (and the connection closed with 1008) past websocket.unauthenticatedFrames.
+func (w *wsConn) unauthenticatedFrame() bool {
+	w.unauthFrames++
+	if w.unauthFrames <= w.cfg.UnauthenticatedFrames {
+		return true
+	}
+	w.closeWith(websocket.StatusPolicyViolation, "too many frames without an authenticated request (websocket.unauthenticatedFrames)")
+	return false
 }
 
 // dispatch starts a send or resume request, or aborts one.

@@ -91,12 +91,7 @@ func decodeWSFrame(data []byte, maxMessages int) (*wsFrame, error) {
 			return f, err
 		}
 	}
-	for k, v := range f.Headers {
-		if lk := strings.ToLower(k); lk != k {
-			delete(f.Headers, k)
-			f.Headers[lk] = v
-		}
-	}
+	f.Headers = wsLowerKeys(f.Headers)
 	if f.Type == wsResume {
 		return f, decodeResume(f, fields)
 	}
@@ -193,4 +188,14 @@ func sseChunk(frame []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return chunk, true
+}
+
+// wsLowerKeys returns h with its keys lower-cased, as the transport sends
+// them and the gateway reads them.
+func wsLowerKeys(h map[string]string) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		out[strings.ToLower(k)] = v
+	}
+	return out
 }

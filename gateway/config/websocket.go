@@ -41,6 +41,20 @@ type WebSocket struct {
 	// AuthTimeout closes a connection whose handshake carried no API key
 	// when none of its requests authenticated within this time.
 	AuthTimeout time.Duration `yaml:"authTimeout"`
+	// MaxUnauthenticated caps the connections whose handshake carried no
+	// key and none of whose requests has authenticated yet; a keyless
+	// handshake beyond it is answered 503. They are not counted in
+	// maxConnections until one of their requests authenticates, so
+	// keyless sockets cannot lock out the clients that have keys.
+	MaxUnauthenticated int `yaml:"maxUnauthenticated"`
+	// UnauthenticatedFrameBytes caps each frame of such a connection until
+	// one of its requests authenticates (the authenticating frame
+	// included): a larger one closes it with 1009. Clients whose first
+	// message is large (attachments) authenticate the handshake instead.
+	UnauthenticatedFrameBytes int64 `yaml:"unauthenticatedFrameBytes"`
+	// UnauthenticatedFrames is how many frames such a connection may send
+	// that do not authenticate; the next closes it with 1008.
+	UnauthenticatedFrames int `yaml:"unauthenticatedFrames"`
 }
 
 // Defaults for unset websocket settings.
@@ -52,6 +66,15 @@ const (
 	DefaultWSPingInterval             = 30 * time.Second // under the 60 s idle cut of common proxies
 	DefaultWSPongTimeout              = 10 * time.Second
 	DefaultWSAuthTimeout              = 10 * time.Second
+	// DefaultWSMaxUnauthenticated keyless connections may wait for their
+	// first authenticated request at once: a browser tab opens one.
+	DefaultWSMaxUnauthenticated = 64
+	// DefaultWSUnauthenticatedFrameBytes is room for a first chat message
+	// of text with headers.authorization; not for attachments.
+	DefaultWSUnauthenticatedFrameBytes = 256 << 10
+	// DefaultWSUnauthenticatedFrames lets a client retry a mistyped key a
+	// few times.
+	DefaultWSUnauthenticatedFrames = 4
 )
 
 // applyDefaults fills the unset websocket settings; maxBodyBytes is the
@@ -65,6 +88,9 @@ func (w *WebSocket) applyDefaults(maxBodyBytes int64) {
 	w.PingInterval = cmp.Or(w.PingInterval, DefaultWSPingInterval)
 	w.PongTimeout = cmp.Or(w.PongTimeout, DefaultWSPongTimeout)
 	w.AuthTimeout = cmp.Or(w.AuthTimeout, DefaultWSAuthTimeout)
+	w.MaxUnauthenticated = cmp.Or(w.MaxUnauthenticated, DefaultWSMaxUnauthenticated)
+	w.UnauthenticatedFrameBytes = cmp.Or(w.UnauthenticatedFrameBytes, min(DefaultWSUnauthenticatedFrameBytes, w.MaxFrameBytes))
+	w.UnauthenticatedFrames = cmp.Or(w.UnauthenticatedFrames, DefaultWSUnauthenticatedFrames)
 }
 
 // validate reports the websocket settings that cannot work.
@@ -72,7 +98,8 @@ func (w *WebSocket) validate(add func(path, format string, args ...any)) {
 	notNegative(add, "websocket", mustNotBeNegative, map[string]any{
 		"maxConnections": w.MaxConnections, "maxFrameBytes": w.MaxFrameBytes, "maxRequestsPerConnection": w.MaxRequestsPerConnection,
 		"sendQueue": w.SendQueue, "writeTimeout": w.WriteTimeout, "pingInterval": w.PingInterval, "pongTimeout": w.PongTimeout,
-		"authTimeout": w.AuthTimeout,
+		"authTimeout": w.AuthTimeout, "maxUnauthenticated": w.MaxUnauthenticated, "unauthenticatedFrameBytes": w.UnauthenticatedFrameBytes,
+		"unauthenticatedFrames": w.UnauthenticatedFrames,
 	})
 	for i, p := range w.OriginPatterns {
 		if _, err := path.Match(p, ""); err != nil || p == "" {
