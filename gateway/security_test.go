@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -346,4 +348,43 @@ func TestUnauthenticatedWebSocketFrames(t *testing.T) {
 		c.turn("r1", sendFrame("r1", "s2", "u1", "hello", auth))
 		c.turn("r2", sendFrame("r2", "s3", "u1", big, auth))
 	})
+}
+
+// TestMetricsAndReadinessExposure: /metrics answers only metrics.key when
+// one is set, and /readyz shows which replica and revision answer only to
+// a request with an API key.
+func TestMetricsAndReadinessExposure(t *testing.T) {
+	const apiKey, metricsKey = "4e8a2c6f0b9d1e3a5c7b9d0f2e4a6c8b", "metrics-9d7c5b3a1f0e2d4c6b8a"
+	sum := sha256.Sum256([]byte(metricsKey))
+	g := newTestGateway(t, "basic", func(c *config.Config) {
+		c.Auth.APIKeys = []config.APIKey{{Key: apiKey, Tenant: "acme"}}
+		c.Metrics.KeySHA256 = hex.EncodeToString(sum[:])
+		c.Replica.ID = "replica-7"
+	})
+	for _, tc := range []struct {
+		name, key string
+		want      int
+	}{
+		{"no key", "", http.StatusUnauthorized},
+		{"an API key", apiKey, http.StatusUnauthorized},
+		{"the metrics key", metricsKey, http.StatusOK},
+	} {
+		g.key = tc.key
+		resp := g.do("GET", "/metrics", nil)
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want || (tc.want == http.StatusOK) != strings.Contains(string(data), "go_gc_duration_seconds") {
+			t.Errorf("/metrics with %s: %d %.200s, want %d", tc.name, resp.StatusCode, data, tc.want)
+		}
+	}
+	for key, shown := range map[string]bool{"": false, "wrong-key": false, apiKey: true} {
+		g.key = key
+		var ready map[string]any
+		g.doJSON("GET", "/readyz", nil, http.StatusOK, &ready)
+		_, replica := ready["replica"]
+		_, revision := ready["revision"]
+		if replica != shown || revision != shown || (shown && ready["replica"] != "replica-7") {
+			t.Errorf("/readyz with key %q: %v, want replica and revision shown: %v", key, ready, shown)
+		}
+	}
 }

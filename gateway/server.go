@@ -17,6 +17,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -269,6 +271,17 @@ func configuredTool(cfg *config.Config, tools map[string]engine.Tool) func(strin
 // Handler returns the gateway's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// MetricsHandler serves GET /metrics, behind metrics.key when one is set.
+// Handler serves it too unless metrics.listen is set: then the caller
+// serves this on that address.
+func (s *Server) MetricsHandler() http.Handler {
+	h := s.metrics.Handler()
+	if sum, err := hex.DecodeString(s.cfg.Metrics.KeySHA256); err == nil && len(sum) == sha256.Size {
+		h = httpguard.RequireBearer([sha256.Size]byte(sum), h)
+	}
+	return h
+}
+
 // Start requeues the submissions a previous process left running and starts
 // the submission workers. They stop at Shutdown.
 func (s *Server) Start(ctx context.Context) error {
@@ -345,7 +358,9 @@ func (s *Server) routes() http.Handler {
 
 	r.GET("/healthz", s.handle(s.healthz))
 	r.GET("/readyz", s.handle(s.readyz))
-	r.GET("/metrics", gin.WrapH(s.metrics.Handler()))
+	if s.cfg.Metrics.Listen == "" {
+		r.GET("/metrics", gin.WrapH(s.MetricsHandler()))
+	}
 
 	v1 := r.Group("/v1", s.jsonBodies, s.authenticate)
 	ag := v1.Group("/agents/:agent")
@@ -490,9 +505,14 @@ func (s *Server) readyz(c *gin.Context) error {
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	body := gin.H{"ready": ready, "checks": checks, "replica": s.cfg.Replica.ID, "killSwitches": len(s.kill.Active())}
-	if rev := s.rules.Current(); rev != nil {
-		body["revision"] = rev.ID()
+	body := gin.H{"ready": ready, "checks": checks, "killSwitches": len(s.kill.Active())}
+	// Which replica answers and its revision are for operators: a request
+	// with an API key (any) sees them, an anonymous probe does not.
+	if _, err := s.bearerPrincipal(c.GetHeader("Authorization")); err == nil || s.auth.open() {
+		body["replica"] = s.cfg.Replica.ID
+		if rev := s.rules.Current(); rev != nil {
+			body["revision"] = rev.ID()
+		}
 	}
 	c.JSON(status, body)
 	return nil

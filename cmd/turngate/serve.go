@@ -162,9 +162,20 @@ func serve(ctx context.Context, p serveParams) error {
 	ln = netutil.LimitListener(ln, cfg.Limits.MaxConnections)
 	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout,
 		IdleTimeout: cfg.Limits.IdleTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	var metricsLn net.Listener
+	if cfg.Metrics.Listen != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
+			ln.Close()
+			return fmt.Errorf("listening for metrics: %w", err)
+		}
+		defer metricsLn.Close()
+	}
 	if err := gw.Start(ctx); err != nil {
 		ln.Close()
 		return err
+	}
+	if metricsLn != nil {
+		go serveMetrics(metricsLn, gw.MetricsHandler(), cfg, log)
 	}
 
 	bg, stopBG := context.WithCancel(context.Background())
@@ -209,6 +220,19 @@ func serve(ctx context.Context, p serveParams) error {
 		return fmt.Errorf("serving: %w", err)
 	}
 	return nil
+}
+
+// serveMetrics serves GET /metrics alone on ln (metrics.listen) until ln
+// is closed.
+func serveMetrics(ln net.Listener, h http.Handler, cfg *config.Config, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, IdleTimeout: cfg.Limits.IdleTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+		log.Error("serving metrics", "err", err)
+	}
 }
 
 // testGate maps rules.requireTests to the rule set's test gate: unset runs

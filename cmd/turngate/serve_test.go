@@ -422,3 +422,45 @@ func (s *syncWriter) String() string {
 	defer s.mu.Unlock()
 	return s.w.(*bytes.Buffer).String()
 }
+
+// TestServeMetricsListener: with metrics.listen and metrics.key, /metrics
+// leaves the public listener and answers on its own address only to the
+// scraper's key.
+func TestServeMetricsListener(t *testing.T) {
+	const metricsKey = "metrics-2b7e9c4a1f6d3e8b5c0a9f7e"
+	t.Setenv("TG_TEST_METRICS_KEY", metricsKey)
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := free.Addr().String()
+	free.Close()
+	r := startServe(t, writeServeConfig(t, "metrics: {listen: \""+metricsAddr+"\", key: \"${TG_TEST_METRICS_KEY}\"}\n"))
+	get := func(addr, key string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name, addr, key string
+		want            int
+	}{
+		{"the public listener", r.addr, metricsKey, http.StatusNotFound},
+		{"no key", metricsAddr, "", http.StatusUnauthorized},
+		{"a wrong key", metricsAddr, "wrong-" + metricsKey, http.StatusUnauthorized},
+		{"the scraper's key", metricsAddr, metricsKey, http.StatusOK},
+	} {
+		if got := get(tc.addr, tc.key); got != tc.want {
+			t.Errorf("%s: /metrics answered %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -61,6 +61,8 @@ type Config struct {
 	WebSocket WebSocket `yaml:"websocket"`
 	// Replica names this process among the replicas of one database.
 	Replica Replica `yaml:"replica"`
+	// Metrics configures GET /metrics (metrics.go).
+	Metrics Metrics `yaml:"metrics"`
 
 	// source is the file c was parsed from, for ErrorAt.
 	source *source
@@ -522,8 +524,10 @@ func unexpanded(envErrs, errs []error) []error {
 	})
 }
 
-// hashKeys replaces every plaintext API key with its SHA-256.
+// hashKeys replaces every plaintext API key, and the metrics key, with
+// its SHA-256.
 func (c *Config) hashKeys() {
+	c.Metrics.hashKey()
 	for i := range c.Auth.APIKeys {
 		k := &c.Auth.APIKeys[i]
 		if k.Key != "" {
@@ -661,6 +665,7 @@ func (c *Config) Validate() error {
 	c.validateSessions(add)
 	c.Store.validate(add)
 	c.Replica.validate(add)
+	c.Metrics.validate(c.Listen, add)
 	notNegative(add, "auth", mustNotBeNegative, map[string]any{"maxFailuresPerMinute": c.Auth.MaxFailuresPerMinute})
 	for i, k := range c.Auth.APIKeys {
 		item := fmt.Sprintf("auth.apiKeys[%d]", i)

@@ -9,6 +9,8 @@
 package httpguard
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"mime"
 	"net"
 	"net/http"
@@ -128,4 +130,23 @@ func loopbackOrigin(o string) bool {
 		return false
 	}
 	return loopbackName(u.Hostname())
+}
+
+// RequireBearer serves next only to requests whose Authorization header is
+// "Bearer KEY" for a KEY whose SHA-256 is hash (compared in constant
+// time); the others get a 401 JSON error, in the gateway's format.
+func RequireBearer(hash [sha256.Size]byte, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		sum := sha256.Sum256([]byte(strings.TrimSpace(key)))
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], hash[:]) != 1 {
+			SetResponseHeaders(w.Header())
+			w.Header().Set("Content-Type", JSONType)
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"code":"unauthorized","message":"this endpoint needs its bearer key (metrics.key)"}` + "\n"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
