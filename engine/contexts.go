@@ -186,6 +186,10 @@ type ToolCallContext struct {
 	PreviousCalls []ToolCallRecord `json:"previousCalls"`
 	// Attachments are the files of the turn's last user message.
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// State holds the declared state the rules read for this call
+	// (input.state; policy/state.Values), as read before it; nil when
+	// they read none.
+	State map[string]any `json:"state,omitempty"`
 }
 
 // Tool call actions (the reference's ToolCallDecision.action).
@@ -256,6 +260,9 @@ type ToolCallResultContext struct {
 	Decision string `json:"decision"`
 	// Executed reports whether the tool's executor ran.
 	Executed bool `json:"executed"`
+	// State holds the declared state the toolResult rules read, as for
+	// ToolCallContext.State.
+	State map[string]any `json:"state,omitempty"`
 }
 
 // ToolResultDecision is what the optional tool-result hook returns: a

@@ -87,6 +87,9 @@ const (
 // Store persists the gateway's sessions, transcripts, submissions and turn
 // audit. Implementations are safe for concurrent use.
 type Store interface {
+	// StateStore keeps the events of declared rule state.
+	StateStore
+
 	// GetOrCreateSession returns the tenant's session id, creating it for
 	// agent when absent; created reports whether it was created. An existing
 	// session is returned as stored, whatever its agent.

@@ -295,3 +295,21 @@ var (
 	_ Store = (*wrapped)(nil)
 	_ Relay = (*wrappedRelay)(nil)
 )
+
+func (w *wrapped) AdmitState(ctx context.Context, a *StateAdmission) ([]StateReading, error) {
+	return call1(w, ctx, "AdmitState", func(ctx context.Context) ([]StateReading, error) {
+		return w.st.AdmitState(ctx, a)
+	})
+}
+
+func (w *wrapped) SettleState(ctx context.Context, event, from, to string) error {
+	return call0(w, ctx, "SettleState", func(ctx context.Context) error {
+		return w.st.SettleState(ctx, event, from, to)
+	})
+}
+
+func (w *wrapped) PruneState(ctx context.Context, t time.Time, limit int) (int, error) {
+	return call1(w, ctx, "PruneState", func(ctx context.Context) (int, error) {
+		return w.st.PruneState(ctx, t, limit)
+	})
+}

@@ -43,6 +43,10 @@ type Options struct {
 	// turngate.tool_call (decoded JSON); nil leaves input.body an open
 	// object. The gateway sets it when every agent declares a bodySchema.
 	BodySchema any
+	// StateSchema is the JSON Schema of input.state (policy/state's
+	// Set.Schema): the declared state, so that reading an undeclared
+	// name is a load error. Nil declares none: input.state has no keys.
+	StateSchema map[string]any
 }
 
 func (o Options) timeout() time.Duration {
@@ -87,6 +91,9 @@ type Policy struct {
 	// toolNames are the tool names the modules compare the called tool's
 	// name with (toolnames.go).
 	toolNames []policy.ToolName
+	// stateReads lists by decision package the declared states its rules
+	// read (StateReads).
+	stateReads map[string][]string
 }
 
 // HasToolCall reports whether some module defines package
@@ -136,7 +143,8 @@ func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, po
 	if len(b.errs) > 0 {
 		return nil, b.result()
 	}
-	p := &Policy{opts: opts, src: b.src, schemas: &schemaCache{}, rules: ruleLocations(c), toolNames: b.toolNames(parsed)}
+	p := &Policy{opts: opts, src: b.src, schemas: &schemaCache{}, rules: ruleLocations(c), toolNames: b.toolNames(parsed),
+		stateReads: stateReadsOf(c, declaredStates(opts.StateSchema))}
 	store := newStore(doc)
 	for _, q := range []struct {
 		ref ast.Ref

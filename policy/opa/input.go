@@ -110,6 +110,11 @@ func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache) (ast.Value,
 		ast.Item(inputKey.previousCalls, ast.ArrayTerm(prev...)),
 		ast.Item(inputKey.attachments, attachmentsTerm(tc.Attachments)),
 	)
+	if tc.State != nil {
+		st, err := stateTerm(tc.State)
+		errs = append(errs, err)
+		items = append(items, ast.Item(inputKey.state, st))
+	}
 	return ast.NewObject(items...), errors.Join(errs...)
 }
 
@@ -132,10 +137,25 @@ func toolResultInput(rc *engine.ToolCallResultContext, schemas *schemaCache) (as
 		ast.Item(inputKey.executed, ast.InternedTerm(rc.Executed)),
 		ast.Item(inputKey.durationMs, ast.FloatNumberTerm(rc.DurationMs)),
 	)
-	return ast.NewObject(items...), errors.Join(terr, oerr, eerr)
+	var serr error
+	if rc.State != nil {
+		var st *ast.Term
+		st, serr = stateTerm(rc.State)
+		items = append(items, ast.Item(inputKey.state, st))
+	}
+	return ast.NewObject(items...), errors.Join(terr, oerr, eerr, serr)
 }
 
 var emptyObject = ast.ObjectTerm()
+
+// stateTerm is input.state: the declared state values read for the event.
+func stateTerm(vals map[string]any) (*ast.Term, error) {
+	v, err := ast.InterfaceToValue(vals)
+	if err != nil {
+		return emptyObject, fmt.Errorf("state: %w", err)
+	}
+	return ast.NewTerm(v), nil
+}
 
 // attachmentsTerm is the input's attachments array.
 func attachmentsTerm(as []engine.Attachment) *ast.Term {
@@ -191,6 +211,7 @@ var inputKey = struct {
 	size           *ast.Term
 	remote         *ast.Term
 	url            *ast.Term
+	state          *ast.Term
 }{
 	agent:          ast.StringTerm("agent"),
 	sessionID:      ast.StringTerm("sessionId"),
@@ -228,6 +249,7 @@ var inputKey = struct {
 	size:           ast.StringTerm("size"),
 	remote:         ast.StringTerm("remote"),
 	url:            ast.StringTerm("url"),
+	state:          ast.StringTerm("state"),
 }
 
 // callItems are the fields both input documents have: the turn's identity,

@@ -174,6 +174,8 @@ type recordedIdentity struct {
 	ToolCallID    string           `json:"toolCallId"`
 	StepNumber    int              `json:"stepNumber"`
 	MessagesCount int              `json:"messagesCount"`
+	// State is absent when the rules read no declared state.
+	State map[string]any `json:"state"`
 }
 
 type recordedTool struct {
@@ -215,7 +217,7 @@ func DecodeToolCallInput(data []byte) (*engine.ToolCallContext, error) {
 	}
 	tc := &engine.ToolCallContext{Identity: id, Type: "tool-call", ToolCallID: doc.ToolCallID,
 		ToolName: doc.Tool.Name, Input: doc.Tool.Input, Dynamic: doc.Tool.Dynamic, Tool: doc.Tool.info(),
-		StepNumber: doc.StepNumber, Messages: msgs, Body: doc.Body, Attachments: doc.Attachments,
+		StepNumber: doc.StepNumber, Messages: msgs, Body: doc.Body, Attachments: doc.Attachments, State: doc.State,
 		PreviousCalls: make([]engine.ToolCallRecord, len(doc.PreviousCalls))}
 	for i, pc := range doc.PreviousCalls {
 		tc.PreviousCalls[i] = engine.ToolCallRecord{ToolCallID: pc.ToolCallID, ToolName: pc.ToolName,
@@ -249,7 +251,7 @@ func DecodeToolResultInput(data []byte) (*engine.ToolCallResultContext, error) {
 		ToolName: doc.Tool.Name, Input: doc.Tool.Input, EffectiveInput: nullIsEmpty(doc.EffectiveInput),
 		Dynamic: doc.Tool.Dynamic, Tool: doc.Tool.info(), StepNumber: doc.StepNumber, Messages: msgs,
 		DurationMs: doc.DurationMs, Success: doc.Success, Output: nullIsEmpty(doc.Output), Error: doc.Error,
-		Decision: doc.Decision, Executed: doc.Executed}, nil
+		Decision: doc.Decision, Executed: doc.Executed, State: doc.State}, nil
 }
 
 // context returns the identity and the placeholder messages of a

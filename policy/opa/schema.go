@@ -45,12 +45,28 @@ func InputSchema(pkg string, opts Options) (map[string]any, error) {
 		return nil, fmt.Errorf("no input schema for package %q (want %s or %s)", pkg, ToolCallPackage, ToolResultPackage)
 	}
 	s := cloneJSON(base).(map[string]any)
-	if opts.BodySchema != nil {
-		if props, ok := s["properties"].(map[string]any); ok && props["body"] != nil {
-			props["body"] = opts.BodySchema
-		}
+	props, _ := s["properties"].(map[string]any)
+	if opts.BodySchema != nil && props["body"] != nil {
+		props["body"] = opts.BodySchema
+	}
+	if props != nil {
+		props["state"] = stateSchema(opts.StateSchema)
 	}
 	return s, nil
+}
+
+// stateSchema is the schema of input.state: the declared one, or a closed
+// object without keys when no state is declared.
+func stateSchema(declared map[string]any) any {
+	if declared != nil {
+		return cloneJSON(declared)
+	}
+	return map[string]any{
+		"type":                 "object",
+		"description":          "the declared state the rules read; this rule set declares none (state.yaml, *.state.yaml)",
+		"additionalProperties": false,
+		"properties":           map[string]any{},
+	}
 }
 
 // inputSchemas decodes the embedded schemas once, by package, each

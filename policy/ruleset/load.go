@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/celrules"
 	"github.com/turngate/turngate/policy/opa"
+	"github.com/turngate/turngate/policy/state"
 )
 
 // MaxFileBytes bounds one file of a rules directory. Rule and data files are
@@ -33,6 +34,7 @@ const (
 	KindRego     Kind = "rego"      // *.rego: tool_call / tool_result policies
 	KindRegoTest Kind = "rego-test" // *_test.rego: OPA tests
 	KindData     Kind = "data"      // *.json, data.yaml, *.data.yaml: Rego data
+	KindState    Kind = "state"     // state.yaml, *.state.yaml: declared state (policy/state)
 	KindIgnored  Kind = ""          // anything else
 )
 
@@ -58,6 +60,8 @@ func Classify(name string) Kind {
 			return KindCELTest
 		case stem == "data" || strings.HasSuffix(stem, ".data"):
 			return KindData
+		case stem == "state" || strings.HasSuffix(stem, ".state"):
+			return KindState
 		}
 		return KindCEL
 	}
@@ -160,6 +164,7 @@ type Revision struct {
 	byKind   map[Kind][]policy.File
 	cel      *celrules.Set
 	rego     *opa.Policy
+	state    *state.Set
 	opts     Options
 	warnings policy.Errors
 }
@@ -179,6 +184,27 @@ func (r *Revision) CEL() *celrules.Set { return r.cel }
 
 // Rego returns the compiled Rego policy (tool_call, tool_result).
 func (r *Revision) Rego() *opa.Policy { return r.rego }
+
+// State returns the revision's declared state (nil when it declares none).
+func (r *Revision) State() *state.Set { return r.state }
+
+// StateReads returns the declared states the rules of hook read, in name
+// order: derived from the compiled rules' references to input.state.NAME
+// (Rego) and state.NAME (CEL), never from a list kept by hand. None means
+// the hook's events need no state read.
+func (r *Revision) StateReads(hook string) []*state.Decl {
+	return r.state.Named(r.stateReads(hook))
+}
+
+func (r *Revision) stateReads(hook string) []string {
+	switch hook {
+	case policy.HookBeforeToolCall:
+		return r.rego.StateReads(opa.ToolCallPackage)
+	case policy.HookToolResult:
+		return r.rego.StateReads(opa.ToolResultPackage)
+	}
+	return nil
+}
 
 // Warnings returns the diagnostics that do not stop the revision from
 // loading (conflicts visible in the CEL rules, celrules.Set.Warnings),
@@ -314,9 +340,13 @@ func unwrapPath(err error) error {
 // compile builds a Revision from a snapshot, compiling CEL and Rego both so
 // that one load reports the errors of both.
 func compile(snap *snapshot, opts Options) (*Revision, policy.Errors) {
+	st, stateErrs := state.Parse(snap.byKind[KindState])
+	if st.Len() > 0 {
+		opts.OPA.StateSchema = st.Schema()
+	}
 	cel, celErrs := celrules.Compile(snap.byKind[KindCEL], opts.CEL)
 	rego, regoErrs := opa.Compile(snap.byKind[KindRego], snap.byKind[KindData], opts.OPA)
-	if errs := mergeErrors(celErrs, regoErrs); errs != nil {
+	if errs := mergeErrors(stateErrs, celErrs, regoErrs); errs != nil {
 		return nil, located(snap.root, errs)
 	}
 	return &Revision{
@@ -327,6 +357,7 @@ func compile(snap *snapshot, opts Options) (*Revision, policy.Errors) {
 		byKind:   snap.byKind,
 		cel:      cel,
 		rego:     rego,
+		state:    st,
 		opts:     opts,
 		warnings: located(snap.root, cloneErrors(cel.Warnings())),
 	}, nil
