@@ -40,6 +40,7 @@ import (
 	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/killswitch"
 	"github.com/turngate/turngate/gateway/metrics"
+	"github.com/turngate/turngate/gateway/rulestate"
 	"github.com/turngate/turngate/gateway/sessionctx"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/policy"
@@ -75,7 +76,11 @@ type Options struct {
 	// decision hooks run too). Its OnChatResponse runs after the assistant
 	// message is persisted and the turn lock released.
 	Observer engine.Hooks
-	Logger   *slog.Logger
+	// State reads and records the declared rule state (and the config's
+	// limits built on it); nil makes one over Store on the wall clock.
+	// Start runs its pruning until Shutdown.
+	State  *rulestate.Tracker
+	Logger *slog.Logger
 }
 
 // agent is one configured agent, ready to run.
@@ -122,6 +127,11 @@ type Server struct {
 	// polling.
 	kill     *killswitch.Switches
 	stopKill func()
+	// state reads the declared rule state into the hooks and records the
+	// events it counts.
+	state *rulestate.Tracker
+	// pruning runs the state's pruning from Start until Shutdown.
+	pruning sync.WaitGroup
 
 	// baseCtx is every turn's parent; baseCancel aborts all turns.
 	baseCtx    context.Context
@@ -157,9 +167,13 @@ func New(opts Options) (*Server, error) {
 		locks:   newSessionLocks(opts.Config.Limits.MaxQueuedTurnsPerSession),
 		active:  map[string]*turn{},
 		mcp:     opts.MCP,
+		state:   opts.State,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.state == nil {
+		s.state = rulestate.New(opts.Store, rulestate.Options{Logger: s.log})
 	}
 	if s.audit == nil {
 		s.audit = audit.New(discard{}, nil, s.log)
@@ -291,6 +305,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.rep != nil {
 		s.stopRep = s.rep.start()
 	}
+	s.pruning.Go(func() { s.state.Run(s.baseCtx) })
 	return s.subs.start(ctx)
 }
 
@@ -316,6 +331,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.ws.shutdown(wctx)
 	cancel()
 	s.baseCancel()
+	s.pruning.Wait()
 	s.subs.wait()
 	s.extensions.Close(ctx)
 	if s.stopRep != nil {

@@ -91,11 +91,12 @@ func (s *Server) subAgentTemplate(name string) (engine.TurnRequest, error) {
 	if !ok {
 		return engine.TurnRequest{}, fmt.Errorf("no agent named %q", name)
 	}
+	rev := s.rules.Current()
 	return engine.TurnRequest{
 		Model:    ag.model,
 		System:   ag.system,
 		Tools:    s.agentTools(ag),
 		Defaults: ag.defaults,
-		Hooks:    engine.Compose(s.kill.Hooks(), s.rules.Current().Hooks(s.recorder, s.failurePolicy), s.observers),
+		Hooks:    engine.Compose(s.kill.Hooks(), s.state.Hooks(rev, rev.Hooks(s.recorder, s.failurePolicy)), s.observers),
 	}, nil
 }

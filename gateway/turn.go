@@ -320,8 +320,9 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	}
 	// The catcher comes first so that it sees the raw chat error.
 	// Extensions run after the rules (the reference's order).
-	// The kill switches come before the rules: a stopped call runs no rule.
-	hooks := engine.Compose(catcher, s.kill.Hooks(), s.extensions.Wrap(rev.Hooks(s.recorder, s.failurePolicy)), withoutResponse{s.observers})
+	// The kill switches come before the rules: a stopped call runs no rule
+	// (and counts in no declared state).
+	hooks := engine.Compose(catcher, s.kill.Hooks(), s.state.Hooks(rev, s.extensions.Wrap(rev.Hooks(s.recorder, s.failurePolicy))), withoutResponse{s.observers})
 	req := &engine.TurnRequest{
 		Identity: engine.Identity{
 			RequestID: in.requestID,
