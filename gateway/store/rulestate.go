@@ -11,7 +11,7 @@ import (
 )
 
 // StateStore keeps the events that declared rule state counts (migration
-// 0010; policy/state declares the states, gateway/rulestate computes their
+// 0011; policy/state declares the states, gateway/rulestate computes their
 // values). Both drivers implement it: SQLite serialises every admission
 // through its one writer, PostgreSQL per scope key with advisory locks, so
 // on either a state read by one admission counts every admission of the
@@ -136,7 +136,7 @@ func (s *SQLite) PruneState(ctx context.Context, t time.Time, limit int) (int, e
 	return int(n), err
 }
 
-// AdmitState is one call of turngate_state_admit (migration 0010): one
+// AdmitState is one call of turngate_state_admit (migration 0011): one
 // round trip, whatever the number of reads and writes.
 func (s *Postgres) AdmitState(ctx context.Context, a *StateAdmission) ([]StateReading, error) {
 	keys := make([]string, 0, len(a.Reads)+len(a.Writes))

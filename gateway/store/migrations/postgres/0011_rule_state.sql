@@ -1,5 +1,5 @@
--- 0010_rule_state: the events that declared rule state counts (policy/state,
--- gateway/rulestate), as in SQLite's 0010: one row per event and declaration
+-- 0011_rule_state: the events that declared rule state counts (policy/state,
+-- gateway/rulestate), as in SQLite's 0011: one row per event and declaration
 -- scope key, settled by event, pruned by expires_ms.
 CREATE TABLE rule_state_events (
     id         BIGSERIAL PRIMARY KEY,

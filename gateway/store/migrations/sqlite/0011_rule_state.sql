@@ -1,4 +1,4 @@
--- 0010_rule_state: the events that declared rule state counts (policy/state,
+-- 0011_rule_state: the events that declared rule state counts (policy/state,
 -- gateway/rulestate). One row per event and declaration scope key
 -- (state_key, a hash of the declaration's fingerprint and the event's scope
 -- values): a read of one state for one event is a range over
