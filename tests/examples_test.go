@@ -51,6 +51,7 @@ var exampleCases = []exampleCase{
 	{"extension-webhook", exampleExtensionWebhook, webhookExtension},
 	{"fast-model-after-tool-results", exampleFastModelAfterToolResults, nil},
 	{"force-search-first-step", exampleForceSearchFirstStep, nil},
+	{"inbound-guards", exampleInboundGuards, inboundMetricsPort},
 	{"kill-switch", exampleKillSwitch, nil},
 	{"long-chat-step-budget", exampleLongChatStepBudget, nil},
 	{"outbound-guards", exampleOutboundGuards, outboundPartner},
