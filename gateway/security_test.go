@@ -274,17 +274,7 @@ func TestKeylessWebSocketFlood(t *testing.T) {
 	g := newTestGateway(t, "basic", wsAuthConfig, func(c *config.Config) {
 		c.WebSocket.MaxConnections, c.WebSocket.MaxUnauthenticated = 3, 2
 	})
-	dial := func(opts *websocket.DialOptions) (*wsClient, int) {
-		conn, resp, err := websocket.Dial(t.Context(), g.wsURL("demo", ""), opts)
-		if err != nil {
-			if resp == nil {
-				t.Fatalf("dial: %v", err)
-			}
-			return nil, resp.StatusCode
-		}
-		t.Cleanup(func() { conn.CloseNow() })
-		return &wsClient{t: t, conn: conn, pending: map[string][]map[string]any{}}, http.StatusSwitchingProtocols
-	}
+	dial := func(opts *websocket.DialOptions) (*wsClient, int) { return g.tryDialWS(t, "", opts) }
 	keyed := &websocket.DialOptions{Subprotocols: []string{wsSubprotocol, wsKeyProtocol + "acme-key"}}
 	var keyless []*wsClient
 	for range 2 {

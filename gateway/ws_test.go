@@ -56,6 +56,21 @@ func (g *testGateway) dialWS(t *testing.T, agent string, opts *websocket.DialOpt
 	return &wsClient{t: t, conn: conn, pending: map[string][]map[string]any{}}
 }
 
+// tryDialWS opens a connection to the demo agent with query, returning
+// it and 101, or nil and the handshake's status.
+func (g *testGateway) tryDialWS(t *testing.T, query string, opts *websocket.DialOptions) (*wsClient, int) {
+	t.Helper()
+	conn, resp, err := websocket.Dial(context.Background(), g.wsURL("demo", query), opts)
+	if err != nil {
+		if resp == nil {
+			t.Fatalf("dial: %v", err)
+		}
+		return nil, resp.StatusCode
+	}
+	t.Cleanup(func() { conn.CloseNow() })
+	return &wsClient{t: t, conn: conn, pending: map[string][]map[string]any{}}, http.StatusSwitchingProtocols
+}
+
 // write sends one frame: a value encoded as JSON, or raw text.
 func (c *wsClient) write(v any) {
 	c.t.Helper()
@@ -338,17 +353,7 @@ func wsAuthConfig(cfg *config.Config) {
 
 func TestWSAuth(t *testing.T) {
 	g := newTestGateway(t, "basic", wsAuthConfig)
-	dial := func(query string, opts *websocket.DialOptions) (*wsClient, int) {
-		conn, resp, err := websocket.Dial(context.Background(), g.wsURL("demo", query), opts)
-		if err != nil {
-			if resp == nil {
-				t.Fatalf("dial: %v", err)
-			}
-			return nil, resp.StatusCode
-		}
-		t.Cleanup(func() { conn.CloseNow() })
-		return &wsClient{t: t, conn: conn, pending: map[string][]map[string]any{}}, http.StatusSwitchingProtocols
-	}
+	dial := func(query string, opts *websocket.DialOptions) (*wsClient, int) { return g.tryDialWS(t, query, opts) }
 	bearer := func(key string) map[string]string { return map[string]string{"authorization": "Bearer " + key} }
 
 	t.Run("subprotocol", func(t *testing.T) {

@@ -296,19 +296,8 @@ auth:
 	r := startServe(t, path)
 	call := func(key, method, path, body string, want int) {
 		t.Helper()
-		req, _ := http.NewRequest(method, "http://"+r.addr+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("%s %s: status %d, want %d", method, path, resp.StatusCode, want)
+		if got := statusOf(t, method, "http://"+r.addr+path, key, body); got != want {
+			t.Errorf("%s %s: status %d, want %d", method, path, got, want)
 		}
 	}
 	call("wrong-"+userKey, "GET", "/v1/agents/demo/sessions/s/messages", "", http.StatusUnauthorized)
@@ -436,20 +425,6 @@ func TestServeMetricsListener(t *testing.T) {
 	metricsAddr := free.Addr().String()
 	free.Close()
 	r := startServe(t, writeServeConfig(t, "metrics: {listen: \""+metricsAddr+"\", key: \"${TG_TEST_METRICS_KEY}\"}\n"))
-	get := func(addr, key string) int {
-		t.Helper()
-		req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
-	}
 	for _, tc := range []struct {
 		name, addr, key string
 		want            int
@@ -459,8 +434,26 @@ func TestServeMetricsListener(t *testing.T) {
 		{"a wrong key", metricsAddr, "wrong-" + metricsKey, http.StatusUnauthorized},
 		{"the scraper's key", metricsAddr, metricsKey, http.StatusOK},
 	} {
-		if got := get(tc.addr, tc.key); got != tc.want {
+		if got := statusOf(t, "GET", "http://"+tc.addr+"/metrics", tc.key, ""); got != tc.want {
 			t.Errorf("%s: /metrics answered %d, want %d", tc.name, got, tc.want)
 		}
 	}
+}
+
+// statusOf sends a request (a JSON body, the bearer key when not empty)
+// and returns its status.
+func statusOf(t *testing.T, method, url, key, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -82,3 +82,38 @@ func TestBodyType(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOpenModeRefusal: whatever the Host, Origin and fetch metadata, a
+// request is served only for a loopback name with the listener's port,
+// and an unsafe one never with a cross-site marker or a foreign origin.
+func FuzzOpenModeRefusal(f *testing.F) {
+	for _, seed := range [][3]string{
+		{"localhost:8080", "", ""}, {"127.0.0.1:8080", "http://localhost:3000", "same-site"},
+		{"evil.example:8080", "http://evil.example", "cross-site"}, {"[::1]:8080", "null", ""},
+		{"127.0.0.1.nip.io:8080", "", ""}, {"LOCALHOST:8080", "HTTP://127.0.0.1", "Cross-Site"},
+		{"[::ffff:127.0.0.1]:8080", "", ""}, {"0x7f.1:8080", "", ""},
+	} {
+		f.Add(seed[0], seed[1], seed[2], true)
+	}
+	f.Fuzz(func(t *testing.T, host, origin, site string, post bool) {
+		method := "GET"
+		if post {
+			method = "POST"
+		}
+		r := request(method, "x", "Origin", origin, "Sec-Fetch-Site", site)
+		r.Host = host
+		if OpenModeRefusal(r) != "" {
+			return
+		}
+		name, port, err := net.SplitHostPort(host)
+		if err != nil || port != "8080" {
+			t.Fatalf("served Host %q", host)
+		}
+		if ip := net.ParseIP(name); !strings.EqualFold(name, "localhost") && (ip == nil || !ip.IsLoopback()) {
+			t.Fatalf("served Host %q, not a loopback name", host)
+		}
+		if post && (strings.EqualFold(site, "cross-site") || (origin != "" && !loopbackOrigin(origin))) {
+			t.Fatalf("served a POST with Origin %q, Sec-Fetch-Site %q", origin, site)
+		}
+	})
+}
