@@ -26,11 +26,11 @@ func killswitchCLI(t *testing.T, args ...string) (int, string, string) {
 // operator would; the gateway's refusals are printed with exit 1, usage
 // mistakes exit 2.
 func TestKillSwitchCLI(t *testing.T) {
-	keys := "auth:\n  apiKeys:\n    - {key: ops-secret, tenant: ops, subject: oncall, roles: [admin]}\n    - {key: user-secret, tenant: acme}\n"
+	keys := "auth:\n  apiKeys:\n    - {key: ops-7d2f9a1c5e8b3d6f0a4c7e1b9d2f5a8c, tenant: ops, subject: oncall, roles: [admin]}\n    - {key: usr-3b8e1d6a9c2f5e0b7d4a1c8f3e6b9d2a, tenant: acme}\n"
 	r := startServe(t, writeServeConfig(t, keys))
 	url := "http://" + r.addr
 	keyFile := filepath.Join(t.TempDir(), "key")
-	if err := os.WriteFile(keyFile, []byte("ops-secret\n"), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, []byte("ops-7d2f9a1c5e8b3d6f0a4c7e1b9d2f5a8c\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("TURNGATE_ADMIN_KEY", "")
@@ -52,7 +52,7 @@ func TestKillSwitchCLI(t *testing.T) {
 	}
 	req, _ := http.NewRequest("POST", url+"/v1/agents/demo/chat",
 		strings.NewReader(`{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"weather in Paris"}]}]}`))
-	req.Header.Set("Authorization", "Bearer user-secret")
+	req.Header.Set("Authorization", "Bearer usr-3b8e1d6a9c2f5e0b7d4a1c8f3e6b9d2a")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -83,7 +83,7 @@ func TestKillSwitchCLI(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "401 unauthorized") {
 		t.Errorf("no key: exit %d, stderr %q", code, stderr)
 	}
-	t.Setenv("TURNGATE_ADMIN_KEY", "user-secret")
+	t.Setenv("TURNGATE_ADMIN_KEY", "usr-3b8e1d6a9c2f5e0b7d4a1c8f3e6b9d2a")
 	code, _, stderr = killswitchCLI(t, "list", "--url", url)
 	if code != 1 || !strings.Contains(stderr, "403 forbidden") {
 		t.Errorf("a user's key: exit %d, stderr %q", code, stderr)

@@ -88,6 +88,7 @@ func startServe(t *testing.T, path string) *running {
 	select {
 	case r.addr = <-ready:
 	case err := <-done:
+		done <- err // for the cleanup's stop, which would otherwise wait forever
 		t.Fatalf("serve ended early: %v\n%s", err, r.stderr)
 	}
 	return r
