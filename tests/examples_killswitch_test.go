@@ -18,7 +18,7 @@ const killSwitchStop = `"This tool call was stopped by the operator's kill switc
 // keep the switch; a turns switch refuses the agent's turns; the lifts
 // bring everything back; the audit log has who and why.
 func exampleKillSwitch(t *testing.T, x *exampleRun) {
-	ops, acme, globex := x.as("ops-demo-key"), x.as("acme-demo-key"), x.as("globex-demo-key")
+	ops, acme, globex := x.as("ops-demo-255485b16c443fec1d4b3e41c9dcb104"), x.as("acme-demo-0803cf7b2d044192a24b16c8565e68a5"), x.as("globex-demo-c17f818adf87d48aef3df478ad529aec")
 	weather := func(g *gateway, session, msgID string) string {
 		t.Helper()
 		call, ok := g.chat("assistant", userChat(session, msgID, "weather in Lima", nil)).toolCall("weather")
@@ -46,7 +46,7 @@ func exampleKillSwitch(t *testing.T, x *exampleRun) {
 		t.Errorf("after a reload: acme's weather output %s", out)
 	}
 	x.Restart() // on a new port: the keyed views again
-	ops, acme, globex = x.as("ops-demo-key"), x.as("acme-demo-key"), x.as("globex-demo-key")
+	ops, acme, globex = x.as("ops-demo-255485b16c443fec1d4b3e41c9dcb104"), x.as("acme-demo-0803cf7b2d044192a24b16c8565e68a5"), x.as("globex-demo-c17f818adf87d48aef3df478ad529aec")
 	if out := weather(acme, "acme-1", "u4"); out != killSwitchStop {
 		t.Errorf("after a restart: acme's weather output %s", out)
 	}

@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 source ../lib.sh
 start_gateway
 TG=${TURNGATE:-$PWD/data/turngate}
-export TURNGATE_URL=$BASE TURNGATE_ADMIN_KEY=ops-demo-key
+export TURNGATE_URL=$BASE TURNGATE_ADMIN_KEY=ops-demo-255485b16c443fec1d4b3e41c9dcb104
 STOPPED="This tool call was stopped by the operator's kill switch."
 
 # A run that failed half-way may have left switches in force: lift them.
@@ -14,37 +14,37 @@ for id in $("$TG" killswitch list --json | grep -o 'ks_[0-9a-f-]*'); do
 	"$TG" killswitch lift --reason "check.sh: left by an earlier run" "$id"
 done
 
-KEY=acme-demo-key chat before assistant "acme-$RUN" "weather in Lima"
+KEY=acme-demo-0803cf7b2d044192a24b16c8565e68a5 chat before assistant "acme-$RUN" "weather in Lima"
 expect "before any switch acme's weather call runs" data/before.sse '"type":"tool-output-available".*"output":\{"city":"Lima"'
 
 "$TG" killswitch set --block tools --tool 'weath*' --tenant acme --reason "incident 42: the weather provider leaks locations" | tee data/set.txt
 ID=$(grep -o 'ks_[0-9a-f-]*' data/set.txt)
 expect "the CLI names the switch it set" data/set.txt "^set $ID: tool calls of weath\* in tenant acme, until lifted"
 
-KEY=acme-demo-key chat stopped assistant "acme-$RUN" "weather in Lima"
+KEY=acme-demo-0803cf7b2d044192a24b16c8565e68a5 chat stopped assistant "acme-$RUN" "weather in Lima"
 expect "acme's weather call is stopped; the model sees the fixed reason" data/stopped.sse "\"type\":\"tool-output-available\".*\"output\":\"$STOPPED\""
 expect_no "the weather tool did not run" data/stopped.sse '"output":\{"city"'
-KEY=globex-demo-key chat globex assistant "globex-$RUN" "weather in Oslo"
+KEY=globex-demo-c17f818adf87d48aef3df478ad529aec chat globex assistant "globex-$RUN" "weather in Oslo"
 expect "globex's weather call runs" data/globex.sse '"output":\{"city":"Oslo"'
-KEY=acme-demo-key chat search assistant "acme-s-$RUN" "search incident reports"
+KEY=acme-demo-0803cf7b2d044192a24b16c8565e68a5 chat search assistant "acme-s-$RUN" "search incident reports"
 expect "acme's other tools run" data/search.sse '"output":\{"limit":1,'
 
-KEY=ops-demo-key post reload /v1/admin/rules/reload '{}'
-KEY=acme-demo-key chat reloaded assistant "acme-$RUN" "weather in Lima"
+KEY=ops-demo-255485b16c443fec1d4b3e41c9dcb104 post reload /v1/admin/rules/reload '{}'
+KEY=acme-demo-0803cf7b2d044192a24b16c8565e68a5 chat reloaded assistant "acme-$RUN" "weather in Lima"
 expect "a rules reload does not lift it" data/reloaded.sse "\"output\":\"$STOPPED\""
 
 stop_gateway
 start_gateway
-KEY=acme-demo-key chat restarted assistant "acme-$RUN" "weather in Lima"
+KEY=acme-demo-0803cf7b2d044192a24b16c8565e68a5 chat restarted assistant "acme-$RUN" "weather in Lima"
 expect "a restart does not lift it" data/restarted.sse "\"output\":\"$STOPPED\""
-KEY=ops-demo-key get rules /v1/admin/rules >/dev/null
+KEY=ops-demo-255485b16c443fec1d4b3e41c9dcb104 get rules /v1/admin/rules >/dev/null
 expect "/v1/admin/rules shows it" data/rules.json "\"killSwitches\":\[\{\"id\":\"$ID\""
 get ready /readyz
 expect "/readyz counts it" data/ready.json '"killSwitches":1'
 
 "$TG" killswitch set --block turns --agent assistant --reason "runaway agent" --expires-in 1h | tee data/turns.txt
 TURNS=$(grep -o 'ks_[0-9a-f-]*' data/turns.txt)
-KEY=globex-demo-key post refused "/v1/agents/assistant/sessions/globex-t-$RUN/messages" '{"text":"hello"}'
+KEY=globex-demo-c17f818adf87d48aef3df478ad529aec post refused "/v1/agents/assistant/sessions/globex-t-$RUN/messages" '{"text":"hello"}'
 expect "every turn of the agent is refused before the model is called" data/refused.out '"code":"kill_switch","message":"This turn was stopped by the operator.s kill switch."'
 "$TG" killswitch list | tee data/list.txt
 expect "the list shows both switches" data/list.txt "^$TURNS +every turn in agent assistant, until 20"
@@ -52,7 +52,7 @@ expect "the list names who set them" data/list.txt "^$ID .* oncall +incident 42"
 
 "$TG" killswitch lift --reason "provider fixed" "$ID"
 "$TG" killswitch lift --reason "agent fixed" "$TURNS"
-KEY=acme-demo-key chat lifted assistant "acme-$RUN" "weather in Lima"
+KEY=acme-demo-0803cf7b2d044192a24b16c8565e68a5 chat lifted assistant "acme-$RUN" "weather in Lima"
 expect "once lifted acme's weather call runs again" data/lifted.sse '"output":\{"city":"Lima"'
 
 expect "the audit log says who set it and why" data/audit.log "\"action\":\"set\".*\"by\":\"oncall\".*\"reason\":\"incident 42: the weather provider leaks locations\".*\"id\":\"$ID\""
