@@ -15,9 +15,9 @@ import (
 // implement it with the same statements.
 type KillSwitches interface {
 	// PutKillSwitch stores k, in force from then on; ErrConflict when its
-	// id is taken. It deletes the switches that expired before now in the
-	// same transaction, so the table holds little more than the switches
-	// in force. On PostgreSQL the same transaction notifies
+	// id is taken. It deletes the switches that expired before k was
+	// created (k.CreatedAt, the caller's clock) in the same transaction,
+	// so the table holds little more than the switches in force. On PostgreSQL the same transaction notifies
 	// ChannelKillSwitch, so every replica reads the switches again.
 	PutKillSwitch(ctx context.Context, k *KillSwitch) error
 	// KillSwitches returns the switches in force at at (not expired),
@@ -75,8 +75,8 @@ const (
 
 // killSwitchArgs checks k and returns the arguments of insertKillSwitchSQL.
 func killSwitchArgs(k *KillSwitch) ([]any, error) {
-	if k.ID == "" || (k.Block != KillTools && k.Block != KillTurns) {
-		return nil, fmt.Errorf("%w: a kill switch needs an id and a block of %q or %q", ErrInvalid, KillTools, KillTurns)
+	if k.ID == "" || (k.Block != KillTools && k.Block != KillTurns) || k.CreatedAt.IsZero() {
+		return nil, fmt.Errorf("%w: a kill switch needs an id, a block of %q or %q and a creation time", ErrInvalid, KillTools, KillTurns)
 	}
 	for name, s := range map[string]string{"id": k.ID, "tenant": k.Tenant, "agent": k.Agent, "reason": k.Reason, "createdBy": k.CreatedBy} {
 		if err := storableText(name, s); err != nil {
@@ -123,7 +123,7 @@ func (s *SQLite) PutKillSwitch(ctx context.Context, k *KillSwitch) error {
 		return fmt.Errorf("storing kill switch: %w", err)
 	}
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, pruneKillSwitchSQL, nanos(now())); err != nil {
+		if _, err := tx.ExecContext(ctx, pruneKillSwitchSQL, nanos(k.CreatedAt)); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, insertKillSwitchSQL, args...)
@@ -177,7 +177,7 @@ func (s *Postgres) PutKillSwitch(ctx context.Context, k *KillSwitch) error {
 		return fmt.Errorf("storing kill switch: %w", err)
 	}
 	err = s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, pgPruneKillSwitch, nanos(now())); err != nil {
+		if _, err := tx.Exec(ctx, pgPruneKillSwitch, nanos(k.CreatedAt)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, pgInsertKillSwitch, args...); err != nil {

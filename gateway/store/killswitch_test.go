@@ -73,10 +73,11 @@ func TestKillSwitchInvalid(t *testing.T) {
 	ctx := context.Background()
 	forEachStore(t, func(t *testing.T, s Store) {
 		for _, k := range []*KillSwitch{
-			{ID: "", Block: KillTools},
-			{ID: "ks_1", Block: "everything"},
-			{ID: "ks_2", Block: KillTools, Reason: "nul\x00byte"},
-			{ID: "ks_3", Block: KillTools, Tools: []string{"\xff"}},
+			{ID: "", Block: KillTools, CreatedAt: now()},
+			{ID: "ks_1", Block: "everything", CreatedAt: now()},
+			{ID: "ks_2", Block: KillTools, Reason: "nul\x00byte", CreatedAt: now()},
+			{ID: "ks_3", Block: KillTools, Tools: []string{"\xff"}, CreatedAt: now()},
+			{ID: "ks_4", Block: KillTools},
 		} {
 			if err := s.PutKillSwitch(ctx, k); !errors.Is(err, ErrInvalid) {
 				t.Errorf("PutKillSwitch(%+v): err = %v, want ErrInvalid", k, err)
