@@ -131,3 +131,86 @@ func configKeys(t reflect.Type, path string) map[string]fieldKey {
 	}
 	return out
 }
+
+// docKeyRef matches a backquoted dotted name in a doc, such as
+// `limits.approvalExpiry` or `agents[].bodySchema`.
+var docKeyRef = regexp.MustCompile("`([a-zA-Z][a-zA-Z0-9]*(?:\\[\\])?(?:\\.[a-zA-Z*][a-zA-Z0-9]*(?:\\[\\])?)+)`")
+
+// docFileName matches names that are files, not config paths
+// (`tools.rego`, `audit.jsonl`).
+var docFileName = regexp.MustCompile(`\.(rego|ya?ml|json|jsonl|md|go|sh|txt|html|js|ts|pem|db|sqlite)$`)
+
+// ruleNames are the roots of what rules read and set, which the docs name
+// beside config keys: input.tool.name, turn.body, timeout.totalMs, ….
+var ruleNames = map[string]bool{"input": true, "data": true, "turn": true, "step": true, "principal": true,
+	"session": true, "timeout": true, "attachments": true, "decision": true, "shadow": true}
+
+// TestDocsNameRealConfigKeys keeps the docs' config paths true: every
+// backquoted dotted name in the user docs whose first part is a top-level
+// config key (`limits.approvalExpiry`, `audit.recordInput`) is a key the
+// config takes. rules/README.md once documented `approvals.expiry`, which
+// does not exist.
+func TestDocsNameRealConfigKeys(t *testing.T) {
+	var patterns [][]string
+	top := map[string]bool{}
+	var names []string // every key's own name, lower case
+	for path := range configKeys(reflect.TypeFor[Config](), "") {
+		segs := strings.Split(strings.ReplaceAll(path, "[]", ""), ".")
+		patterns = append(patterns, segs)
+		top[segs[0]] = true
+		names = append(names, strings.ToLower(segs[len(segs)-1]))
+	}
+	// configish says a first part reads as config: a top-level key, or a
+	// word that starts a key's name (approvals… for approvalExpiry), as a
+	// made-up path would.
+	configish := func(first string) bool {
+		if top[first] {
+			return true
+		}
+		if ruleNames[first] {
+			return false
+		}
+		stem := strings.TrimSuffix(strings.ToLower(first), "s")
+		for _, n := range names {
+			if len(stem) >= 5 && strings.HasPrefix(n, stem) {
+				return true
+			}
+		}
+		return false
+	}
+	known := func(segs []string) bool {
+		for _, p := range patterns {
+			if len(p) != len(segs) {
+				continue
+			}
+			ok := true
+			for i := range p {
+				ok = ok && (p[i] == segs[i] || p[i] == "*" || segs[i] == "*")
+			}
+			if ok {
+				return true
+			}
+		}
+		return false
+	}
+	docs, err := filepath.Glob(filepath.Join("..", "..", "examples", "*", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, filepath.Join("..", "..", "README.md"), filepath.Join("..", "..", "rules", "README.md"), filepath.Join("..", "API.md"))
+	for _, doc := range docs {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, m := range docKeyRef.FindAllStringSubmatch(line, -1) {
+				segs := strings.Split(strings.ReplaceAll(m[1], "[]", ""), ".")
+				if !configish(segs[0]) || docFileName.MatchString(m[1]) || known(segs) {
+					continue
+				}
+				t.Errorf("%s:%d: `%s` is not a config key", doc, i+1, m[1])
+			}
+		}
+	}
+}
