@@ -74,14 +74,16 @@ func TestREADMEQuickStart(t *testing.T) {
 	if _, ok := s.toolCall("weather"); !ok {
 		t.Errorf("the quick start's demo agent did not call weather:\n%s", s)
 	}
-	checkTour(t, string(readme), dir)
+	checkTour(t, string(readme), dir, "")
 }
 
-// checkTour runs each curl block of the README's "one-minute tour" verbatim
-// against the running quick start and checks its output against the block's
-// "# data: …" comment lines: each expected line's fragments (split at "...")
-// must appear in order in one output line.
-func checkTour(t *testing.T, readme, dir string) {
+// checkTour runs each block of the README's "one-minute tour" (tourBlocks)
+// verbatim against the running quick start and checks its output against
+// the block's "# …" comment lines: each expected line's fragments (split at
+// "...") must appear in order in one output line. turngate, when not
+// empty, runs in place of tourCommand (the built binary, in a directory
+// that is not the repository).
+func checkTour(t *testing.T, readme, dir, turngate string) {
 	t.Helper()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Log("curl is not installed: the tour's commands are not run")
@@ -100,7 +102,11 @@ func checkTour(t *testing.T, readme, dir string) {
 				cmd = append(cmd, line)
 			}
 		}
-		c := exec.Command("sh", "-c", strings.Join(cmd, "\n"))
+		script := strings.Join(cmd, "\n")
+		if turngate != "" {
+			script = strings.ReplaceAll(script, tourCommand, turngate+" ")
+		}
+		c := exec.Command("sh", "-c", script)
 		c.Dir = dir
 		out, err := c.Output()
 		if err != nil {
@@ -115,8 +121,12 @@ func checkTour(t *testing.T, readme, dir string) {
 	}
 }
 
-// tourBlocks returns the ```sh blocks starting with curl under the README's
-// "one-minute tour" heading.
+// tourCommand is how the tour's blocks that run turngate itself start.
+const tourCommand = "go run ./cmd/turngate "
+
+// tourBlocks returns the ```sh blocks starting with curl, or with `go run
+// ./cmd/turngate audit` (verifying the audit file the quick start writes),
+// under the README's "one-minute tour" heading.
 func tourBlocks(readme string) []string {
 	var (
 		blocks             []string
@@ -127,7 +137,7 @@ func tourBlocks(readme string) []string {
 		switch {
 		case inBlock && strings.HasPrefix(line, "```"):
 			inBlock = false
-			if len(block) > 0 && strings.HasPrefix(block[0], "curl ") {
+			if len(block) > 0 && (strings.HasPrefix(block[0], "curl ") || strings.HasPrefix(block[0], tourCommand+"audit ")) {
 				blocks = append(blocks, strings.Join(block, "\n"))
 			}
 		case inBlock:
@@ -254,10 +264,11 @@ func TestQuickStartCommand(t *testing.T) {
 	}
 }
 
-// TestQuickStartInAnEmptyDirectory runs `turngate serve` with no flags in
-// an empty directory, as after `go install`: the rules compiled into the
-// binary serve, the store goes to ./data, and the README's tour runs, twice
-// (it must be re-runnable against the same gateway).
+// TestQuickStartInAnEmptyDirectory runs the quick start's `turngate serve`
+// (no flags, the audit log kept in audit.jsonl) in an empty directory, as
+// after `go install`: the rules compiled into the binary serve, the store
+// goes to ./data, and the README's tour runs, twice (it must be re-runnable
+// against the same gateway), verifying the audit file it wrote.
 func TestQuickStartInAnEmptyDirectory(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
@@ -268,8 +279,12 @@ func TestQuickStartInAnEmptyDirectory(t *testing.T) {
 	} else {
 		l.Close()
 	}
+	command, err := quickStartCommand(string(readme))
+	if err != nil {
+		t.Fatalf("README.md: %v", err)
+	}
 	dir := t.TempDir()
-	exited := startGroup(t, exec.Command(binary, "serve"), dir)
+	exited := startGroup(t, exec.Command("sh", "-c", strings.Replace(command, tourCommand, binary+" ", 1)), dir)
 	g := &gateway{t: t, URL: "http://" + quickStartAddr}
 	poll(t, "/healthz of turngate serve in an empty directory", func() error {
 		select {
@@ -285,7 +300,7 @@ func TestQuickStartInAnEmptyDirectory(t *testing.T) {
 	})
 	for run := 1; run <= 2; run++ {
 		t.Logf("tour, run %d", run)
-		checkTour(t, string(readme), dir)
+		checkTour(t, string(readme), dir, binary)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data", "turngate.db")); err != nil {
 		t.Errorf("the store is not under ./data: %v", err)
