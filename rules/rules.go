@@ -8,7 +8,8 @@ package rules
 
 import "embed"
 
-// FS is the default rule set, tests included.
+// FS is the default rule set, tests included, and README.md, the rule
+// author's guide (the loader ignores it; `turngate init` writes it out).
 //
-//go:embed *.yaml *.rego
+//go:embed *.yaml *.rego README.md
 var FS embed.FS

@@ -31,6 +31,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"schema":       runSchema,
 	"replay":       runReplay,
 	"audit":        runAudit,
+	"init":         runInit,
 	"killswitch":   runKillSwitch,
 }
 
@@ -46,6 +47,7 @@ commands:
   replay         re-evaluate an audit log's recorded decisions against candidate rules
   audit          verify FILE...: check the audit log's hash chain (tamper evidence)
   killswitch     set, list or lift a running gateway's kill switches (admin API)
+  init           write DIR: the embedded rules, a commented config and a README to start from
   version        print the version, commit and Go version
 `
 
