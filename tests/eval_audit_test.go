@@ -56,7 +56,7 @@ func TestEvalEveryAuditRecord(t *testing.T) {
 		if err := os.WriteFile(input, []byte(line), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out, stderr, code := evalCmd(t, dir, "--input", input, "rules")
+		out, stderr, code := turngateCmd(t, dir, "eval", "--input", input, "rules")
 		status, body := adminEval(t, g, rec.Hook, line)
 		if rec.Kind != "decision" {
 			const want = "holds no hook input"
@@ -91,18 +91,18 @@ func TestEvalEveryAuditRecord(t *testing.T) {
 	}
 }
 
-// evalCmd runs `turngate eval args…` in dir and returns its stdout, stderr
-// and exit code.
-func evalCmd(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+// turngateCmd runs the built binary with args in dir and returns its
+// stdout, stderr and exit code.
+func turngateCmd(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"eval"}, args...)...)
+	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	out, err := cmd.Output()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("turngate eval: %v\n%s", err, &errb)
+		t.Fatalf("turngate %s: %v\n%s", strings.Join(args, " "), err, &errb)
 	}
 	return string(out), errb.String(), cmd.ProcessState.ExitCode()
 }

@@ -2,9 +2,7 @@ package tests
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -95,17 +93,9 @@ func TestReplayRecordedTraffic(t *testing.T) {
 // exit code.
 func replayCmd(t *testing.T, dir string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"replay"}, args...)...)
-	cmd.Dir = dir
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("turngate replay: %v\n%s", err, &stderr)
+	out, stderr, code := turngateCmd(t, dir, append([]string{"replay"}, args...)...)
+	if stderr != "" {
+		t.Errorf("turngate replay stderr: %s", stderr)
 	}
-	if stderr.Len() > 0 {
-		t.Errorf("turngate replay stderr: %s", &stderr)
-	}
-	return string(out), cmd.ProcessState.ExitCode()
+	return out, code
 }
