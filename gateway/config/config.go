@@ -63,6 +63,9 @@ type Config struct {
 	Replica Replica `yaml:"replica"`
 	// Metrics configures GET /metrics (metrics.go).
 	Metrics Metrics `yaml:"metrics"`
+	// Quotas are usage limits: turns and token budgets per tenant,
+	// principal or agent (quotas.go).
+	Quotas []Quota `yaml:"quotas"`
 
 	// source is the file c was parsed from, for ErrorAt.
 	source *source
@@ -663,6 +666,7 @@ func (c *Config) Validate() error {
 		a.Attachments.validate(item+".attachments", label+": attachments", c.Limits.MaxBodyBytes, add)
 	}
 	c.validateSessions(add)
+	c.validateQuotas(add)
 	c.Store.validate(add)
 	c.Replica.validate(add)
 	c.Metrics.validate(c.Listen, add)
