@@ -326,7 +326,11 @@ func (t *turn) loop(parent, ctx context.Context) {
 		if len(step.ToolResults) == 0 {
 			return
 		}
-		if why := t.stopReason(step); why != "" {
+		why := t.stopReason(step)
+		if why == "" && t.req.StepBudget != nil {
+			why = t.req.StepBudget(ctx)
+		}
+		if why != "" {
 			t.stopGuard(why)
 			return
 		}

@@ -1,6 +1,9 @@
 package engine
 
-import "encoding/json"
+import (
+	"context"
+	"encoding/json"
+)
 
 // DefaultMaxSteps is the step budget when neither the agent nor a rule sets
 // one (Think's default, think-implementation.md §2.12).
@@ -49,6 +52,13 @@ type TurnRequest struct {
 	Body map[string]any
 	// Hooks receives the lifecycle hooks; nil means NopHooks.
 	Hooks Hooks
+	// StepBudget, when set, is asked after each step that leaves the turn
+	// going on (tool results for the model to answer), after onStepFinish,
+	// whether another model step may run: a non-empty answer stops the
+	// turn there, as maxSteps does, and names why in the stop text the
+	// client sees ("Stopped after 2 steps (ANSWER)."). The gateway's token
+	// budgets use it.
+	StepBudget func(ctx context.Context) string
 	// Emit receives the UI message stream events in order; nil discards them.
 	// It is called from the turn's goroutine and must not block for long.
 	Emit func(Event)

@@ -202,9 +202,21 @@ func TestStopConditions(t *testing.T) {
 		}
 		return s
 	}
+	// budgetAfter answers a budget that runs out once n steps ran.
+	budgetAfter := func(n int) func(*harness) func(context.Context) string {
+		return func(h *harness) func(context.Context) string {
+			return func(context.Context) string {
+				if len(h.rec.steps) >= n {
+					return "token budget used up"
+				}
+				return ""
+			}
+		}
+	}
 	tests := []struct {
 		name     string
 		cfg      engine.TurnConfig
+		budget   func(*harness) func(context.Context) string
 		scripts  []script
 		steps    int
 		stopText string
@@ -217,12 +229,17 @@ func TestStopConditions(t *testing.T) {
 			scripts: []script{callStep(`A={"q":"x"}`), callStep(`final={"q":"42"}`), textStep("never")}, steps: 2,
 			stopText: `Stopped after 2 steps (stopWhen hasToolCall "final").`},
 		{name: "text answer ends the loop", cfg: engine.TurnConfig{MaxSteps: ptr(5)}, scripts: []script{callStep(`A={"q":"x"}`), textStep("done")}, steps: 2},
+		{name: "step budget", budget: budgetAfter(2), scripts: loop(5), steps: 2, stopText: "Stopped after 2 steps (token budget used up)."},
+		{name: "step budget not reached", budget: budgetAfter(9), cfg: engine.TurnConfig{MaxSteps: ptr(5)}, scripts: []script{callStep(`A={"q":"x"}`), textStep("done")}, steps: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := newFake(tt.scripts...)
 			h := newHarness(t, fake, echoTool("A"), echoTool("final"))
 			h.rec.turn = func(*engine.TurnContext) (*engine.TurnConfig, error) { return &tt.cfg, nil }
+			if tt.budget != nil {
+				h.req.StepBudget = tt.budget(h)
+			}
 			res := h.run(context.Background())
 			if res.Status != engine.StatusCompleted || len(res.Steps) != tt.steps || len(fake.requests()) != tt.steps {
 				t.Fatalf("status %s, %d steps, %d requests; want %d", res.Status, len(res.Steps), len(fake.requests()), tt.steps)
