@@ -116,10 +116,10 @@ func (c *Config) validateQuotas(add func(path, format string, args ...any)) {
 			add(item+".name", "%s: name is required", item)
 		case !quotaName.MatchString(q.Name):
 			add(item+".name", "%s: name %q must be 1-63 lower-case letters, digits, _ and -, starting with a letter", item, q.Name)
-		case names[q.Name]:
-			add(item+".name", "%s: duplicate quota %q", item, q.Name)
+		case names[strings.ReplaceAll(q.Name, "-", "_")]:
+			add(item+".name", "%s: duplicate quota %q (- and _ count as one)", item, q.Name)
 		}
-		names[q.Name] = true
+		names[strings.ReplaceAll(q.Name, "-", "_")] = true
 		label := fmt.Sprintf("%s (%s)", item, q.Name)
 		q.validatePer(item, label, add)
 		set := 0
@@ -197,4 +197,3 @@ func didYouMeanOf(s string, names []string) string {
 	}
 	return ""
 }
-
