@@ -3,19 +3,48 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/killswitch"
+	"github.com/turngate/turngate/gateway/quota"
 )
+
+// CodeQuotaExceeded answers a turn over one of the config's quotas.
+const CodeQuotaExceeded = "quota_exceeded"
 
 // admitTurn is the check every turn passes before its session is locked
 // and its model called, on every entry path (chat, WebSocket,
 // saveMessages, submissions, continuations, OpenAI): the kill switches'
-// turn stops. A refusal is returned as an error that admissionError maps
-// onto each path's answer.
-func (s *Server) admitTurn(_ context.Context, in *turnInput) error {
+// turn stops, then the config's quotas, which count the turn. A refusal is
+// returned as an error that admissionError maps onto each path's answer.
+func (s *Server) admitTurn(ctx context.Context, in *turnInput) (*quota.Admission, error) {
 	id := &engine.Identity{RequestID: in.requestID, SessionID: in.sessionID, Agent: in.agent.name, Principal: in.principal, EntryPath: in.entry}
-	return s.kill.CheckTurn(id)
+	if err := s.kill.CheckTurn(id); err != nil {
+		return nil, err
+	}
+	return s.quotas.AdmitTurn(ctx, id)
+}
+
+// unadmit counts a turn the quotas admitted as refused after all: it did
+// not start (its session's queue was full, the session was not found…).
+func (s *Server) unadmit(ctx context.Context, in *turnInput, a *quota.Admission) {
+	if err := a.Refuse(ctx); err != nil {
+		s.log.Warn("settling a turn that did not start in the quotas", "requestId", in.requestID, "err", err)
+	}
+}
+
+// newQuotas compiles the config's quotas onto the declared state: refusals
+// are decision records in the audit log and counted in the metrics.
+func (s *Server) newQuotas(now func() time.Time) (*quota.Quotas, error) {
+	return quota.New(s.cfg.Quotas, s.state, quota.Options{
+		Now:      now,
+		Record:   s.audit.Record,
+		Exceeded: func(name, per, at string) { s.metrics.QuotaExceeded.WithLabelValues(name, per, at).Inc() },
+		Logger:   s.log,
+	})
 }
 
 // admissionError returns the API error of an admission refusal, nil for
@@ -24,5 +53,24 @@ func admissionError(err error) *apiError {
 	if _, ok := errors.AsType[*killswitch.StoppedError](err); ok {
 		return killSwitchError()
 	}
+	if ex, ok := errors.AsType[*quota.ExceededError](err); ok {
+		return quotaError(ex)
+	}
 	return nil
+}
+
+// quotaError is a quota's refusal: 429 quota_exceeded with Retry-After, and
+// OpenAI's x-ratelimit-* headers for what the quota counts (requests for
+// turns, tokens for token budgets), which the OpenAI SDKs read.
+func quotaError(ex *quota.ExceededError) *apiError {
+	kind := "requests"
+	if ex.What != "turns" {
+		kind = "tokens"
+	}
+	return &apiError{Status: http.StatusTooManyRequests, Code: CodeQuotaExceeded, Message: ex.Error(), RetryAfter: ex.RetryAfter, Retryable: true,
+		Headers: map[string]string{
+			"x-ratelimit-limit-" + kind:     strconv.FormatInt(ex.Limit, 10),
+			"x-ratelimit-remaining-" + kind: "0",
+			"x-ratelimit-reset-" + kind:     ex.RetryAfter.Round(1e9).String(),
+		}}
 }

@@ -58,6 +58,8 @@ type apiError struct {
 	// Retryable marks an error a retry may fix (the OpenAI endpoint's
 	// x-should-retry).
 	Retryable bool
+	// Headers are more response headers (a quota's x-ratelimit-*).
+	Headers map[string]string
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
@@ -152,6 +154,9 @@ func (s *Server) writeError(c *gin.Context, err error) {
 		"status", ae.Status, "code", ae.Code, "requestId", requestID(c), "err", err)
 	if c.Writer.Written() {
 		return // a stream already started; the error is in the stream
+	}
+	for k, v := range ae.Headers {
+		c.Header(k, v)
 	}
 	if c.GetString(errorFormatKey) == formatOpenAI {
 		writeOpenAIError(c, ae)

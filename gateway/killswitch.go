@@ -28,8 +28,9 @@ var killSwitchPoll = killswitch.PollInterval
 
 // newKillSwitches makes the gateway's kill switches on its store: stops
 // are decision records in the audit log and counted in the metrics.
-func (s *Server) newKillSwitches() *killswitch.Switches {
+func (s *Server) newKillSwitches(now func() time.Time) *killswitch.Switches {
 	return killswitch.New(killswitch.Options{
+		Now:     now,
 		Store:   s.store,
 		Record:  s.audit.Record,
 		Stopped: func(what, scope string) { s.metrics.KillSwitchStops.WithLabelValues(what, scope).Inc() },
@@ -89,7 +90,7 @@ func (s *Server) setKillSwitch(c *gin.Context) error {
 		return err
 	}
 	p := principal(c)
-	k, err := spec.Switch(killswitch.Known{Agents: slices.Sorted(maps.Keys(s.agents)), Tools: s.knownTools()}, p.Subject, time.Now().UTC())
+	k, err := spec.Switch(killswitch.Known{Agents: slices.Sorted(maps.Keys(s.agents)), Tools: s.knownTools()}, p.Subject, s.kill.Now())
 	if err != nil {
 		return errBadRequest("%v", err)
 	}
@@ -133,7 +134,7 @@ func (s *Server) liftKillSwitch(c *gin.Context) error {
 		return err
 	}
 	p := principal(c)
-	s.audit.KillSwitch(&audit.KillSwitch{Time: time.Now().UTC(), Action: audit.KillSwitchLifted, RequestID: requestID(c), By: p.Subject, ByTenant: p.Tenant,
+	s.audit.KillSwitch(&audit.KillSwitch{Time: s.kill.Now(), Action: audit.KillSwitchLifted, RequestID: requestID(c), By: p.Subject, ByTenant: p.Tenant,
 		Reason: req.Reason, Switch: *k, Replica: s.cfg.Replica.ID})
 	s.log.Warn("kill switch lifted", "id", k.ID, "by", p.Subject)
 	c.JSON(http.StatusOK, k)

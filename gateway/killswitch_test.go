@@ -311,3 +311,33 @@ func goWaitApplied(t *testing.T, gs []*testGateway, cond func(*Server) bool) (wa
 		return at
 	}
 }
+
+// TestKillSwitchExpires: a switch with an expiry stops calls until then
+// and lifts itself at it (the gateway's injected clock, no sleep).
+func TestKillSwitchExpires(t *testing.T) {
+	clock := &quotaClock{t: time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)}
+	cfg := testConfig(t, "basic")
+	killSwitchKeys(cfg)
+	g := startGateway(t, cfg, Options{Now: clock.now})
+	var k store.KillSwitch
+	g.as("ops-key").doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "for ten minutes", "expiresIn": "10m"}, http.StatusCreated, &k)
+	if want := clock.now().Add(10 * time.Minute); !k.ExpiresAt.Equal(want) {
+		t.Errorf("expiresAt %v, want %v", k.ExpiresAt, want)
+	}
+	acme := g.as("acme-key")
+	clock.advance(10*time.Minute - time.Second)
+	if _, stopped := weatherRan(t, acme, "s1", "u1"); !stopped {
+		t.Error("a second before its expiry the switch does not stop the call")
+	}
+	clock.advance(time.Second)
+	if ran, _ := weatherRan(t, acme, "s1", "u2"); !ran {
+		t.Error("at its expiry the switch still stops the call")
+	}
+	var list struct {
+		KillSwitches []store.KillSwitch `json:"killSwitches"`
+	}
+	g.as("ops-key").doJSON("GET", "/v1/admin/killswitch", nil, http.StatusOK, &list)
+	if len(list.KillSwitches) != 0 {
+		t.Errorf("an expired switch is listed: %+v", list.KillSwitches)
+	}
+}

@@ -40,6 +40,7 @@ import (
 	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/killswitch"
 	"github.com/turngate/turngate/gateway/metrics"
+	"github.com/turngate/turngate/gateway/quota"
 	"github.com/turngate/turngate/gateway/rulestate"
 	"github.com/turngate/turngate/gateway/sessionctx"
 	"github.com/turngate/turngate/gateway/store"
@@ -79,7 +80,10 @@ type Options struct {
 	// State reads and records the declared rule state (and the config's
 	// limits built on it); nil makes one over Store on the wall clock.
 	// Start runs its pruning until Shutdown.
-	State  *rulestate.Tracker
+	State *rulestate.Tracker
+	// Now is the clock of the kill switches' expiries and of the state's
+	// windows when State is nil; nil means time.Now (tests inject one).
+	Now    func() time.Time
 	Logger *slog.Logger
 }
 
@@ -127,6 +131,8 @@ type Server struct {
 	// polling.
 	kill     *killswitch.Switches
 	stopKill func()
+	// quotas are the config's quotas (admission.go); nil without any.
+	quotas *quota.Quotas
 	// state reads the declared rule state into the hooks and records the
 	// events it counts.
 	state *rulestate.Tracker
@@ -173,7 +179,7 @@ func New(opts Options) (*Server, error) {
 		s.log = slog.Default()
 	}
 	if s.state == nil {
-		s.state = rulestate.New(opts.Store, rulestate.Options{Logger: s.log})
+		s.state = rulestate.New(opts.Store, rulestate.Options{Logger: s.log, Now: opts.Now})
 	}
 	if s.audit == nil {
 		s.audit = audit.New(discard{}, nil, s.log)
@@ -201,7 +207,10 @@ func New(opts Options) (*Server, error) {
 	}
 	s.metrics.SetToolNames(configuredTool(opts.Config, s.tools))
 	s.buildSessions()
-	s.kill = s.newKillSwitches()
+	s.kill = s.newKillSwitches(opts.Now)
+	if s.quotas, err = s.newQuotas(opts.Now); err != nil {
+		return nil, err
+	}
 	// Started last: a failed New leaves no extension worker or process.
 	s.extensions = extension.New(opts.Config.Extensions, extension.Options{Logger: s.log, Metrics: s.metrics})
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())

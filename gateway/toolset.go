@@ -97,6 +97,6 @@ func (s *Server) subAgentTemplate(name string) (engine.TurnRequest, error) {
 		System:   ag.system,
 		Tools:    s.agentTools(ag),
 		Defaults: ag.defaults,
-		Hooks:    engine.Compose(s.kill.Hooks(), s.state.Hooks(rev, rev.Hooks(s.recorder, s.failurePolicy)), s.observers),
+		Hooks:    engine.Compose(s.kill.Hooks(), s.state.Hooks(rev, rev.Hooks(s.recorder, s.failurePolicy)), s.quotas.Hooks(), s.observers),
 	}, nil
 }

@@ -130,14 +130,23 @@ func (s *Server) begin(ctx context.Context, in *turnInput) (*turn, error) {
 	if s.closing.Load() {
 		return nil, errShuttingDown
 	}
-	if err := s.admitTurn(ctx, in); err != nil {
+	admitted, err := s.admitTurn(ctx, in)
+	if err != nil {
 		return nil, err
 	}
+	t, err := s.lockAndAdmit(ctx, in)
+	if err != nil {
+		s.unadmit(ctx, in, admitted)
+		return nil, err
+	}
+	return t, nil
+}
+
+// lockAndAdmit takes the session's turn lock and admits the turn (begin).
+func (s *Server) lockAndAdmit(ctx context.Context, in *turnInput) (*turn, error) {
 	key := sessionKey(in.principal.Tenant, in.sessionID)
-	var (
-		release func()
-		err     error
-	)
+	var release func()
+	var err error
 	if s.rep != nil && !in.ephemeral {
 		ctx, release, err = s.rep.take(ctx, in, key)
 	} else {
@@ -321,16 +330,19 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	// The catcher comes first so that it sees the raw chat error.
 	// Extensions run after the rules (the reference's order).
 	// The kill switches come before the rules: a stopped call runs no rule
-	// (and counts in no declared state).
-	hooks := engine.Compose(catcher, s.kill.Hooks(), s.state.Hooks(rev, s.extensions.Wrap(rev.Hooks(s.recorder, s.failurePolicy))), withoutResponse{s.observers})
+	// (and counts in no declared state). The quotas' observer records the
+	// steps' token usage.
+	hooks := engine.Compose(catcher, s.kill.Hooks(), s.state.Hooks(rev, s.extensions.Wrap(rev.Hooks(s.recorder, s.failurePolicy))),
+		s.quotas.Hooks(), withoutResponse{s.observers})
+	identity := engine.Identity{
+		RequestID: in.requestID,
+		SessionID: in.sessionID,
+		Agent:     in.agent.name,
+		Principal: in.principal,
+		EntryPath: in.entry,
+	}
 	req := &engine.TurnRequest{
-		Identity: engine.Identity{
-			RequestID: in.requestID,
-			SessionID: in.sessionID,
-			Agent:     in.agent.name,
-			Principal: in.principal,
-			EntryPath: in.entry,
-		},
+		Identity:          identity,
 		Model:             in.agent.model,
 		System:            in.agent.system,
 		Messages:          messages,
@@ -343,6 +355,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		Body:              in.body,
 		Journal:           s.journalFor(in, failed),
 		Hooks:             hooks,
+		StepBudget:        s.quotas.StepBudget(identity),
 		// Frames wait in held until the engine is about to wait, so the
 		// events of one model part or tool round reach the client in one
 		// write.

@@ -144,6 +144,9 @@ func (s *Switches) Lift(ctx context.Context, id string) (*store.KillSwitch, erro
 	return k, s.Load(ctx)
 }
 
+// Now is the switches' clock, in UTC.
+func (s *Switches) Now() time.Time { return s.opts.Now().UTC() }
+
 // Active returns the switches in force now, oldest first.
 func (s *Switches) Active() []store.KillSwitch {
 	now := s.opts.Now()

@@ -58,6 +58,11 @@ type Metrics struct {
 	// (tool_call, turn) and the switch's scope kind (fleet, tenant, agent,
 	// tenant_agent): never by tenant or switch id, so the series stay few.
 	KillSwitchStops *prometheus.CounterVec
+	// QuotaExceeded counts what the config's quotas refused or stopped, by
+	// quota (a configured name), per (its key: tenant, principal, agent,
+	// tenant+agent…) and at (turn: refused before its model; step: stopped
+	// at a step boundary).
+	QuotaExceeded *prometheus.CounterVec
 	// StoreUnavailable counts store calls that failed because the store
 	// was unavailable (down, frozen past store.timeout, refusing
 	// connections), by store method.
@@ -127,6 +132,8 @@ func New() *Metrics {
 			Help: "Input tokens reported by the providers, by agent and kind: cached (read from the prompt cache: OpenAI cached_tokens, Anthropic cache_read_input_tokens) or uncached."}, []string{"agent", "kind"}),
 		KillSwitchStops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "killswitch_stops_total",
 			Help: "What the kill switches stopped, by what (tool_call, turn) and the switch's scope kind (fleet, tenant, agent, tenant_agent)."}, []string{"what", "scope"}),
+		QuotaExceeded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_exceeded_total",
+			Help: "Turns the config's quotas refused (at=turn) or stopped at a step boundary (at=step), by quota name and its per key."}, []string{"quota", "per", "at"}),
 		Compactions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "compactions_total",
 			Help: "Conversation compactions by agent and reason (threshold: compaction.after passed; overflow: the upstream rejected a step as too long)."}, []string{"agent", "reason"}),
 		StoreUnavailable: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "store_unavailable_total",
@@ -136,7 +143,7 @@ func New() *Metrics {
 	}
 	m.StoreUp.Set(1)
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
-		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.KillSwitchStops,
+		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.KillSwitchStops, m.QuotaExceeded,
 		m.StoreUnavailable, m.StoreUp, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -155,3 +155,35 @@ test('an upstream 4xx is not retried', async () => {
     },
   );
 });
+
+// quotaRefusals reads the gateway's count of the limited agent's refused
+// turns from /metrics.
+async function quotaRefusals() {
+  const text = await (await fetch(`${baseURL}/metrics`)).text();
+  const line = text.split('\n').find(l => l.startsWith('turngate_quota_exceeded_total{') && l.includes('quota="limited-turns"'));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+test('a turn over a quota is a 429 with x-ratelimit-* headers: the SDK retries, then surfaces it', async () => {
+  // The limited agent's quota: one turn a minute per principal.
+  const first = await retrying.chat.completions.create({ model: 'limited', messages: [{ role: 'user', content: 'hello there' }] });
+  assert.equal(first.choices[0].message.content, 'Echo: hello there');
+  const before = await quotaRefusals();
+  await assert.rejects(
+    retrying.chat.completions.create({ model: 'limited', messages: [{ role: 'user', content: 'hello again' }] }),
+    err => {
+      assert.ok(err instanceof OpenAI.RateLimitError, `${err.constructor.name}: ${err.message}`);
+      assert.equal(err.status, 429);
+      assert.equal(err.code, 'quota_exceeded');
+      assert.match(err.message, /quota limited-turns is used up: 1 turns per 1m per principal/);
+      assert.equal(err.headers.get('x-ratelimit-limit-requests'), '1');
+      assert.equal(err.headers.get('x-ratelimit-remaining-requests'), '0');
+      assert.match(err.headers.get('x-ratelimit-reset-requests'), /^(\d+h)?(\d+m)?\d+s$/); // OpenAI's spelling: 1m1s
+      assert.ok(Number(err.headers.get('retry-after')) > 0, `retry-after ${err.headers.get('retry-after')}`);
+      assert.equal(err.headers.get('x-should-retry'), 'true');
+      return true;
+    },
+  );
+  // The SDK asked three times (maxRetries: 2): each refused before the model ran.
+  assert.equal((await quotaRefusals()) - before, 3);
+});
