@@ -56,6 +56,10 @@ func admissionError(err error) *apiError {
 	if ex, ok := errors.AsType[*quota.ExceededError](err); ok {
 		return quotaError(ex)
 	}
+	if errors.Is(err, quota.ErrUnavailable) {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the quotas could not be checked; retry",
+			RetryAfter: time.Second, Retryable: true}
+	}
 	return nil
 }
 

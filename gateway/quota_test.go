@@ -180,3 +180,15 @@ func TestQuotaExactOnReplicas(t *testing.T) {
 	}
 	refusal(t, "the 61st", gs[0].as("acme-key").do("POST", "/v1/agents/demo/sessions/c61/messages", map[string]any{"text": "hello"}), http.StatusTooManyRequests)
 }
+
+// TestQuotaFailsClosed: when the store does not answer, a turn under a
+// quota is refused with 503, never admitted uncounted.
+func TestQuotaFailsClosed(t *testing.T) {
+	clock := &quotaClock{t: time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)}
+	g := startQuotaGateway(t, clock, config.Quota{Name: "principal-turns", Per: "principal", Turns: 5, Window: "1h"})
+	g.store.Close()
+	h, body := refusal(t, "saveMessages", g.as("acme-key").do("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "hello"}), http.StatusServiceUnavailable)
+	if body["code"] != CodeUnavailable || h.Get("Retry-After") != "1" {
+		t.Errorf("refusal %v %v, want 503 unavailable with Retry-After", h, body)
+	}
+}

@@ -70,6 +70,7 @@ var exampleCases = []exampleCase{
 	{"stop-on-final-answer", exampleStopOnFinalAnswer, nil},
 	{"structured-output", exampleStructuredOutput, nil},
 	{"tenant-tool-allowlist", exampleTenantToolAllowlist, nil},
+	{"token-budget-per-tenant", exampleTokenBudgetPerTenant, nil},
 	{"tool-call-quota", exampleToolCallQuota, nil},
 	{"tool-journal", exampleToolJournal, journalShop},
 	{"tracing", exampleTracing, otlpCollector},

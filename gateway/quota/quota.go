@@ -18,6 +18,7 @@ package quota
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -155,6 +156,10 @@ func (q *Quotas) setOf(qs []*quota) *state.Set {
 	return s
 }
 
+// ErrUnavailable refuses a turn whose quotas could not be checked (the
+// store did not answer): the quotas fail closed.
+var ErrUnavailable = errors.New("the quotas could not be checked")
+
 // ExceededError refuses a turn, or stops one, over a quota.
 type ExceededError struct {
 	Quota string
@@ -205,7 +210,7 @@ func (q *Quotas) AdmitTurn(ctx context.Context, id *engine.Identity) (*Admission
 	}
 	vals, pend, err := q.tr.Admit(ctx, &rulestate.Event{Kind: state.EventTurn, Identity: *id}, reads, q.setOf(app))
 	if err != nil {
-		return nil, fmt.Errorf("checking the quotas: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if ex := q.over(app, vals, id, AtTurn); ex != nil {
 		if err := pend.Settle(context.WithoutCancel(ctx), state.OutcomeRefused); err != nil {
