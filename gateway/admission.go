@@ -10,6 +10,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/killswitch"
 	"github.com/turngate/turngate/gateway/quota"
+	"github.com/turngate/turngate/gateway/store"
 )
 
 // CodeQuotaExceeded answers a turn over one of the config's quotas.
@@ -56,7 +57,9 @@ func admissionError(err error) *apiError {
 	if ex, ok := errors.AsType[*quota.ExceededError](err); ok {
 		return quotaError(ex)
 	}
-	if errors.Is(err, quota.ErrUnavailable) {
+	// A store outage is answered as every store outage is (toAPIError);
+	// any other failure to read the quotas refuses the turn as well.
+	if errors.Is(err, quota.ErrUnavailable) && !errors.Is(err, store.ErrUnavailable) {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the quotas could not be checked; retry",
 			RetryAfter: time.Second, Retryable: true}
 	}

@@ -19,9 +19,9 @@ import (
 // killSwitchKeys has an operator's admin key and two tenants' user keys.
 func killSwitchKeys(cfg *config.Config) {
 	cfg.Auth.APIKeys = []config.APIKey{
-		{Key: "ops-key", Tenant: "ops", Subject: "oncall", Roles: []string{RoleAdmin}},
-		{Key: "acme-key", Tenant: "acme", Subject: "alice"},
-		{Key: "globex-key", Tenant: "globex", Subject: "gus"},
+		{Key: "ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5", Tenant: "ops", Subject: "oncall", Roles: []string{RoleAdmin}},
+		{Key: "acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6", Tenant: "acme", Subject: "alice"},
+		{Key: "globex-key-8b3f4e5d6c7a48b9c0d1e2f3a4b5c6d7", Tenant: "globex", Subject: "gus"},
 	}
 }
 
@@ -49,7 +49,7 @@ func TestKillSwitchStopsToolCalls(t *testing.T) {
 	cfg := testConfig(t, "basic")
 	killSwitchKeys(cfg)
 	g := startGateway(t, cfg, Options{})
-	ops, acme, globex := g.as("ops-key"), g.as("acme-key"), g.as("globex-key")
+	ops, acme, globex := g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5"), g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"), g.as("globex-key-8b3f4e5d6c7a48b9c0d1e2f3a4b5c6d7")
 	if ran, _ := weatherRan(t, acme, "s1", "u1"); !ran {
 		t.Fatal("before any switch the weather tool did not run")
 	}
@@ -115,7 +115,7 @@ func TestKillSwitchStopsToolCalls(t *testing.T) {
 	// A restart on the same store keeps it.
 	g.close()
 	g = startGateway(t, cfg, Options{})
-	ops, acme = g.as("ops-key"), g.as("acme-key")
+	ops, acme = g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5"), g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6")
 	if _, stopped := weatherRan(t, acme, "s1", "u4"); !stopped {
 		t.Error("after a restart the kill switch no longer stops")
 	}
@@ -144,7 +144,7 @@ func TestKillSwitchStopsTurns(t *testing.T) {
 	cfg := testConfig(t, "basic")
 	killSwitchKeys(cfg)
 	g := startGateway(t, cfg, Options{})
-	ops, acme := g.as("ops-key"), g.as("acme-key")
+	ops, acme := g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5"), g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6")
 	ops.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "turns", "scope": map[string]any{"agent": "demo"}, "reason": "runaway"}, http.StatusCreated, nil)
 
 	refused := func(what string, resp *http.Response) map[string]any {
@@ -179,7 +179,7 @@ func TestKillSwitchStopsTurns(t *testing.T) {
 		t.Errorf("openai: body %v, want OpenAI's error body with code %s", got, CodeKillSwitch)
 	}
 
-	ws := g.dialWS(t, "demo", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer acme-key"}}})
+	ws := g.dialWS(t, "demo", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"}}})
 	ws.write(sendFrame("r1", "s3", "u1", "hello", nil))
 	if r := ws.collect("r1"); r.end != "error" || r.err["code"] != CodeKillSwitch || r.err["status"] != 403.0 || r.err["errorText"] != killswitch.TurnReason {
 		t.Errorf("WebSocket: ended %s with %v, want an error frame with code %s", r.end, r.err, CodeKillSwitch)
@@ -203,7 +203,7 @@ func TestKillSwitchRefusesBadInput(t *testing.T) {
 	cfg := testConfig(t, "basic")
 	killSwitchKeys(cfg)
 	g := startGateway(t, cfg, Options{})
-	ops := g.as("ops-key")
+	ops := g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5")
 	for _, tc := range []struct {
 		name string
 		body any
@@ -232,7 +232,7 @@ func TestKillSwitchRefusesBadInput(t *testing.T) {
 	if len(list.KillSwitches) != 0 {
 		t.Errorf("refused switches were stored: %+v", list.KillSwitches)
 	}
-	acme := g.as("acme-key")
+	acme := g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6")
 	acme.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "turns", "reason": "r"}, http.StatusForbidden, nil)
 	acme.doJSON("GET", "/v1/admin/killswitch", nil, http.StatusForbidden, nil)
 	acme.doJSON("DELETE", "/v1/admin/killswitch/ks_x", nil, http.StatusForbidden, nil)
@@ -258,23 +258,23 @@ func TestKillSwitchOnReplicas(t *testing.T) {
 	var k store.KillSwitch
 	start := time.Now()
 	applied := goWaitApplied(t, gs, func(s *Server) bool { return s.kill.ToolCall("acme", "demo", "weather") != nil })
-	gs[0].as("ops-key").doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "incident"}, http.StatusCreated, &k)
+	gs[0].as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5").doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "incident"}, http.StatusCreated, &k)
 	answered := time.Since(start)
 	at := applied()
 	t.Logf("kill switch set on replica-a (answered after %v): in force on replica-a after %v, replica-b after %v, replica-c after %v",
 		answered, at[0].Sub(start), at[1].Sub(start), at[2].Sub(start))
 	for i, g := range gs {
-		if ran, stopped := weatherRan(t, g.as("acme-key"), "s"+string(rune('a'+i)), "u1"); ran || !stopped {
+		if ran, stopped := weatherRan(t, g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"), "s"+string(rune('a'+i)), "u1"); ran || !stopped {
 			t.Errorf("%s: weather ran %v, stopped %v; want stopped", g.cfg.Replica.ID, ran, stopped)
 		}
 	}
 	start = time.Now()
 	lifted := goWaitApplied(t, gs, func(s *Server) bool { return s.kill.ToolCall("acme", "demo", "weather") == nil })
-	gs[2].as("ops-key").doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, nil, http.StatusOK, nil)
+	gs[2].as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5").doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, nil, http.StatusOK, nil)
 	at = lifted()
 	t.Logf("kill switch lifted on replica-c: lifted on replica-a after %v, replica-b after %v", at[0].Sub(start), at[1].Sub(start))
 	for i, g := range gs {
-		if ran, _ := weatherRan(t, g.as("acme-key"), "s"+string(rune('a'+i)), "u2"); !ran {
+		if ran, _ := weatherRan(t, g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"), "s"+string(rune('a'+i)), "u2"); !ran {
 			t.Errorf("%s: after the lift the weather tool does not run", g.cfg.Replica.ID)
 		}
 	}
@@ -320,11 +320,11 @@ func TestKillSwitchExpires(t *testing.T) {
 	killSwitchKeys(cfg)
 	g := startGateway(t, cfg, Options{Now: clock.now})
 	var k store.KillSwitch
-	g.as("ops-key").doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "for ten minutes", "expiresIn": "10m"}, http.StatusCreated, &k)
+	g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5").doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "for ten minutes", "expiresIn": "10m"}, http.StatusCreated, &k)
 	if want := clock.now().Add(10 * time.Minute); !k.ExpiresAt.Equal(want) {
 		t.Errorf("expiresAt %v, want %v", k.ExpiresAt, want)
 	}
-	acme := g.as("acme-key")
+	acme := g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6")
 	clock.advance(10*time.Minute - time.Second)
 	if _, stopped := weatherRan(t, acme, "s1", "u1"); !stopped {
 		t.Error("a second before its expiry the switch does not stop the call")
@@ -336,7 +336,7 @@ func TestKillSwitchExpires(t *testing.T) {
 	var list struct {
 		KillSwitches []store.KillSwitch `json:"killSwitches"`
 	}
-	g.as("ops-key").doJSON("GET", "/v1/admin/killswitch", nil, http.StatusOK, &list)
+	g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5").doJSON("GET", "/v1/admin/killswitch", nil, http.StatusOK, &list)
 	if len(list.KillSwitches) != 0 {
 		t.Errorf("an expired switch is listed: %+v", list.KillSwitches)
 	}

@@ -11,7 +11,7 @@ import (
 // with 429 and the rate-limit headers before the model is called; globex
 // has its own budget.
 func exampleTokenBudgetPerTenant(t *testing.T, x *exampleRun) {
-	acme, globex := x.as("acme-demo-key"), x.as("globex-demo-key")
+	acme, globex := x.as("acme-demo-3c9d1e7f5a2b48c6d0e4f1a7b3c5d9e2"), x.as("globex-demo-4d0e2f8a6b3c49d7e1f5a2b8c4d6e0f3")
 	var hello, research struct {
 		Status  string `json:"status"`
 		Message any    `json:"message"`
