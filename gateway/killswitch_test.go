@@ -16,12 +16,20 @@ import (
 	"github.com/turngate/turngate/gateway/store"
 )
 
-// killSwitchKeys has an operator's admin key and two tenants' user keys.
+// The keys of killSwitchKeys: an operator's admin key and two tenants'
+// user keys.
+const (
+	ksOpsKey    = "ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5"
+	ksAcmeKey   = "acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"
+	ksGlobexKey = "globex-key-8b3f4e5d6c7a48b9c0d1e2f3a4b5c6d7"
+)
+
+// killSwitchKeys configures ksOpsKey, ksAcmeKey and ksGlobexKey.
 func killSwitchKeys(cfg *config.Config) {
 	cfg.Auth.APIKeys = []config.APIKey{
-		{Key: "ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5", Tenant: "ops", Subject: "oncall", Roles: []string{RoleAdmin}},
-		{Key: "acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6", Tenant: "acme", Subject: "alice"},
-		{Key: "globex-key-8b3f4e5d6c7a48b9c0d1e2f3a4b5c6d7", Tenant: "globex", Subject: "gus"},
+		{Key: ksOpsKey, Tenant: "ops", Subject: "oncall", Roles: []string{RoleAdmin}},
+		{Key: ksAcmeKey, Tenant: "acme", Subject: "alice"},
+		{Key: ksGlobexKey, Tenant: "globex", Subject: "gus"},
 	}
 }
 
@@ -49,7 +57,7 @@ func TestKillSwitchStopsToolCalls(t *testing.T) {
 	cfg := testConfig(t, "basic")
 	killSwitchKeys(cfg)
 	g := startGateway(t, cfg, Options{})
-	ops, acme, globex := g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5"), g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"), g.as("globex-key-8b3f4e5d6c7a48b9c0d1e2f3a4b5c6d7")
+	ops, acme, globex := g.as(ksOpsKey), g.as(ksAcmeKey), g.as(ksGlobexKey)
 	if ran, _ := weatherRan(t, acme, "s1", "u1"); !ran {
 		t.Fatal("before any switch the weather tool did not run")
 	}
@@ -115,7 +123,7 @@ func TestKillSwitchStopsToolCalls(t *testing.T) {
 	// A restart on the same store keeps it.
 	g.close()
 	g = startGateway(t, cfg, Options{})
-	ops, acme = g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5"), g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6")
+	ops, acme = g.as(ksOpsKey), g.as(ksAcmeKey)
 	if _, stopped := weatherRan(t, acme, "s1", "u4"); !stopped {
 		t.Error("after a restart the kill switch no longer stops")
 	}
@@ -144,7 +152,7 @@ func TestKillSwitchStopsTurns(t *testing.T) {
 	cfg := testConfig(t, "basic")
 	killSwitchKeys(cfg)
 	g := startGateway(t, cfg, Options{})
-	ops, acme := g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5"), g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6")
+	ops, acme := g.as(ksOpsKey), g.as(ksAcmeKey)
 	ops.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "turns", "scope": map[string]any{"agent": "demo"}, "reason": "runaway"}, http.StatusCreated, nil)
 
 	refused := func(what string, resp *http.Response) map[string]any {
@@ -179,7 +187,7 @@ func TestKillSwitchStopsTurns(t *testing.T) {
 		t.Errorf("openai: body %v, want OpenAI's error body with code %s", got, CodeKillSwitch)
 	}
 
-	ws := g.dialWS(t, "demo", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"}}})
+	ws := g.dialWS(t, "demo", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + ksAcmeKey}}})
 	ws.write(sendFrame("r1", "s3", "u1", "hello", nil))
 	if r := ws.collect("r1"); r.end != "error" || r.err["code"] != CodeKillSwitch || r.err["status"] != 403.0 || r.err["errorText"] != killswitch.TurnReason {
 		t.Errorf("WebSocket: ended %s with %v, want an error frame with code %s", r.end, r.err, CodeKillSwitch)
@@ -203,7 +211,7 @@ func TestKillSwitchRefusesBadInput(t *testing.T) {
 	cfg := testConfig(t, "basic")
 	killSwitchKeys(cfg)
 	g := startGateway(t, cfg, Options{})
-	ops := g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5")
+	ops := g.as(ksOpsKey)
 	for _, tc := range []struct {
 		name string
 		body any
@@ -232,7 +240,7 @@ func TestKillSwitchRefusesBadInput(t *testing.T) {
 	if len(list.KillSwitches) != 0 {
 		t.Errorf("refused switches were stored: %+v", list.KillSwitches)
 	}
-	acme := g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6")
+	acme := g.as(ksAcmeKey)
 	acme.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "turns", "reason": "r"}, http.StatusForbidden, nil)
 	acme.doJSON("GET", "/v1/admin/killswitch", nil, http.StatusForbidden, nil)
 	acme.doJSON("DELETE", "/v1/admin/killswitch/ks_x", nil, http.StatusForbidden, nil)
@@ -244,37 +252,29 @@ func TestKillSwitchRefusesBadInput(t *testing.T) {
 // notification can carry it: the time it took is logged (no timed
 // assertion: the machine may be loaded), the figure of the docs.
 func TestKillSwitchOnReplicas(t *testing.T) {
-	pg := onPostgres(t)
 	defer func(p time.Duration) { killSwitchPoll = p }(killSwitchPoll)
 	killSwitchPoll = time.Hour
-	var gs []*testGateway
-	for _, id := range []string{"replica-a", "replica-b", "replica-c"} {
-		cfg := testConfig(t, "basic")
-		pg(cfg)
-		killSwitchKeys(cfg)
-		cfg.Replica.ID = id
-		gs = append(gs, startGateway(t, cfg, Options{}))
-	}
+	gs := threeReplicas(t)
 	var k store.KillSwitch
 	start := time.Now()
 	applied := goWaitApplied(t, gs, func(s *Server) bool { return s.kill.ToolCall("acme", "demo", "weather") != nil })
-	gs[0].as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5").doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "incident"}, http.StatusCreated, &k)
+	gs[0].as(ksOpsKey).doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "incident"}, http.StatusCreated, &k)
 	answered := time.Since(start)
 	at := applied()
 	t.Logf("kill switch set on replica-a (answered after %v): in force on replica-a after %v, replica-b after %v, replica-c after %v",
 		answered, at[0].Sub(start), at[1].Sub(start), at[2].Sub(start))
 	for i, g := range gs {
-		if ran, stopped := weatherRan(t, g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"), "s"+string(rune('a'+i)), "u1"); ran || !stopped {
+		if ran, stopped := weatherRan(t, g.as(ksAcmeKey), "s"+string(rune('a'+i)), "u1"); ran || !stopped {
 			t.Errorf("%s: weather ran %v, stopped %v; want stopped", g.cfg.Replica.ID, ran, stopped)
 		}
 	}
 	start = time.Now()
 	lifted := goWaitApplied(t, gs, func(s *Server) bool { return s.kill.ToolCall("acme", "demo", "weather") == nil })
-	gs[2].as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5").doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, nil, http.StatusOK, nil)
+	gs[2].as(ksOpsKey).doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, nil, http.StatusOK, nil)
 	at = lifted()
 	t.Logf("kill switch lifted on replica-c: lifted on replica-a after %v, replica-b after %v", at[0].Sub(start), at[1].Sub(start))
 	for i, g := range gs {
-		if ran, _ := weatherRan(t, g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"), "s"+string(rune('a'+i)), "u2"); !ran {
+		if ran, _ := weatherRan(t, g.as(ksAcmeKey), "s"+string(rune('a'+i)), "u2"); !ran {
 			t.Errorf("%s: after the lift the weather tool does not run", g.cfg.Replica.ID)
 		}
 	}
@@ -320,11 +320,11 @@ func TestKillSwitchExpires(t *testing.T) {
 	killSwitchKeys(cfg)
 	g := startGateway(t, cfg, Options{Now: clock.now})
 	var k store.KillSwitch
-	g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5").doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "for ten minutes", "expiresIn": "10m"}, http.StatusCreated, &k)
+	g.as(ksOpsKey).doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "for ten minutes", "expiresIn": "10m"}, http.StatusCreated, &k)
 	if want := clock.now().Add(10 * time.Minute); !k.ExpiresAt.Equal(want) {
 		t.Errorf("expiresAt %v, want %v", k.ExpiresAt, want)
 	}
-	acme := g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6")
+	acme := g.as(ksAcmeKey)
 	clock.advance(10*time.Minute - time.Second)
 	if _, stopped := weatherRan(t, acme, "s1", "u1"); !stopped {
 		t.Error("a second before its expiry the switch does not stop the call")
@@ -336,8 +336,27 @@ func TestKillSwitchExpires(t *testing.T) {
 	var list struct {
 		KillSwitches []store.KillSwitch `json:"killSwitches"`
 	}
-	g.as("ops-key-6f1d2c3b4a5e46f7b8c9d0e1f2a3b4c5").doJSON("GET", "/v1/admin/killswitch", nil, http.StatusOK, &list)
+	g.as(ksOpsKey).doJSON("GET", "/v1/admin/killswitch", nil, http.StatusOK, &list)
 	if len(list.KillSwitches) != 0 {
 		t.Errorf("an expired switch is listed: %+v", list.KillSwitches)
 	}
+}
+
+// threeReplicas starts replica-a, -b and -c on one PostgreSQL schema, with
+// the keys of killSwitchKeys; mods change each config.
+func threeReplicas(t *testing.T, mods ...func(*config.Config)) []*testGateway {
+	t.Helper()
+	pg := onPostgres(t)
+	var gs []*testGateway
+	for _, id := range []string{"replica-a", "replica-b", "replica-c"} {
+		cfg := testConfig(t, "basic")
+		pg(cfg)
+		killSwitchKeys(cfg)
+		cfg.Replica.ID = id
+		for _, m := range mods {
+			m(cfg)
+		}
+		gs = append(gs, startGateway(t, cfg, Options{}))
+	}
+	return gs
 }

@@ -66,7 +66,7 @@ func refusal(t *testing.T, what string, resp *http.Response, want int) (http.Hea
 func TestQuotaRefusesTurns(t *testing.T) {
 	clock := &quotaClock{t: time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)}
 	g := startQuotaGateway(t, clock, config.Quota{Name: "principal-turns", Per: "principal", Turns: 2, Window: "1h"})
-	acme, globex := g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"), g.as("globex-key-8b3f4e5d6c7a48b9c0d1e2f3a4b5c6d7")
+	acme, globex := g.as(ksAcmeKey), g.as(ksGlobexKey)
 	acme.doJSON("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "hello"}, http.StatusOK, nil)
 	readUIStream(t, acme.do("POST", "/v1/agents/demo/chat", chatBody("s2", "u1", "hello")))
 
@@ -92,7 +92,7 @@ func TestQuotaRefusesTurns(t *testing.T) {
 	if h.Get("x-should-retry") != "true" || h.Get("retry-after-ms") != "3660000" || h.Get("x-ratelimit-reset-requests") != "1h1m0s" {
 		t.Errorf("openai refusal headers %v", h)
 	}
-	ws := g.dialWS(t, "demo", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6"}}})
+	ws := g.dialWS(t, "demo", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + ksAcmeKey}}})
 	ws.write(sendFrame("r1", "s5", "u1", "hello", nil))
 	if r := ws.collect("r1"); r.end != "error" || r.err["code"] != CodeQuotaExceeded || r.err["status"] != 429.0 || r.err["retryAfterMs"] != 3660000.0 {
 		t.Errorf("WebSocket: ended %s with %v, want a quota error frame", r.end, r.err)
@@ -124,7 +124,7 @@ func TestQuotaRefusesTurns(t *testing.T) {
 func TestQuotaTokenBudget(t *testing.T) {
 	clock := &quotaClock{t: time.Date(2026, 12, 2, 23, 0, 0, 0, time.UTC)}
 	g := startQuotaGateway(t, clock, config.Quota{Name: "tenant-output", Per: "tenant", OutputTokens: 1, Window: "day"})
-	acme := g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6")
+	acme := g.as(ksAcmeKey)
 	var res turnResponse
 	acme.doJSON("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "weather in Lima"}, http.StatusOK, &res)
 	text := mustJSON(res.Message)
@@ -150,23 +150,15 @@ func TestQuotaTokenBudget(t *testing.T) {
 // three replicas of one PostgreSQL database, against a quota of 20 turns:
 // exactly 20 run and 40 are refused, and the refused ones do not count.
 func TestQuotaExactOnReplicas(t *testing.T) {
-	pg := onPostgres(t)
-	qs := []config.Quota{{Name: "tenant-turns", Per: "tenant", Turns: 20, Window: "1h"}}
-	var gs []*testGateway
-	for _, id := range []string{"replica-a", "replica-b", "replica-c"} {
-		cfg := testConfig(t, "basic")
-		pg(cfg)
-		killSwitchKeys(cfg)
-		cfg.Replica.ID = id
-		cfg.Quotas = qs
-		gs = append(gs, startGateway(t, cfg, Options{}))
-	}
+	gs := threeReplicas(t, func(cfg *config.Config) {
+		cfg.Quotas = []config.Quota{{Name: "tenant-turns", Per: "tenant", Turns: 20, Window: "1h"}}
+	})
 	var mu sync.Mutex
 	codes := map[int]int{}
 	var wg sync.WaitGroup
 	for i := range 60 {
 		wg.Go(func() {
-			resp := gs[i%3].as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6").do("POST", fmt.Sprintf("/v1/agents/demo/sessions/c%d/messages", i), map[string]any{"text": "hello"})
+			resp := gs[i%3].as(ksAcmeKey).do("POST", fmt.Sprintf("/v1/agents/demo/sessions/c%d/messages", i), map[string]any{"text": "hello"})
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			mu.Lock()
@@ -178,7 +170,7 @@ func TestQuotaExactOnReplicas(t *testing.T) {
 	if codes[http.StatusOK] != 20 || codes[http.StatusTooManyRequests] != 40 {
 		t.Errorf("statuses %v, want exactly 20 × 200 and 40 × 429", codes)
 	}
-	refusal(t, "the 61st", gs[0].as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6").do("POST", "/v1/agents/demo/sessions/c61/messages", map[string]any{"text": "hello"}), http.StatusTooManyRequests)
+	refusal(t, "the 61st", gs[0].as(ksAcmeKey).do("POST", "/v1/agents/demo/sessions/c61/messages", map[string]any{"text": "hello"}), http.StatusTooManyRequests)
 }
 
 // TestQuotaFailsClosed: when the store does not answer, a turn under a
@@ -187,7 +179,7 @@ func TestQuotaFailsClosed(t *testing.T) {
 	clock := &quotaClock{t: time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)}
 	g := startQuotaGateway(t, clock, config.Quota{Name: "principal-turns", Per: "principal", Turns: 5, Window: "1h"})
 	g.store.Close()
-	h, body := refusal(t, "saveMessages", g.as("acme-key-7a2e3d4c5b6f47a8b9c0d1e2f3a4b5c6").do("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "hello"}), http.StatusServiceUnavailable)
+	h, body := refusal(t, "saveMessages", g.as(ksAcmeKey).do("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "hello"}), http.StatusServiceUnavailable)
 	if (body["code"] != CodeUnavailable && body["code"] != CodeStoreUnavailable) || h.Get("Retry-After") == "" {
 		t.Errorf("refusal %v %v, want 503 unavailable with Retry-After", h, body)
 	}

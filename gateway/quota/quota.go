@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,11 +266,11 @@ func number(v any) int64 {
 			return i
 		}
 		f, _ := n.Float64()
-		return int64(f + 0.999999)
+		return int64(math.Ceil(f))
 	case int64:
 		return n
 	case float64:
-		return int64(n + 0.999999)
+		return int64(math.Ceil(n))
 	}
 	return 0
 }
