@@ -29,6 +29,21 @@ func (s *Server) admitTurn(ctx context.Context, in *turnInput) (*quota.Admission
 	return s.quotas.AdmitTurn(ctx, id)
 }
 
+// stepBudget is the check a running turn passes before each further model
+// step: a turns kill switch set since it started, then its token quotas.
+func (s *Server) stepBudget(id engine.Identity) func(context.Context) string {
+	quotas := s.quotas.StepBudget(id)
+	return func(ctx context.Context) string {
+		if why := s.kill.CheckStep(&id); why != "" {
+			return why
+		}
+		if quotas != nil {
+			return quotas(ctx)
+		}
+		return ""
+	}
+}
+
 // unadmit counts a turn the quotas admitted as refused after all: it did
 // not start (its session's queue was full, the session was not found…).
 func (s *Server) unadmit(ctx context.Context, in *turnInput, a *quota.Admission) {

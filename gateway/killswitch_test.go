@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/killswitch"
@@ -359,4 +361,43 @@ func threeReplicas(t *testing.T, mods ...func(*config.Config)) []*testGateway {
 		gs = append(gs, startGateway(t, cfg, Options{}))
 	}
 	return gs
+}
+
+// toolGate is an observer whose AfterToolCall signals entered and waits
+// for open: the turn stands still between its tool call and the end of
+// its step.
+type toolGate struct {
+	engine.NopHooks
+	entered, open chan struct{}
+}
+
+func (g *toolGate) AfterToolCall(context.Context, *engine.ToolCallResultContext) {
+	g.entered <- struct{}{}
+	<-g.open
+}
+
+// TestKillSwitchStopsRunningTurn: a turns switch set while a turn runs
+// ends it before its next model step, with the reason in the text the
+// client sees.
+func TestKillSwitchStopsRunningTurn(t *testing.T) {
+	cfg := testConfig(t, "basic")
+	killSwitchKeys(cfg)
+	gate := &toolGate{entered: make(chan struct{}, 1), open: make(chan struct{})}
+	g := startGateway(t, cfg, Options{Observer: gate})
+	resp := goDo(g.as(ksAcmeKey), "POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "weather in Lima"})
+	<-gate.entered
+	g.as(ksOpsKey).doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "turns", "reason": "runaway"}, http.StatusCreated, nil)
+	close(gate.open)
+	r := resp()
+	defer r.Body.Close()
+	var res turnResponse
+	if err := json.NewDecoder(r.Body).Decode(&res); err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %v", r.StatusCode, err)
+	}
+	if text := mustJSON(res.Message); !strings.Contains(text, "Stopped after 1 step (stopped by the operator's kill switch).") || strings.Contains(text, "Here is the weather") {
+		t.Errorf("the running turn was not stopped at its next step: %s", text)
+	}
+	if !strings.Contains(g.audit.String(), `"hook":"beforeStep"`) {
+		t.Error("the stop is not a beforeStep decision record")
+	}
 }

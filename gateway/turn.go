@@ -355,7 +355,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		Body:              in.body,
 		Journal:           s.journalFor(in, failed),
 		Hooks:             hooks,
-		StepBudget:        s.quotas.StepBudget(identity),
+		StepBudget:        s.stepBudget(identity),
 		// Frames wait in held until the engine is about to wait, so the
 		// events of one model part or tool round reach the client in one
 		// write.

@@ -13,7 +13,8 @@
 // A stopped tool call is an ordinary decision: blocked with the fixed
 // ToolReason the model sees, a decision record naming the switch, a count
 // in the metrics. A stopped turn is refused before its model is called
-// (*StoppedError).
+// (*StoppedError), and a running one ends before its next model step
+// (CheckStep).
 package killswitch
 
 import (
@@ -234,6 +235,19 @@ func (s *Switches) CheckTurn(id *engine.Identity) error {
 	}
 	s.stopped(id, WhatTurn, k, policy.HookBeforeTurn, map[string]any{"refuse": TurnReason})
 	return &StoppedError{Switch: *k}
+}
+
+// CheckStep returns, for a running turn of id whose scope a turns switch
+// now stops, the stop reason for engine.TurnRequest.StepBudget (the turn
+// ends before its next model step), after recording the stop; "" when no
+// switch stops it.
+func (s *Switches) CheckStep(id *engine.Identity) string {
+	k := s.Turn(id.Principal.Tenant, id.Agent)
+	if k == nil {
+		return ""
+	}
+	s.stopped(id, WhatTurn, k, policy.HookBeforeStep, map[string]any{"stop": TurnReason})
+	return "stopped by the operator's kill switch"
 }
 
 // stopped records and counts one stop.
