@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,4 +98,47 @@ func TestStateWindowExpires(t *testing.T) {
 			t.Fatal("a call after the window passed was blocked")
 		}
 	})
+}
+
+// TestStateTypoRejectedOnReload: a rules edit that reads a misspelt state
+// name is rejected by the reload of a running gateway, which keeps
+// serving the old revision: the limit still holds.
+func TestStateTypoRejectedOnReload(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"limits.state.yaml", "limits.rego"} {
+		copyFile(t, filepath.Join("testdata", "rules", "state", name), filepath.Join(dir, name))
+	}
+	cfg := testConfig(t, "state")
+	cfg.Rules.Dir = dir
+	g := startGateway(t, cfg, Options{})
+	live := g.srv.rules.Current().ID()
+	rego, err := os.ReadFile(filepath.Join(dir, "limits.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := strings.Replace(string(rego), "input.state.weather_per_hour", "input.state.weather_per_hours", 1)
+	if err := os.WriteFile(filepath.Join(dir, "limits.rego"), []byte(typo), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.srv.rules.Reload()
+	if err == nil || !strings.Contains(err.Error(), "limits.rego:7:14") || !strings.Contains(err.Error(), "did you mean input.state.weather_per_hour?") {
+		t.Fatalf("reload error = %v, want the misspelt name at limits.rego:7:14 with a suggestion", err)
+	}
+	if got := g.srv.rules.Current().ID(); got != live {
+		t.Fatalf("the live revision changed to %s", got)
+	}
+	if executed, blocked := weatherCalls(t, []*testGateway{g}, 21); executed != 20 || blocked != 1 {
+		t.Fatalf("after the rejected reload %d calls ran and %d were blocked, want 20 and 1", executed, blocked)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

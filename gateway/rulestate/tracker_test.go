@@ -1,0 +1,82 @@
+package rulestate_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/rulestate"
+	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/policy/state"
+)
+
+func openSQLite(t *testing.T) store.Store {
+	t.Helper()
+	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "state.db"), store.WithSynchronous(store.SynchronousNormal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// clock is a settable test clock.
+type clock struct{ now time.Time }
+
+func (c *clock) Now() time.Time { return c.now }
+
+var alice = engine.Identity{SessionID: "s1", Agent: "demo", Principal: engine.Principal{Tenant: "acme", Subject: "alice"}}
+
+func mustSet(t *testing.T, decls ...*state.Decl) *state.Set {
+	t.Helper()
+	s, err := state.NewSet(decls...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestPruneKeepsRowsBounded simulates a week of a call every ten minutes
+// with a one-hour window, pruning every hour: the rows never exceed what
+// the window and one pruning interval hold, and the count read is the
+// window's.
+func TestPruneKeepsRowsBounded(t *testing.T) {
+	st := openSQLite(t)
+	c := &clock{now: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)}
+	tr := rulestate.New(st, rulestate.Options{Now: c.Now, PruneBatch: 4})
+	d := &state.Decl{Name: "calls_per_hour", Kind: state.Count, Of: state.ToolCalls, Scope: []state.ScopePart{{Kind: state.ScopePrincipal}},
+		Window: state.Window{Within: time.Hour, Resolution: 10 * time.Minute}}
+	set := mustSet(t, d)
+	ctx := context.Background()
+	ev := &rulestate.Event{Kind: state.EventToolCall, Identity: alice, Tool: "search", Input: json.RawMessage(`{}`)}
+	// Each admission adds a row; the live rows are those added less those
+	// pruned.
+	maxRows, rows := 0, 0
+	for i := range 7 * 24 * 6 {
+		vals, _, err := tr.Admit(ctx, ev, []*state.Decl{d}, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := vals["calls_per_hour"].(json.Number).Int64(); i >= 6 && (n < 6 || n > 7) {
+			t.Fatalf("minute %d: %d calls in the last hour, want 6 or 7", i*10, n)
+		}
+		rows++
+		if i%6 == 5 {
+			n, err := tr.Prune(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows -= n
+		}
+		maxRows = max(maxRows, rows)
+		c.now = c.now.Add(10 * time.Minute)
+	}
+	// An hour and a resolution of rows live, plus an hour's before pruning.
+	if maxRows > 14 {
+		t.Fatalf("up to %d rows over the week, want at most 14", maxRows)
+	}
+}
+
