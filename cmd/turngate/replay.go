@@ -181,6 +181,11 @@ type replayReport struct {
 	NotReplayable int `json:"notReplayable"`
 	// NotReplayableExample says why the first undecodable input was.
 	NotReplayableExample string `json:"notReplayableExample,omitempty"`
+	// UnrecordedState counts the not replayable decisions whose candidate
+	// rules read declared state their record does not hold (never
+	// guessed); UnrecordedStateExample names the first.
+	UnrecordedState        int    `json:"unrecordedState"`
+	UnrecordedStateExample string `json:"unrecordedStateExample,omitempty"`
 	// Unchanged and Changed count the replayed decisions; a changed one
 	// counts once however many kinds of change it shows.
 	Unchanged int `json:"unchanged"`
@@ -286,6 +291,12 @@ func replayFile(ctx context.Context, rev *ruleset.Revision, file string, example
 			continue
 		}
 		res, err := rev.EvalRecorded(ctx, rec.Hook, rec.Input)
+		if _, ok := errors.AsType[*ruleset.UnrecordedStateError](err); ok {
+			rep.UnrecordedState++
+			if rep.UnrecordedStateExample == "" {
+				rep.UnrecordedStateExample = fmt.Sprintf("%s:%d: %v", file, line, err)
+			}
+		}
 		if err != nil {
 			rep.NotReplayable++
 			if rep.NotReplayableExample == "" {
@@ -430,6 +441,9 @@ func writeReplayReport(w io.Writer, rep *replayReport) {
 			fmt.Fprintf(w, "; e.g. %s", rep.NotReplayableExample)
 		}
 		fmt.Fprintln(w)
+	}
+	if rep.UnrecordedState > 0 {
+		fmt.Fprintf(w, "of which reading state the record does not hold: %d; e.g. %s\n", rep.UnrecordedState, rep.UnrecordedStateExample)
 	}
 	fmt.Fprintf(w, "unchanged: %d, changed: %d\n", rep.Unchanged, rep.Changed)
 	for _, k := range rep.Changes {

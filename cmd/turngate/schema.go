@@ -8,6 +8,7 @@ import (
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/policy/celrules"
 	"github.com/turngate/turngate/policy/opa"
+	"github.com/turngate/turngate/policy/ruleset"
 )
 
 // schemaNames are the documents `turngate schema` prints: the Rego input of
@@ -20,14 +21,18 @@ type schemaParams struct {
 	// Config, if set, is a gateway config whose agents' bodySchema types
 	// input.body of tool_call.
 	Config string
+	// Rules, if set, is a rules directory whose declared state types
+	// input.state.
+	Rules string
 }
 
 // runSchema is `turngate schema [--config FILE] tool_call|tool_result|turn|step`:
 // print the JSON Schema rules are type-checked against.
 func runSchema(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("schema", "[--config FILE] tool_call|tool_result|turn|step", stderr)
+	fs := newFlagSet("schema", "[--config FILE] [--rules DIR] tool_call|tool_result|turn|step", stderr)
 	var p schemaParams
 	fs.StringVar(&p.Config, "config", "", "gateway config `file` whose agents' bodySchema types input.body")
+	fs.StringVar(&p.Rules, "rules", "", "rules `directory` whose declared state (state.yaml, *.state.yaml) types input.state")
 	if err := fs.Parse(args); err != nil {
 		return usageExit(err)
 	}
@@ -53,6 +58,15 @@ func schema(p schemaParams) (map[string]any, error) {
 		opts, err := opaOptions(p.Config)
 		if err != nil {
 			return nil, err
+		}
+		if p.Rules != "" {
+			st, errs := ruleset.LoadState(p.Rules)
+			if errs != nil {
+				return nil, errs
+			}
+			if st.Len() > 0 {
+				opts.StateSchema = st.Schema()
+			}
 		}
 		return opa.InputSchema("turngate."+p.Name, opts)
 	case "turn", "step":

@@ -25,6 +25,7 @@ func TestSchemaCommand(t *testing.T) {
 		{"turn", []string{"schema", "turn"}, 0, "turn.json"},
 		{"step", []string{"schema", "step"}, 0, "step.json"},
 		{"tool_call with a config's bodySchema", []string{"schema", "--config", dir + "/config.yaml", "tool_call"}, 0, "tool_call_body.json"},
+		{"tool_call with a rules directory's declared state", []string{"schema", "--rules", "testdata/state/candidate", "tool_call"}, 0, "tool_call_state.json"},
 		{"unknown schema", []string{"schema", "tool_calls"}, 2, ""},
 		{"no schema named", []string{"schema"}, 2, ""},
 		{"check: input.body is open without a config", []string{"check", dir + "/rules"}, 0, "check_open_body.golden"},

@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/celrules"
 	"github.com/turngate/turngate/policy/opa"
+	"github.com/turngate/turngate/policy/state"
 )
 
 // MaxEvalInputBytes bounds a dry-run input document.
@@ -121,15 +122,53 @@ func (r *Revision) EvalRecorded(ctx context.Context, hook string, input json.Raw
 		if err != nil {
 			return nil, err
 		}
+		if err := r.checkRecordedState(hook, tc.State); err != nil {
+			return nil, err
+		}
 		return r.evalHook(func(h *hooks) { _, _ = h.BeforeToolCall(ctx, tc) }), nil
 	case policy.HookToolResult:
 		rc, err := opa.DecodeToolResultInput(input)
 		if err != nil {
 			return nil, err
 		}
+		if err := r.checkRecordedState(hook, rc.State); err != nil {
+			return nil, err
+		}
 		return r.evalHook(func(h *hooks) { _, _ = h.ToolResult(ctx, rc) }), nil
 	}
 	return nil, unknownHook(hook)
+}
+
+// UnrecordedStateError is EvalRecorded's refusal of a recorded input that
+// lacks a declared state the revision's rules read: the value it had when
+// the decision was made is unknown, and a guess would make the replay
+// say what the candidate would have decided on made-up data.
+type UnrecordedStateError struct {
+	Hook string
+	// Names are the states read but not recorded, sorted.
+	Names []string
+}
+
+func (e *UnrecordedStateError) Error() string {
+	return fmt.Sprintf("not replayable: the rules read state the %s record does not hold: %s", e.Hook, strings.Join(e.Names, ", "))
+}
+
+// checkRecordedState returns an UnrecordedStateError when the rules of
+// hook read a state recorded lacks. A timeSinceLast state is absent from
+// a record when nothing had happened; so it counts as recorded when the
+// record holds state at all.
+func (r *Revision) checkRecordedState(hook string, recorded map[string]any) error {
+	var missing []string
+	for _, d := range r.StateReads(hook) {
+		if _, ok := recorded[d.Name]; ok || (d.Kind == state.TimeSinceLast && recorded != nil) {
+			continue
+		}
+		missing = append(missing, d.Name)
+	}
+	if missing == nil {
+		return nil
+	}
+	return &UnrecordedStateError{Hook: hook, Names: missing}
 }
 
 func unknownHook(hook string) error {

@@ -417,3 +417,15 @@ func mergeErrors(lists ...policy.Errors) policy.Errors {
 	}
 	return all
 }
+
+// LoadState reads only the state declarations of the rules directory dir
+// (state.yaml, *.state.yaml), for tools that show what the rules may read
+// (`turngate schema --rules`) even while a rule file is broken.
+func LoadState(dir string) (*state.Set, policy.Errors) {
+	snap, errs := readSnapshot(dirFS(dir), dir)
+	if errs != nil {
+		return nil, errs
+	}
+	st, errs := state.Parse(snap.byKind[KindState])
+	return st, located(dir, errs)
+}
