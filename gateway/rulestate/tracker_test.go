@@ -79,4 +79,3 @@ func TestPruneKeepsRowsBounded(t *testing.T) {
 		t.Fatalf("up to %d rows over the week, want at most 14", maxRows)
 	}
 }
-
