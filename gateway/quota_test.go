@@ -150,15 +150,30 @@ func TestQuotaTokenBudget(t *testing.T) {
 // three replicas of one PostgreSQL database, against a quota of 20 turns:
 // exactly 20 run and 40 are refused, and the refused ones do not count.
 func TestQuotaExactOnReplicas(t *testing.T) {
-	gs := threeReplicas(t, func(cfg *config.Config) {
-		cfg.Quotas = []config.Quota{{Name: "tenant-turns", Per: "tenant", Turns: 20, Window: "1h"}}
-	})
+	tenantTurns(t, threeReplicas(t, func(cfg *config.Config) { cfg.Quotas = tenantTurnsQuota }))
+}
+
+// TestQuotaExactSQLite is TestQuotaExactOnReplicas's twin on one SQLite
+// gateway.
+func TestQuotaExactSQLite(t *testing.T) {
+	cfg := testConfig(t, "basic")
+	killSwitchKeys(cfg)
+	cfg.Quotas = tenantTurnsQuota
+	tenantTurns(t, []*testGateway{startGateway(t, cfg, Options{})})
+}
+
+var tenantTurnsQuota = []config.Quota{{Name: "tenant-turns", Per: "tenant", Turns: 20, Window: "1h"}}
+
+// tenantTurns sends 60 concurrent turns of acme, spread over gs, against
+// tenantTurnsQuota: exactly 20 must run.
+func tenantTurns(t *testing.T, gs []*testGateway) {
+	t.Helper()
 	var mu sync.Mutex
 	codes := map[int]int{}
 	var wg sync.WaitGroup
 	for i := range 60 {
 		wg.Go(func() {
-			resp := gs[i%3].as(ksAcmeKey).do("POST", fmt.Sprintf("/v1/agents/demo/sessions/c%d/messages", i), map[string]any{"text": "hello"})
+			resp := gs[i%len(gs)].as(ksAcmeKey).do("POST", fmt.Sprintf("/v1/agents/demo/sessions/c%d/messages", i), map[string]any{"text": "hello"})
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			mu.Lock()
