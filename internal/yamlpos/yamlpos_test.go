@@ -51,3 +51,31 @@ func TestLocate(t *testing.T) {
 		t.Error("Locate accepted an error that is not yaml.v3's syntax error")
 	}
 }
+
+// FuzzLocate feeds arbitrary documents: whatever yaml.v3 refuses is located
+// inside the document, with a message, and nothing panics.
+func FuzzLocate(f *testing.F) {
+	for _, seed := range []string{
+		"beforeTurn:\n  - name: a\n    when: x\n      set:\n      model: y\n",
+		"rules:\n  - when: a == \"x\": y\n", "a:\n  b:\n      c: 1\n     d: 2\n",
+		"rules:\n  - name: a\n    when: x\n   set: y\n", "- - : :\n  :", "a: \"open\nb: c\n", ": x: y",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var n yaml.Node
+		err := yaml.Unmarshal(data, &n)
+		if err == nil {
+			return
+		}
+		e, ok := Locate(data, err)
+		if !ok {
+			return
+		}
+		// yaml.v3 counts a lone \r as a line break too.
+		lines := strings.Count(string(data), "\n") + strings.Count(string(data), "\r") + 1
+		if e.Line < 1 || e.Line > lines || e.Column < 0 || e.Message == "" {
+			t.Fatalf("Locate = %+v for a %d-line document (yaml.v3: %v)", e, lines, err)
+		}
+	})
+}

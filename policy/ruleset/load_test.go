@@ -223,6 +223,8 @@ func FuzzEval(f *testing.F) {
 		`{"stepNumber": 1, "steps": [{"toolCalls": [], "toolResults": [{"toolName": "x"}]}]}`,
 		`{"output": {"secret": 1, "a": [{"token": "t"}]}, "success": true}`,
 		`{"input": "not json object"}`, `{"input": {"a": 1e999}}`,
+		`{"kind": "decision", "seq": 3, "prevHash": "ab", "hook": "beforeTurn", "outcome": "no_match", "input": {"turn": {}}}`,
+		`{"kind": "decision", "hook": "beforeToolCall"}`, `{"kind": "turn", "seq": 1}`, `{"kind": 1, "hook": "x", "input": {}}`,
 		"", "[", "a: [", "- 1\n- 2\n", "null", "{}",
 	} {
 		f.Add([]byte(seed))
