@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -240,8 +241,16 @@ func rejected(t *testing.T, what string, err error) bool {
 	if err != nil && toAPIError(err).Status >= 500 {
 		t.Fatalf("%s error maps to a 5xx: %v", what, err)
 	}
+	if err != nil && goTypeName.MatchString(toAPIError(err).Message) {
+		t.Fatalf("%s error names a Go type: %v", what, err)
+	}
 	return err != nil
 }
+
+// goTypeName matches what Go's decoders say of the gateway's types ("Go
+// struct field", "engine.UIPart", "[]string", "map[string]any"), which a
+// 400 must not repeat.
+var goTypeName = regexp.MustCompile(`Go (struct|value)|\b(engine|gateway|store|config|json|time|policy|uistream)\.[A-Z]|\[\][a-z*]|map\[[a-z]`)
 
 // TestClientLeftIsNotAnError checks that a request whose client went away
 // (its context cancelled) is logged at debug, not as a server error, while

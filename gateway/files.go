@@ -52,7 +52,8 @@ func (r *fileRules) filePart(p engine.UIPart, field string) (engine.UIPart, erro
 	switch {
 	case p.MediaType == "":
 		return engine.UIPart{}, invalid("a file part needs a mediaType")
-	case err != nil || len(params) > 0:
+	case err != nil || len(params) > 0 || !strings.Contains(mt, "/"):
+		// ParseMediaType takes a bare "image", which "image/*" would allow.
 		return engine.UIPart{}, invalid("mediaType %q is not a media type (type/subtype, no parameters)", p.MediaType)
 	case !config.MediaTypeAllowed(r.limits.AllowedMediaTypes, mt):
 		return engine.UIPart{}, invalid("files of type %q are not allowed (allowed: %s)", mt, strings.Join(r.limits.AllowedMediaTypes, ", "))

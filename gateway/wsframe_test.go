@@ -116,10 +116,7 @@ func FuzzDecodeWSFrame(f *testing.F) {
 		if fr == nil {
 			t.Fatal("nil frame")
 		}
-		if err != nil {
-			if ae := toAPIError(err); ae.Status >= 500 {
-				t.Fatalf("a client frame caused %v", err)
-			}
+		if rejected(t, "frame", err) {
 			_ = wsErrorFrame(fr.RequestID, err)
 			return
 		}
