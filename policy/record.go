@@ -106,7 +106,10 @@ func (s *Shadow) Effect(rule string) string {
 }
 
 // Recorder receives decision records. Implementations must be safe for
-// concurrent use and must not block the turn for long.
+// concurrent use and must not block the turn for long: the audit log hands
+// the record to its writer, which encodes and chains it later, so neither
+// the record nor what it points to (its decision, its input) may change
+// after Record.
 type Recorder interface {
 	Record(r *Record)
 }

@@ -118,9 +118,16 @@ type OnChatResponse struct {
 //
 // Its records form a hash chain (chain.go): each has a seq and the
 // prevHash of the line before it, from a chain-start record New writes.
+//
+// Decision records and the observation hooks' records are written by the
+// Log's writer (queue.go): the hook that hands one over waits for no
+// encoding, chaining or I/O. Every other record, a turn's outcome among
+// them, is written before its method returns, after everything handed over
+// before it.
 type Log struct {
 	mu sync.Mutex
 	chain
+	queue
 	w       io.Writer
 	closer  io.Closer
 	redact  [][]string
@@ -146,6 +153,7 @@ func newLog(w io.Writer, redact []string, logger *slog.Logger) *Log {
 		logger = slog.Default()
 	}
 	l := &Log{w: w, logger: logger, now: time.Now}
+	l.queue.init()
 	for _, p := range redact {
 		path := strings.Split(p, ".")
 		l.redact = append(l.redact, path)
@@ -187,10 +195,11 @@ func Open(cfg config.Audit, stdout io.Writer, logger *slog.Logger) (*Log, error)
 	return nil, fmt.Errorf("opening audit log: unknown sink %q", cfg.Sink)
 }
 
-// Record writes one policy decision record.
-func (l *Log) Record(r *policy.Record) { l.write(KindDecision, r) }
+// Record hands one policy decision record to the writer. Neither r nor
+// what it points to may change afterwards (policy.Recorder).
+func (l *Log) Record(r *policy.Record) { l.post(KindDecision, r) }
 
-// Turn writes one turn outcome.
+// Turn writes one turn outcome, after every record handed over before it.
 func (l *Log) Turn(t *Turn) { l.write(KindTurn, t) }
 
 // Hooks returns the observer that writes a record for every
@@ -203,31 +212,38 @@ type observer struct {
 }
 
 func (o observer) AfterToolCall(_ context.Context, rc *engine.ToolCallResultContext) {
-	o.l.write(KindAfterToolCall, &AfterToolCall{Identity: identity(o.l.now(), &rc.Identity),
+	o.l.post(KindAfterToolCall, &AfterToolCall{Identity: identity(o.l.now(), &rc.Identity),
 		ToolName: rc.ToolName, ToolCallID: rc.ToolCallID, StepNumber: rc.StepNumber, Success: rc.Success,
 		DurationMs: rc.DurationMs, OutputBytes: len(rc.Output), Decision: rc.Decision, Executed: rc.Executed, Error: rc.Error})
 }
 
 func (o observer) OnStepFinish(_ context.Context, s *engine.StepResult) {
-	o.l.write(KindOnStepFinish, &OnStepFinish{Identity: identity(o.l.now(), &s.Identity),
+	o.l.post(KindOnStepFinish, &OnStepFinish{Identity: identity(o.l.now(), &s.Identity),
 		StepNumber: s.StepNumber, Model: s.Model, FinishReason: s.FinishReason,
 		ToolCallCount: len(s.ToolCalls), ToolResultCount: len(s.ToolResults), Usage: s.Usage})
 }
 
 func (o observer) OnChatResponse(_ context.Context, r *engine.ChatResponseResult) {
-	o.l.write(KindOnChatResponse, &OnChatResponse{Identity: identity(o.l.now(), &r.Identity),
+	o.l.post(KindOnChatResponse, &OnChatResponse{Identity: identity(o.l.now(), &r.Identity),
 		Status: r.Status, Error: r.Error, FinishReason: r.FinishReason, Continuation: r.Continuation, Steps: r.Steps})
 }
 
-// Close closes a file sink.
+// Close writes the records handed over and closes a file sink.
 func (l *Log) Close() error {
+	l.Flush()
 	if l.closer == nil {
 		return nil
 	}
 	return l.closer.Close()
 }
 
-func (l *Log) write(kind string, v any) {
+// write writes one record after everything handed over before it, and
+// returns when it is written.
+func (l *Log) write(kind string, v any) { l.wait(l.post(kind, v)) }
+
+// writeLine encodes, chains and writes one record; only the writer calls
+// it.
+func (l *Log) writeLine(kind string, v any) {
 	b := lineBufs.Get().(*lineBuf)
 	line, err := l.encode(b, kind, v)
 	if err == nil {
@@ -280,12 +296,21 @@ func (b *lineBuf) release(line []byte) {
 	lineBufs.Put(b)
 }
 
-// encode renders v as one JSON line with its fields, at every level, in
-// key order, "kind" among them, and the redactions applied. Without
-// redactions v is marshalled once and its members reordered into b's
-// line buffer, with the members of the objects being reordered on the
-// stack.
+// encode renders v as one JSON line with its top-level fields in key
+// order, "kind" among them, and the redactions applied. A decision record
+// without redactions is written in key order as it is encoded
+// (appendDecision); other records without redactions are marshalled once
+// and their members reordered into b's line buffer, with the members of
+// the objects being reordered on the stack; with redactions every level
+// is in key order.
 func (l *Log) encode(b *lineBuf, kind string, v any) ([]byte, error) {
+	if r, ok := v.(*policy.Record); ok && len(l.redact) == 0 {
+		line, err := appendDecision(b.line[:0], r)
+		if err != nil {
+			return nil, fmt.Errorf("encoding audit %s: %w", kind, err)
+		}
+		return append(line, '\n'), nil
+	}
 	b.raw.Reset()
 	if err := b.enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("encoding audit %s: %w", kind, err)

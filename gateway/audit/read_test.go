@@ -27,6 +27,7 @@ func TestReadBack(t *testing.T) {
 		Input:    json.RawMessage(`{"tool":{"name":"login","input":{"user":"ann","password":"hunter2"}}}`)})
 	l.Turn(&Turn{SessionID: "s1", Status: "completed"})
 	l.Record(&policy.Record{Hook: policy.HookBeforeTurn, Outcome: policy.OutcomeNoMatch})
+	l.Flush()
 
 	r := NewReader(&buf)
 	first, line, err := r.Next()

@@ -3,6 +3,7 @@ package opa
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -253,45 +254,68 @@ func BenchmarkDecisionPath(b *testing.B) {
 	}
 }
 
-// benchInterleaved runs the decision-path benchmark of one call.
+// benchInterleaved runs the decision-path benchmark of one call:
+// Policy.ToolCall ("turngate") against the naive embedding.
 func benchInterleaved(b *testing.B, p *Policy, naive *naiveEmbedding, tc *engine.ToolCallContext, patched bool) {
 	ctx := context.Background()
-	ours := make([]time.Duration, 0, 1024)
-	theirs := make([]time.Duration, 0, 1024)
-	turngate := func() {
-		start := time.Now()
-		d, _, err := p.ToolCall(ctx, tc)
-		ours = append(ours, time.Since(start))
-		if err != nil || (d != nil) != patched {
-			b.Fatalf("turngate: %+v, %v", d, err)
-		}
-	}
-	embedded := func() {
-		start := time.Now()
-		_, err := naive.decide(ctx, tc)
-		theirs = append(theirs, time.Since(start))
-		if err != nil {
-			b.Fatal(err)
-		}
+	benchSides(b,
+		Side{"turngate", func() error {
+			d, _, err := p.ToolCall(ctx, tc)
+			if err == nil && (d != nil) != patched {
+				err = fmt.Errorf("decision %+v", d)
+			}
+			return err
+		}},
+		Side{"naive", func() error {
+			_, err := naive.decide(ctx, tc)
+			return err
+		}})
+}
+
+// Side is one of the calls an interleaved benchmark compares.
+type Side struct {
+	Name string
+	Call func() error
+}
+
+// benchSides makes, per iteration, one call of each side, rotating which
+// goes first, so the machine's noise falls on all of them. It reports each
+// side's median and 99th percentile (NAME-p50-ns, NAME-p99-ns) and their
+// ratios to the last side's, the reference: p50-ratio and p99-ratio for
+// two sides, NAME-p50-ratio and NAME-p99-ratio for more. ns/op is the
+// calls together.
+func benchSides(b *testing.B, sides ...Side) {
+	samples := make([][]time.Duration, len(sides))
+	for i := range samples {
+		samples[i] = make([]time.Duration, 0, 1024)
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if i%2 == 0 {
-			turngate()
-			embedded()
-		} else {
-			embedded()
-			turngate()
+		for j := range sides {
+			k := (i + j) % len(sides)
+			start := time.Now()
+			err := sides[k].Call()
+			samples[k] = append(samples[k], time.Since(start))
+			if err != nil {
+				b.Fatalf("%s: %v", sides[k].Name, err)
+			}
 		}
 	}
-	p50, p99 := percentiles(ours)
-	n50, n99 := percentiles(theirs)
-	b.ReportMetric(float64(p50.Nanoseconds()), "turngate-p50-ns")
-	b.ReportMetric(float64(p99.Nanoseconds()), "turngate-p99-ns")
-	b.ReportMetric(float64(n50.Nanoseconds()), "naive-p50-ns")
-	b.ReportMetric(float64(n99.Nanoseconds()), "naive-p99-ns")
-	b.ReportMetric(float64(p50)/float64(n50), "p50-ratio")
-	b.ReportMetric(float64(p99)/float64(n99), "p99-ratio")
+	ref50, ref99 := percentiles(samples[len(sides)-1])
+	for k, s := range sides {
+		p50, p99 := percentiles(samples[k])
+		b.ReportMetric(float64(p50.Nanoseconds()), s.Name+"-p50-ns")
+		b.ReportMetric(float64(p99.Nanoseconds()), s.Name+"-p99-ns")
+		if k == len(sides)-1 {
+			continue
+		}
+		prefix := ""
+		if len(sides) > 2 {
+			prefix = s.Name + "-"
+		}
+		b.ReportMetric(float64(p50)/float64(ref50), prefix+"p50-ratio")
+		b.ReportMetric(float64(p99)/float64(ref99), prefix+"p99-ratio")
+	}
 }
 
 // percentiles returns the median and the 99th percentile of samples.

@@ -1,0 +1,121 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/turngate/turngate/policy"
+)
+
+// appendDecision appends the line of the decision record r, without
+// redactions: its members written in key order as they are encoded, so
+// nothing is parsed or reordered afterwards (chainOffsets relies on the
+// order). Nested values are as encoding/json writes them; the evaluated
+// input is copied compacted, as the evaluation rendered it.
+func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
+	var err error
+	dst = append(dst, `{"agent":`...)
+	dst = appendString(dst, r.Agent)
+	if len(r.Conflicts) > 0 {
+		if dst, err = appendMarshalled(dst, `,"conflicts":`, r.Conflicts); err != nil {
+			return nil, err
+		}
+	}
+	if r.Decision != nil {
+		if dst, err = appendMarshalled(dst, `,"decision":`, r.Decision); err != nil {
+			return nil, err
+		}
+	}
+	dst = append(dst, `,"durationUs":`...)
+	dst = strconv.AppendInt(dst, r.DurationMicros, 10)
+	if r.Error != "" {
+		dst = append(dst, `,"error":`...)
+		dst = appendString(dst, r.Error)
+	}
+	dst = append(dst, `,"hook":`...)
+	dst = appendString(dst, r.Hook)
+	if len(r.Input) > 0 {
+		dst = append(dst, `,"input":`...)
+		buf := bytes.NewBuffer(dst)
+		if err := json.Compact(buf, r.Input); err != nil {
+			return nil, fmt.Errorf("input: %w", err)
+		}
+		dst = buf.Bytes()
+	}
+	dst = append(dst, `,"kind":"`+KindDecision+`","outcome":`...)
+	dst = appendString(dst, r.Outcome)
+	dst = append(dst, `,"requestId":`...)
+	dst = appendString(dst, r.RequestID)
+	dst = append(dst, `,"revision":`...)
+	dst = appendString(dst, r.Revision)
+	if len(r.RulesFired) > 0 {
+		dst = append(dst, `,"rulesFired":[`...)
+		for i, f := range r.RulesFired {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, f)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"sessionId":`...)
+	dst = appendString(dst, r.SessionID)
+	if len(r.SetBy) > 0 {
+		if dst, err = appendMarshalled(dst, `,"setBy":`, r.SetBy); err != nil {
+			return nil, err
+		}
+	}
+	if r.Shadow != nil {
+		if dst, err = appendMarshalled(dst, `,"shadow":`, r.Shadow); err != nil {
+			return nil, err
+		}
+	}
+	if r.StepNumber != nil {
+		dst = append(dst, `,"stepNumber":`...)
+		dst = strconv.AppendInt(dst, int64(*r.StepNumber), 10)
+	}
+	dst = append(dst, `,"tenant":`...)
+	dst = appendString(dst, r.Tenant)
+	if y := r.Time.Year(); y < 0 || y > 9999 {
+		return nil, fmt.Errorf("time: year %d outside of range [0,9999]", y)
+	}
+	dst = append(dst, `,"time":"`...)
+	dst = r.Time.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, '"')
+	for _, m := range [...]struct{ key, val string }{
+		{`,"toolCallId":`, r.ToolCallID}, {`,"toolKind":`, r.ToolKind},
+		{`,"toolName":`, r.ToolName}, {`,"toolServer":`, r.ToolServer},
+	} {
+		if m.val != "" {
+			dst = append(dst, m.key...)
+			dst = appendString(dst, m.val)
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// appendMarshalled appends key and the JSON of v.
+func appendMarshalled(dst []byte, key string, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s %w", key[2:len(key)-2], err)
+	}
+	return append(append(dst, key...), b...), nil
+}
+
+// appendString appends s as encoding/json writes a string: as it is when
+// it holds nothing to escape, which is the common case of ids and names.
+func appendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}

@@ -1,0 +1,141 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/policy"
+)
+
+// A decision line written in key order as it is encoded holds what
+// marshalling the record holds, "kind" added, every optional field
+// present or absent as encoding/json would have it, and reads back as the
+// record it was.
+func TestDecisionLine(t *testing.T) {
+	step0, step3 := 0, 3
+	for _, tc := range []struct {
+		name string
+		r    *policy.Record
+	}{
+		{"empty", &policy.Record{}},
+		{"step zero", &policy.Record{Hook: policy.HookBeforeStep, StepNumber: &step0, Outcome: policy.OutcomeNoMatch}},
+		{"every field", &policy.Record{Time: time.Date(2026, 12, 2, 7, 0, 0, 123456789, time.FixedZone("x", 3600)),
+			Hook: policy.HookBeforeToolCall, Revision: "sha256:ab", RequestID: "req<1>", SessionID: "s\"1\"", Agent: "dé\nmo",
+			Tenant: "a&b", StepNumber: &step3, ToolCallID: "c1", ToolName: "search", ToolKind: "mcp", ToolServer: "srv",
+			Outcome: policy.OutcomeError, RulesFired: []string{"data.turngate.tool_call.block", "x\u2028y"},
+			SetBy:     map[string]string{"model": "b.yaml#m", "maxSteps": "a.yaml#s"},
+			Decision:  &engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "no </script>"},
+			Error:     "rules.rego:3:5: eval_conflict_error",
+			Conflicts: []policy.Conflict{{Field: "maxSteps", Rules: []string{"a", "b"}, Resolution: "min"}},
+			Shadow:    &policy.Shadow{RulesFired: []string{"s"}, Changed: true, Effects: map[string]string{"s": "block"}},
+			Input:     json.RawMessage("{\"tool\": {\"name\": \"search\",\n \"input\": {\"q\": \"x\"}}}"), DurationMicros: 987}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line, err := newLog(nil, nil, nil).encode(newLineBuf(), KindDecision, tc.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Count(line, []byte("\n")) != 1 || !bytes.HasSuffix(line, []byte("\n")) {
+				t.Fatalf("not one line: %q", line)
+			}
+			if top := topLevelKeys(t, line); !slices.IsSorted(top) {
+				t.Errorf("top-level keys %v are not in key order", top)
+			}
+			raw, err := json.Marshal(tc.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want map[string]any
+			if err := json.Unmarshal(line, &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatal(err)
+			}
+			want["kind"] = KindDecision
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("line\n%s\nrecord\n%s", line, raw)
+			}
+			back, err := ParseLine(line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back.Hook != tc.r.Hook || back.Error != tc.r.Error || back.Agent != tc.r.Agent || !back.Time.Equal(tc.r.Time) ||
+				(len(tc.r.Input) > 0) != (len(back.Input) > 0) {
+				t.Errorf("read back %+v", back)
+			}
+		})
+	}
+}
+
+// A decision record whose input is not JSON is not written as a broken
+// line: the write fails and says so once.
+func TestDecisionLineRefusesInvalidInput(t *testing.T) {
+	if _, err := newLog(nil, nil, nil).encode(newLineBuf(), KindDecision, &policy.Record{Input: json.RawMessage(`{"a":`)}); err == nil ||
+		!strings.Contains(err.Error(), "input") {
+		t.Errorf("err = %v, want an input error", err)
+	}
+}
+
+// Records handed over by many goroutines at once are all written, each
+// once, as one verifying chain, the turn records after every decision
+// record their goroutine handed over before them; Close writes the rest.
+func TestWriterChainsConcurrentRecords(t *testing.T) {
+	var buf syncBuffer
+	l := New(&buf, nil, nil)
+	const goroutines, each = 8, 300 // 2,400 records: more than one batch
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				l.Record(&policy.Record{Hook: policy.HookBeforeToolCall, RequestID: string(rune('a' + g)), DurationMicros: int64(i),
+					Outcome: policy.OutcomeNoMatch, Input: json.RawMessage(`{"n":1}`)})
+				if i%100 == 99 {
+					l.Turn(&Turn{RequestID: "turn"})
+					if n := bytes.Count(buf.Bytes(), []byte(`"requestId":"`+string(rune('a'+g))+`"`)); n != i+1 {
+						t.Errorf("goroutine %d: %d of its records written when its turn returned, want %d", g, n, i+1)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v := &Verifier{}
+	if err := v.Verify(bytes.NewReader(buf.Bytes()), "written"); err != nil {
+		t.Fatalf("the chain does not verify: %v", err)
+	}
+	if want := 1 + goroutines*each + goroutines*each/100; v.Records != want {
+		t.Errorf("%d records, want %d", v.Records, want)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// Bytes returns a copy of what was written.
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
