@@ -79,6 +79,7 @@ func TestReplayFileParts(t *testing.T) {
 	if tc.Messages[0].Content[1].URL != url {
 		t.Fatal("recording changed the turn's message")
 	}
+	log.Close() // writes the records handed over
 	f.Close()
 
 	recorded, err := os.ReadFile("audit.jsonl")

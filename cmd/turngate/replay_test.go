@@ -34,6 +34,7 @@ func recordTraffic(t *testing.T, dir string) {
 	}
 	defer f.Close()
 	log := audit.New(f, nil, slog.New(slog.DiscardHandler))
+	defer log.Close() // writes the records handed over, before f closes
 	h := rev.Hooks(log, ruleset.FailClosed)
 	ctx := context.Background()
 	id := func(session string, roles ...string) engine.Identity {

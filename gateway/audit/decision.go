@@ -11,10 +11,12 @@ import (
 )
 
 // appendDecision appends the line of the decision record r, without
-// redactions: its members written in key order as they are encoded, so
-// nothing is parsed or reordered afterwards (chainOffsets relies on the
-// order). Nested values are as encoding/json writes them; the evaluated
-// input is copied compacted, as the evaluation rendered it.
+// redactions: its members written in key order as they are encoded
+// (chainOffsets relies on the order). The evaluated input, most of a
+// record's bytes, is copied compacted as the evaluation rendered it, never
+// reordered; the small nested values (decision, shadow, conflicts) are
+// marshalled with their keys in order, as replay compares a recorded
+// decision with a new one by its bytes.
 func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
 	var err error
 	dst = append(dst, `{"agent":`...)
@@ -97,13 +99,16 @@ func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// appendMarshalled appends key and the JSON of v.
+// appendMarshalled appends key and the JSON of v, its objects' members in
+// key order.
 func appendMarshalled(dst []byte, key string, v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("%s %w", key[2:len(key)-2], err)
 	}
-	return append(append(dst, key...), b...), nil
+	var scratch [sortScratch]member
+	dst, _ = appendSorted(append(dst, key...), b, nil, scratch[:0])
+	return dst, nil
 }
 
 // appendString appends s as encoding/json writes a string: as it is when

@@ -16,8 +16,8 @@ import (
 
 // A decision line written in key order as it is encoded holds what
 // marshalling the record holds, "kind" added, every optional field
-// present or absent as encoding/json would have it, and reads back as the
-// record it was.
+// present or absent as encoding/json would have it, its input compacted
+// but not reordered, and reads back as the record it was.
 func TestDecisionLine(t *testing.T) {
 	step0, step3 := 0, 3
 	for _, tc := range []struct {
@@ -35,7 +35,7 @@ func TestDecisionLine(t *testing.T) {
 			Error:     "rules.rego:3:5: eval_conflict_error",
 			Conflicts: []policy.Conflict{{Field: "maxSteps", Rules: []string{"a", "b"}, Resolution: "min"}},
 			Shadow:    &policy.Shadow{RulesFired: []string{"s"}, Changed: true, Effects: map[string]string{"s": "block"}},
-			Input:     json.RawMessage("{\"tool\": {\"name\": \"search\",\n \"input\": {\"q\": \"x\"}}}"), DurationMicros: 987}},
+			Input:     json.RawMessage("{\"tool\": {\"name\": \"search\",\n \"input\": {\"q\": \"x\", \"a\": 1}}}"), DurationMicros: 987}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			line, err := newLog(nil, nil, nil).encode(newLineBuf(), KindDecision, tc.r)
@@ -44,6 +44,9 @@ func TestDecisionLine(t *testing.T) {
 			}
 			if bytes.Count(line, []byte("\n")) != 1 || !bytes.HasSuffix(line, []byte("\n")) {
 				t.Fatalf("not one line: %q", line)
+			}
+			if len(tc.r.Input) > 0 && !bytes.Contains(line, []byte(`,"input":{"tool":{"name":"search","input":{"q":"x","a":1}}},`)) {
+				t.Errorf("the input is not copied compacted and in its order: %s", line)
 			}
 			if top := topLevelKeys(t, line); !slices.IsSorted(top) {
 				t.Errorf("top-level keys %v are not in key order", top)
