@@ -41,6 +41,9 @@ type Report struct {
 	// to print it whole when it fails.
 	output map[string][]string
 	failed []string
+	// passed, failedTests and skipped count tests (subtests included) for
+	// the closing line.
+	passed, failedTests, skipped int
 }
 
 // NewReport returns a Report that writes to out.
@@ -71,24 +74,30 @@ func (r *Report) Line(line []byte) {
 	case "pass", "skip":
 		if e.Test == "" {
 			if e.Action == "skip" {
-				fmt.Fprintf(r.out, "?     %s (no tests)\n", pkg)
+				fmt.Fprintf(r.out, "?   \t%s\t[no test files]\n", pkg)
 			} else {
-				fmt.Fprintf(r.out, "ok    %s %.1fs\n", pkg, e.Elapsed)
+				fmt.Fprintf(r.out, "ok  \t%s\t%.3fs\n", pkg, e.Elapsed)
 			}
 			r.done(pkg)
 			return
+		}
+		if e.Action == "skip" {
+			r.skipped++
+		} else {
+			r.passed++
 		}
 		delete(r.running[pkg], e.Test)
 		delete(r.output, key)
 	case "fail", "build-fail":
 		if e.Test != "" {
+			r.failedTests++
 			delete(r.running[pkg], e.Test)
 			r.failed = append(r.failed, key)
 			fmt.Fprintf(r.out, "--- FAIL %s %s (%.1fs)\n%s", pkg, e.Test, e.Elapsed, strings.Join(r.output[key], ""))
 			delete(r.output, key)
 			return
 		}
-		fmt.Fprintf(r.out, "FAIL  %s %.1fs\n%s", pkg, e.Elapsed, strings.Join(r.output[key], ""))
+		fmt.Fprintf(r.out, "FAIL\t%s\t%.3fs\n%s", pkg, e.Elapsed, strings.Join(r.output[key], ""))
 		r.failed = append(r.failed, pkg)
 		r.done(pkg)
 	}
@@ -128,11 +137,18 @@ func (r *Report) Running(now time.Time) {
 	fmt.Fprintf(r.out, "...   running: %s\n", strings.Join(parts, ", "))
 }
 
+// Summary prints the closing line, go test's counts of every test and
+// subtest: "tests: N passed, N failed, N skipped".
+func (r *Report) Summary() {
+	fmt.Fprintf(r.out, "tests: %d passed, %d failed, %d skipped\n", r.passed, r.failedTests, r.skipped)
+}
+
 // Failed lists what failed: "pkg" for a package, "pkg Test" for a test.
 func (r *Report) Failed() []string { return slices.Clone(r.failed) }
 
 // Run reads go test -json output from in until it ends, printing a
-// Running line every interval, and returns whether anything failed.
+// Running line every interval and the Summary at the end, and returns
+// whether anything failed.
 func Run(in io.Reader, out io.Writer, interval time.Duration) (failed bool) {
 	r := NewReport(out)
 	lines := make(chan []byte)
@@ -150,6 +166,7 @@ func Run(in io.Reader, out io.Writer, interval time.Duration) (failed bool) {
 		select {
 		case line, ok := <-lines:
 			if !ok {
+				r.Summary()
 				return len(r.failed) > 0
 			}
 			r.Line(line)

@@ -33,6 +33,7 @@ func TestReport(t *testing.T) {
 		}
 		r.Line([]byte(line))
 	}
+	r.Summary()
 	golden.Check(t, "testdata/run.golden", out.String())
 	want := []string{"example.com/slow TestBroken", "example.com/slow", "example.com/nobuild"}
 	if got := r.Failed(); !slices.Equal(got, want) {
@@ -44,7 +45,7 @@ func TestReport(t *testing.T) {
 func TestRun(t *testing.T) {
 	pass := `{"Action":"start","Package":"p"}` + "\n" + `{"Action":"pass","Package":"p","Elapsed":0.1}` + "\n"
 	var out bytes.Buffer
-	if Run(strings.NewReader(pass), &out, time.Hour) || out.String() != "ok    p 0.1s\n" {
+	if Run(strings.NewReader(pass), &out, time.Hour) || out.String() != "ok  \tp\t0.100s\ntests: 0 passed, 0 failed, 0 skipped\n" {
 		t.Errorf("a passing run: failed, or printed %q", &out)
 	}
 	if !Run(strings.NewReader(`{"Action":"fail","Package":"p","Elapsed":1}`+"\n"), &out, time.Hour) {
