@@ -14,7 +14,8 @@ import (
 
 // ToolNames returns the tool names the rules spell out as string literals:
 // compared with a tool's name (t.name == "search", c.toolName != "x", also
-// with in and a literal list) or listed in an activeTools value. `turngate
+// with in and a literal list), listed in an activeTools value, or the
+// toolName of a map literal (a toolChoice or stopWhen condition). `turngate
 // check --config` warns about those no configured tool has.
 func (s *Set) ToolNames() []policy.ToolName { return slices.Clone(s.toolNames) }
 
@@ -45,6 +46,15 @@ func (c *compiler) collectToolNames(src *source, n *yaml.Node, field string, che
 		addList(native.Expr())
 	}
 	celast.PreOrderVisit(native.Expr(), celast.NewExprVisitor(func(x celast.Expr) {
+		if x.Kind() == celast.MapKind { // {"type": "tool", "toolName": "x"}, a toolChoice or stopWhen
+			for _, en := range x.AsMap().Entries() {
+				e := en.AsMapEntry()
+				if k := e.Key(); k.Kind() == celast.LiteralKind && k.AsLiteral().Value() == "toolName" {
+					add(e.Value())
+				}
+			}
+			return
+		}
 		if x.Kind() != celast.CallKind || len(x.AsCall().Args()) != 2 {
 			return
 		}
