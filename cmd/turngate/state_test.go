@@ -47,6 +47,7 @@ func recordStateTraffic(t *testing.T, dir string) []string {
 			t.Fatalf("call %d: decision %+v, %v", i+1, d, err)
 		}
 	}
+	log.Flush() // the decision records are written by the log's writer
 	if err := os.WriteFile("audit.jsonl", buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
