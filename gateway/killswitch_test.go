@@ -401,3 +401,31 @@ func TestKillSwitchStopsRunningTurn(t *testing.T) {
 		t.Error("the stop is not a beforeStep decision record")
 	}
 }
+
+// TestKillSwitchStopsSubAgents: a switch reaches into sub-agent turns: a
+// turns switch of the sub-agent's agent refuses its turn (the parent's
+// tool call fails with the fixed reason, never the switch), and a tools
+// switch stops the sub-agent's own calls.
+func TestKillSwitchStopsSubAgents(t *testing.T) {
+	cfg := testConfig(t, "basic")
+	killSwitchKeys(cfg)
+	g := startGateway(t, cfg, Options{})
+	ops, acme := g.as(ksOpsKey), g.as(ksAcmeKey)
+	var k store.KillSwitch
+	ops.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "turns", "scope": map[string]any{"agent": "demo"}, "reason": "demo runs away"}, http.StatusCreated, &k)
+	var res turnResponse
+	acme.doJSON("POST", "/v1/agents/boss/sessions/s1/messages", map[string]any{"text": "delegate weather in Oslo"}, http.StatusOK, &res)
+	body := mustJSON(res.Message)
+	if !strings.Contains(body, `"state":"output-error"`) || strings.Contains(body, k.ID) || strings.Contains(body, "Here is the weather") {
+		t.Errorf("the boss's delegation: %s; want the sub-agent's turn refused, the call failed", body)
+	}
+	if !strings.Contains(g.audit.String(), "killswitch/"+k.ID) {
+		t.Error("the refused sub-agent turn is not a decision record naming the switch")
+	}
+	ops.doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, nil, http.StatusOK, nil)
+	ops.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "tools": []string{"weather"}, "reason": "weather leaks"}, http.StatusCreated, nil)
+	acme.doJSON("POST", "/v1/agents/boss/sessions/s2/messages", map[string]any{"text": "delegate weather in Oslo"}, http.StatusOK, &res)
+	if body := mustJSON(res.Message); !strings.Contains(body, "The sub-agent said") || strings.Contains(body, `\"tempC\"`) {
+		t.Errorf("the sub-agent's weather call ran: %s", body)
+	}
+}

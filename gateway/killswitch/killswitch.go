@@ -19,7 +19,6 @@ package killswitch
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -222,9 +221,9 @@ type StoppedError struct {
 	Switch store.KillSwitch
 }
 
-func (e *StoppedError) Error() string {
-	return fmt.Sprintf("%s (kill switch %s)", TurnReason, e.Switch.ID)
-}
+// Error is the fixed TurnReason: it may reach a model (a sub-agent's
+// refused turn is its parent's tool error), which never sees the switch.
+func (e *StoppedError) Error() string { return TurnReason }
 
 // CheckTurn returns a *StoppedError when a switch stops the turn of id,
 // after recording the refusal; nil otherwise.
