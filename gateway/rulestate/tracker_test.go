@@ -13,7 +13,7 @@ import (
 	"github.com/turngate/turngate/policy/state"
 )
 
-func openSQLite(t *testing.T) store.Store {
+func openSQLite(t testing.TB) store.Store {
 	t.Helper()
 	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "state.db"), store.WithSynchronous(store.SynchronousNormal))
 	if err != nil {
