@@ -56,6 +56,10 @@ type TurnContext struct {
 	Summary   string `json:"summary,omitempty"`
 	// Attachments are the files of the last user message.
 	Attachments []Attachment `json:"attachments,omitempty"`
+	// State holds the declared state the beforeTurn rules read (CEL's
+	// state variable; policy/state.Values), as read before the turn; nil
+	// when they read none.
+	State map[string]any `json:"state,omitempty"`
 }
 
 // ToolChoice types (the AI SDK's ToolChoice).
@@ -145,6 +149,9 @@ type PrepareStepContext struct {
 	ActiveTools []string       `json:"activeTools"`
 	// Turn is the turn's context after beforeTurn overrides.
 	Turn *TurnContext `json:"turn,omitempty"`
+	// State holds the declared state the beforeStep rules read, as read
+	// before the step (see TurnContext.State).
+	State map[string]any `json:"state,omitempty"`
 }
 
 // StepConfig is what beforeStep returns: overrides for this step only.

@@ -49,12 +49,29 @@ type hooks struct {
 	pending map[string]*Pending // executed calls by tool call id, settled after they ran
 }
 
-// BeforeTurn counts the turn, then runs inner.
+// BeforeTurn reads the states the beforeTurn rules read and counts the
+// turn, as one step, then runs inner.
 func (h *hooks) BeforeTurn(ctx context.Context, tc *engine.TurnContext) (*engine.TurnConfig, error) {
-	if _, _, err := h.t.Admit(ctx, &Event{Kind: state.EventTurn, Identity: tc.Identity}, nil, h.set); err != nil {
+	vals, _, err := h.t.Admit(ctx, &Event{Kind: state.EventTurn, Identity: tc.Identity}, h.rev.StateReads(policy.HookBeforeTurn), h.set)
+	if err != nil {
 		return nil, fmt.Errorf("recording the turn in rule state: %w", err)
 	}
+	if vals != nil {
+		tc.State = vals
+	}
 	return h.Hooks.BeforeTurn(ctx, tc)
+}
+
+// BeforeStep reads the states the beforeStep rules read, then runs inner.
+func (h *hooks) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext) (*engine.StepConfig, error) {
+	if reads := h.rev.StateReads(policy.HookBeforeStep); len(reads) > 0 {
+		vals, err := h.t.Read(ctx, &Event{Kind: state.EventTurn, Identity: sc.Identity}, reads)
+		if err != nil {
+			return nil, fmt.Errorf("reading rule state: %w", err)
+		}
+		sc.State = vals
+	}
+	return h.Hooks.BeforeStep(ctx, sc)
 }
 
 // BeforeToolCall admits the call, runs inner with the state read, and

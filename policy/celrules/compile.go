@@ -39,6 +39,10 @@ type Options struct {
 	// alone can take minutes to trip; this deadline makes a runaway rule a
 	// prompt CodeTimeout error. Zero means DefaultEvalTimeout.
 	EvalTimeout time.Duration
+	// StateNames are the declared state names (policy/state) rules may
+	// read as state.NAME; any other name is a load error. Nil declares
+	// none.
+	StateNames []string
 }
 
 // Default limits. The runtime limit stops a runaway expression after about
@@ -79,6 +83,8 @@ type Set struct {
 	warnings policy.Errors
 	// toolNames are the tool names the rules spell out (toolnames.go).
 	toolNames []policy.ToolName
+	// stateReads lists by hook the declared states its rules read.
+	stateReads map[string][]string
 }
 
 // rule is one compiled rule.
@@ -158,7 +164,7 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 	}
 	files = slices.Clone(files)
 	slices.SortStableFunc(files, func(a, b policy.File) int { return strings.Compare(a.Path, b.Path) })
-	c := &compiler{opts: opts, envs: envs}
+	c := &compiler{opts: opts, envs: envs, stateReads: map[string]map[string]bool{}}
 	s := &Set{opts: opts}
 	var all []compiledRule
 	for _, f := range files {
@@ -190,6 +196,7 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 	}
 	s.warnings = conflictWarnings(all)
 	s.toolNames = c.toolNames
+	s.stateReads = sortedReads(c.stateReads)
 	return s, nil
 }
 
@@ -200,6 +207,8 @@ type compiler struct {
 	errs policy.Errors
 	// toolNames are the tool-name literals of the rules (toolnames.go).
 	toolNames []policy.ToolName
+	// stateReads collects by hook the declared states the rules read.
+	stateReads map[string]map[string]bool
 }
 
 // compileRule compiles a rule's expressions; it returns nil when any of
@@ -261,6 +270,10 @@ func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field 
 		return nil
 	}
 	c.collectToolNames(src, n, field, ast)
+	before := len(c.errs)
+	if c.checkState(src, spec, field, n, ast); len(c.errs) > before {
+		return nil
+	}
 	line, col := c.exprPosition(src, n, 0)
 	if msg := typeErr(ast.OutputType()); msg != "" {
 		c.add(src.errorAt(policy.CodeType, line, col, msg), spec.name, field)
@@ -345,7 +358,7 @@ func readsVariables(ast *cel.Ast) bool {
 }
 
 // hookVariables are the names rules read the hook context through.
-var hookVariables = map[string]bool{"turn": true, "step": true, "principal": true, "now": true}
+var hookVariables = map[string]bool{"turn": true, "step": true, "principal": true, "now": true, stateVariable: true}
 
 // decodeConstant validates, at load, a field value that does not depend on
 // the hook context (a literal toolChoice, timeout, maxSteps …), so a bad
@@ -450,6 +463,7 @@ func newEnv(hook string) (*cel.Env, error) {
 		cel.Variable("turn", turnType.typ),
 		cel.Variable("principal", principalType.typ),
 		cel.Variable("now", cel.TimestampType),
+		cel.Variable(stateVariable, dynMapType),
 		ext.Strings(), ext.Lists(), ext.Math(), ext.Sets(), ext.Encoders(),
 		library(),
 		// After the extensions: their estimates of the same overloads are

@@ -240,6 +240,9 @@ func (e *expr) fail(ruleID, field, code, msg string) *policy.Error {
 type activation struct {
 	turn, step, principal object
 	now                   types.Timestamp
+	// stateVals are the declared state values read (the step's in
+	// beforeStep, the turn's in beforeTurn), converted when first read.
+	stateVals map[string]any
 }
 
 func newActivation(tc *engine.TurnContext, sc *engine.PrepareStepContext, p *engine.Principal, now time.Time) *activation {
@@ -248,8 +251,12 @@ func newActivation(tc *engine.TurnContext, sc *engine.PrepareStepContext, p *eng
 		principal: object{principalType, p},
 		now:       types.Timestamp{Time: now},
 	}
+	if tc != nil {
+		a.stateVals = tc.State
+	}
 	if sc != nil {
 		a.step = object{stepType, sc}
+		a.stateVals = sc.State
 	}
 	return a
 }
@@ -264,6 +271,8 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return &a.principal, true
 	case "now":
 		return a.now, true
+	case stateVariable:
+		return stateValue(a.stateVals), true
 	}
 	return nil, false
 }

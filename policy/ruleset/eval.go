@@ -116,6 +116,13 @@ func (r *Revision) EvalRecorded(ctx context.Context, hook string, input json.Raw
 		if err != nil {
 			return nil, err
 		}
+		recorded := in.TurnContext().State
+		if hook == policy.HookBeforeStep {
+			recorded = in.StepContext().State
+		}
+		if err := r.checkRecordedState(hook, recorded); err != nil {
+			return nil, err
+		}
 		return r.evalCEL(ctx, hook, in), nil
 	case policy.HookBeforeToolCall:
 		tc, err := opa.DecodeToolCallInput(input)

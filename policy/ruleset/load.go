@@ -198,6 +198,8 @@ func (r *Revision) StateReads(hook string) []*state.Decl {
 
 func (r *Revision) stateReads(hook string) []string {
 	switch hook {
+	case policy.HookBeforeTurn, policy.HookBeforeStep:
+		return r.cel.StateReads(hook)
 	case policy.HookBeforeToolCall:
 		return r.rego.StateReads(opa.ToolCallPackage)
 	case policy.HookToolResult:
@@ -343,6 +345,7 @@ func compile(snap *snapshot, opts Options) (*Revision, policy.Errors) {
 	st, stateErrs := state.Parse(snap.byKind[KindState])
 	if st.Len() > 0 {
 		opts.OPA.StateSchema = st.Schema()
+		opts.CEL.StateNames = st.Names()
 	}
 	cel, celErrs := celrules.Compile(snap.byKind[KindCEL], opts.CEL)
 	rego, regoErrs := opa.Compile(snap.byKind[KindRego], snap.byKind[KindData], opts.OPA)

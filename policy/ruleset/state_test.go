@@ -1,6 +1,9 @@
 package ruleset_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -32,8 +35,8 @@ func TestStateReads(t *testing.T) {
 	if errs != nil {
 		t.Fatal(errs)
 	}
-	if got := r.State().Len(); got != 2 {
-		t.Fatalf("%d states declared, want 2", got)
+	if got := r.State().Len(); got != 3 {
+		t.Fatalf("%d states declared, want 3", got)
 	}
 	var names []string
 	for _, d := range r.StateReads(policy.HookBeforeToolCall) {
@@ -44,5 +47,32 @@ func TestStateReads(t *testing.T) {
 	}
 	if got := r.StateReads(policy.HookToolResult); got != nil {
 		t.Errorf("toolResult reads %v, want none", got)
+	}
+	if got := r.StateReads(policy.HookBeforeTurn); len(got) != 1 || got[0].Name != "turns_per_minute" {
+		t.Errorf("beforeTurn reads %v, want [turns_per_minute]", got)
+	}
+}
+
+// TestStateCEL: beforeTurn rules read state.NAME from the turn's state;
+// a recorded input without the state they read is not replayable.
+func TestStateCEL(t *testing.T) {
+	r, errs := ruleset.Load(filepath.Join("testdata", "state", "good"), ruleset.Options{})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	for _, tc := range []struct {
+		input, want string
+	}{
+		{`{"turn": {"maxSteps": 10, "state": {"turns_per_minute": 31}}}`, "matched"},
+		{`{"turn": {"maxSteps": 10, "state": {"turns_per_minute": 3}}}`, "no_match"},
+	} {
+		res, err := r.EvalRecorded(context.Background(), policy.HookBeforeTurn, json.RawMessage(tc.input))
+		if err != nil || res.Outcome != tc.want {
+			t.Errorf("%s: %+v, %v; want %s", tc.input, res, err, tc.want)
+		}
+	}
+	_, err := r.EvalRecorded(context.Background(), policy.HookBeforeTurn, json.RawMessage(`{"turn": {"maxSteps": 10}}`))
+	if _, ok := errors.AsType[*ruleset.UnrecordedStateError](err); !ok {
+		t.Errorf("a record without the state read: %v, want an UnrecordedStateError", err)
 	}
 }

@@ -64,6 +64,15 @@ func (s *Set) Len() int {
 	return len(s.decls)
 }
 
+// Names returns the declared names in declaration order.
+func (s *Set) Names() []string {
+	var out []string
+	for _, d := range s.Decls() {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
 // Counting returns the declarations that count an event of kind ev of the
 // tool called tool ("" for other events), nil when none does.
 func (s *Set) Counting(ev EventKind, tool string) []*Decl {

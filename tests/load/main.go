@@ -48,6 +48,7 @@ type params struct {
 	SessionTurns int           `json:"turnsPerSession"`
 	Rego         int           `json:"regoRules"`
 	CEL          int           `json:"celRules"`
+	Counters     int           `json:"counters,omitempty"`
 	Audit        string        `json:"audit"`
 	Rev          string        `json:"rev,omitempty"`
 	StoreDir     string        `json:"storeDir,omitempty"`
@@ -131,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*params, error) {
 	fs.IntVar(&p.SessionTurns, "session-turns", 8, "turns per session before a worker starts a new one")
 	fs.IntVar(&p.Rego, "rego", 20, "with -start: generated Rego rules (beforeToolCall)")
 	fs.IntVar(&p.CEL, "cel", 10, "with -start: generated CEL rules (beforeTurn and beforeStep)")
+	fs.IntVar(&p.Counters, "counters", 0, "with -start: declared state counters (0-3) a beforeToolCall rule reads, counted per principal, session and tool")
 	fs.StringVar(&p.Audit, "audit", "file", "with -start: the gateway's audit sink (file or none)")
 	fs.StringVar(&p.Rev, "rev", "", "with -start: build the gateway from this git `revision` (e.g. HEAD) instead of the working tree")
 	fs.Var(&p.GatewayEnv, "gateway-env", "with -start: add `KEY=VALUE` to the gateway's environment only (repeatable), e.g. GOGC=400")

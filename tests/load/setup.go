@@ -73,13 +73,35 @@ func (s script) yaml() string {
 	return b.String()
 }
 
-// writeRules writes a rules directory of nRego Rego rules and nCEL CEL
-// rules into dir.
-func writeRules(dir string, nRego, nCEL int) error {
+// counterDecls are the declared state counters -counters adds, each
+// read by a rule that never fires: the cost measured is reading and
+// counting them on every tool call.
+var counterDecls = []struct{ name, decl string }{
+	{"calls_per_minute", "count: toolCalls\n    outcomes: [executed]\n    by: [principal]\n    within: 1m"},
+	{"session_calls", "count: toolCalls\n    by: [session]\n    within: 1h"},
+	{"tool_calls_today", "count: toolCalls\n    by: [tenant, tool]\n    calendar: day"},
+}
+
+// writeRules writes a rules directory of nRego Rego rules, nCEL CEL
+// rules and counters declared state counters into dir.
+func writeRules(dir string, nRego, nCEL, counters int) error {
 	pol, data := benchrules.Rego(nRego)
 	files := map[string]string{"tools.rego": pol, "data.json": data}
 	if nCEL > 0 {
 		files["turn.yaml"] = benchrules.CEL(nCEL)
+	}
+	if counters > len(counterDecls) {
+		return fmt.Errorf("writing rules: at most %d counters", len(counterDecls))
+	}
+	if counters > 0 {
+		var decls, rules strings.Builder
+		decls.WriteString("state:\n")
+		rules.WriteString("package turngate.tool_call\n\nimport rego.v1\n")
+		for _, c := range counterDecls[:counters] {
+			fmt.Fprintf(&decls, "  - name: %s\n    %s\n", c.name, c.decl)
+			fmt.Fprintf(&rules, "\nblock contains \"%s\" if input.state.%s >= 1000000000\n", c.name, c.name)
+		}
+		files["counters.state.yaml"], files["counters.rego"] = decls.String(), rules.String()
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("writing rules: %w", err)
@@ -144,7 +166,7 @@ func dbPath(dir string, p *params) string {
 
 // writeSetup writes the config, the model script and the rules into dir.
 func writeSetup(dir string, p *params, s script, delay time.Duration, pg *pgTarget) error {
-	if err := writeRules(filepath.Join(dir, "rules"), p.Rego, p.CEL); err != nil {
+	if err := writeRules(filepath.Join(dir, "rules"), p.Rego, p.CEL, p.Counters); err != nil {
 		return err
 	}
 	for name, text := range map[string]string{

@@ -87,10 +87,10 @@ func countParts(t *testing.T, model *scripted.Provider, req *engine.ModelRequest
 // TestGeneratedRulesLoad checks that every generated rules directory
 // compiles as the gateway would load it.
 func TestGeneratedRulesLoad(t *testing.T) {
-	for _, tc := range []struct{ rego, cel int }{{1, 0}, {1, 1}, {20, 10}, {100, 50}} {
-		t.Run(fmt.Sprintf("rego=%d,cel=%d", tc.rego, tc.cel), func(t *testing.T) {
+	for _, tc := range []struct{ rego, cel, counters int }{{1, 0, 0}, {1, 1, 0}, {20, 10, 0}, {100, 50, 0}, {20, 10, 3}} {
+		t.Run(fmt.Sprintf("rego=%d,cel=%d,counters=%d", tc.rego, tc.cel, tc.counters), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "rules")
-			if err := writeRules(dir, tc.rego, tc.cel); err != nil {
+			if err := writeRules(dir, tc.rego, tc.cel, tc.counters); err != nil {
 				t.Fatal(err)
 			}
 			if _, errs := ruleset.Load(dir, ruleset.Options{}); errs != nil {
