@@ -23,7 +23,6 @@ package rulestate
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -101,7 +100,8 @@ type Event struct {
 // Pending is an admitted event whose outcome may still change.
 type Pending struct {
 	t       *Tracker
-	id      string
+	writes  []store.StateWrite
+	at      time.Time
 	outcome string
 }
 
@@ -114,7 +114,7 @@ func (p *Pending) Settle(ctx context.Context, outcome string) error {
 	}
 	from := p.outcome
 	p.outcome = outcome
-	return p.t.st.SettleState(ctx, p.id, from, outcome)
+	return p.t.st.SettleState(ctx, &store.StateSettlement{Writes: p.writes, At: p.at, From: from, To: outcome})
 }
 
 // Admit reads the states reads for ev and records ev for every
@@ -132,9 +132,8 @@ func (t *Tracker) Admit(ctx context.Context, ev *Event, reads []*state.Decl, cou
 	a.Reads = t.storeReads(ev, reads, now)
 	var p *Pending
 	if len(counting) > 0 {
-		a.Event = newEventID()
 		a.Writes = writes(ev, counting, now)
-		p = &Pending{t: t, id: a.Event, outcome: a.Outcome}
+		p = &Pending{t: t, writes: a.Writes, at: now, outcome: a.Outcome}
 	}
 	rs, err := t.st.AdmitState(ctx, a)
 	if err != nil {
@@ -183,7 +182,7 @@ func (t *Tracker) storeReads(ev *Event, reads []*state.Decl, now time.Time) []st
 func writes(ev *Event, counting []*state.Decl, now time.Time) []store.StateWrite {
 	out := make([]store.StateWrite, 0, len(counting))
 	for _, d := range counting {
-		w := store.StateWrite{Key: scopeKey(d, ev), Expires: d.Expiry(now)}
+		w := store.StateWrite{Key: scopeKey(d, ev), Bucket: d.Window.Bucket(now), Expires: d.Expiry(now)}
 		switch {
 		case d.Of == state.InputTokens:
 			w.Value = float64(ev.InputTokens)
@@ -291,13 +290,6 @@ func field(input json.RawMessage, path string) (json.RawMessage, bool) {
 		return nil, false
 	}
 	return compact, true
-}
-
-// newEventID names one admitted event.
-func newEventID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
 }
 
 // Prune deletes expired rows in batches of PruneBatch until a batch comes

@@ -10,20 +10,21 @@ import (
 	"time"
 )
 
-// StateStore keeps the events that declared rule state counts (migration
-// 0011; policy/state declares the states, gateway/rulestate computes their
-// values). Both drivers implement it: SQLite serialises every admission
-// through its one writer, PostgreSQL per scope key with advisory locks, so
-// on either a state read by one admission counts every admission of the
-// same key before it, on every replica.
+// StateStore keeps the counts of declared rule state (migration 0011;
+// policy/state declares the states, gateway/rulestate computes their
+// values), aggregated per scope key, time bucket, outcome and item. Both
+// drivers implement it: SQLite serialises every admission through its one
+// writer, PostgreSQL per scope key with advisory locks, so on either a
+// state read by one admission counts every admission of the same key
+// before it, on every replica.
 type StateStore interface {
-	// AdmitState reads a.Reads and records a.Writes as one atomic,
+	// AdmitState reads a.Reads and counts a.Writes as one atomic,
 	// serialised step, and returns one reading per read, in order.
 	AdmitState(ctx context.Context, a *StateAdmission) ([]StateReading, error)
-	// SettleState changes the outcome of the rows of event whose outcome
-	// is from ("" for any) to to.
-	SettleState(ctx context.Context, event, from, to string) error
-	// PruneState deletes at most limit rows that expired before t and
+	// SettleState moves an admitted event's counts (its writes) from one
+	// outcome to another.
+	SettleState(ctx context.Context, s *StateSettlement) error
+	// PruneState deletes at most limit buckets that expired before t and
 	// returns how many it deleted.
 	PruneState(ctx context.Context, t time.Time, limit int) (int, error)
 }
@@ -31,15 +32,21 @@ type StateStore interface {
 // StateAdmission is one event's state reads and writes.
 type StateAdmission struct {
 	Reads []StateRead
-	// Event names the event's rows for SettleState; At is its time and
-	// Outcome the outcome its rows start with.
-	Event   string
+	// At is the event's time and Outcome the outcome it is counted under.
 	At      time.Time
 	Outcome string
 	Writes  []StateWrite
 }
 
-// StateRead reads the rows of one scope key from a time on.
+// StateSettlement moves the event of Writes, admitted At, from outcome
+// From to To.
+type StateSettlement struct {
+	Writes   []StateWrite
+	At       time.Time
+	From, To string
+}
+
+// StateRead reads the buckets of one scope key from a bucket on.
 type StateRead struct {
 	Key  string
 	From time.Time
@@ -47,9 +54,10 @@ type StateRead struct {
 	Outcomes []string
 }
 
-// StateWrite is one row of an event.
+// StateWrite counts an event in one bucket of a scope key.
 type StateWrite struct {
 	Key     string
+	Bucket  time.Time
 	Value   float64
 	Item    string
 	Expires time.Time
@@ -60,7 +68,7 @@ type StateReading struct {
 	Count    int64
 	Sum      float64
 	Distinct int64
-	// Last is the newest row's time; zero when there is none.
+	// Last is the newest counted event's time; zero when there is none.
 	Last time.Time
 }
 
@@ -69,8 +77,30 @@ var (
 	_ StateStore = (*Postgres)(nil)
 )
 
-const sqliteStateRead = `SELECT count(*), coalesce(sum(value), 0), count(DISTINCT item), max(at_ms)
-	FROM rule_state_events WHERE state_key = ? AND at_ms >= ?`
+// sqliteStateRead reads one state: ?3 lists the outcomes counted as
+// ",a,b,", or is "" for all.
+const sqliteStateRead = `SELECT coalesce(sum(n), 0), coalesce(sum(total), 0), count(DISTINCT item), max(last_ms)
+	FROM rule_state_buckets WHERE state_key = ?1 AND bucket_ms >= ?2 AND n > 0
+	AND (?3 = '' OR instr(?3, ',' || outcome || ',') > 0)`
+
+const sqliteStateAdd = `INSERT INTO rule_state_buckets (state_key, bucket_ms, outcome, item, n, total, last_ms, expires_ms)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (state_key, bucket_ms, outcome, item) DO UPDATE
+	SET n = n + excluded.n, total = total + excluded.total,
+		last_ms = max(last_ms, excluded.last_ms), expires_ms = max(expires_ms, excluded.expires_ms)`
+
+// addState adds n events (-1: takes one back) under outcome to
+// each of ws.
+func (s *SQLite) addState(ctx context.Context, tx *sql.Tx, ws []StateWrite, outcome string, at time.Time, n int64) error {
+	add := tx.StmtContext(ctx, s.q.stateAdd)
+	for _, w := range ws {
+		if _, err := add.ExecContext(ctx, w.Key, w.Bucket.UnixMilli(), outcome, w.Item, n,
+			float64(n)*w.Value, at.UnixMilli(), w.Expires.UnixMilli()); err != nil {
+			return fmt.Errorf("counting rule state: %w", err)
+		}
+	}
+	return nil
+}
 
 // AdmitState runs the admission on the writer: SQLite's one writer runs
 // every write of the process in turn, so admissions are serialised.
@@ -78,29 +108,21 @@ func (s *SQLite) AdmitState(ctx context.Context, a *StateAdmission) ([]StateRead
 	var out []StateReading
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		out = make([]StateReading, len(a.Reads)) // f runs again after a lost transaction
+		read := tx.StmtContext(ctx, s.q.stateRead)
 		for i, r := range a.Reads {
-			q, args := sqliteStateRead, []any{r.Key, r.From.UnixMilli()}
+			outcomes := ""
 			if len(r.Outcomes) > 0 {
-				q += " AND outcome IN (?" + strings.Repeat(",?", len(r.Outcomes)-1) + ")"
-				for _, o := range r.Outcomes {
-					args = append(args, o)
-				}
+				outcomes = "," + strings.Join(r.Outcomes, ",") + ","
 			}
 			var last sql.NullInt64
-			if err := tx.QueryRowContext(ctx, q, args...).Scan(&out[i].Count, &out[i].Sum, &out[i].Distinct, &last); err != nil {
+			if err := read.QueryRowContext(ctx, r.Key, r.From.UnixMilli(), outcomes).Scan(&out[i].Count, &out[i].Sum, &out[i].Distinct, &last); err != nil {
 				return fmt.Errorf("reading rule state: %w", err)
 			}
 			if last.Valid {
 				out[i].Last = time.UnixMilli(last.Int64)
 			}
 		}
-		for _, w := range a.Writes {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO rule_state_events (state_key, at_ms, event, outcome, value, item, expires_ms)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, w.Key, a.At.UnixMilli(), a.Event, a.Outcome, w.Value, w.Item, w.Expires.UnixMilli()); err != nil {
-				return fmt.Errorf("recording rule state: %w", err)
-			}
-		}
-		return nil
+		return s.addState(ctx, tx, a.Writes, a.Outcome, a.At, 1)
 	})
 	if err != nil {
 		return nil, err
@@ -109,18 +131,17 @@ func (s *SQLite) AdmitState(ctx context.Context, a *StateAdmission) ([]StateRead
 }
 
 // SettleState implements StateStore.
-func (s *SQLite) SettleState(ctx context.Context, event, from, to string) error {
+func (s *SQLite) SettleState(ctx context.Context, st *StateSettlement) error {
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE rule_state_events SET outcome = ? WHERE event = ? AND (? = '' OR outcome = ?)`, to, event, from, from)
-		if err != nil {
-			return fmt.Errorf("settling rule state: %w", err)
+		if err := s.addState(ctx, tx, st.Writes, st.From, st.At, -1); err != nil {
+			return err
 		}
-		return nil
+		return s.addState(ctx, tx, st.Writes, st.To, st.At, 1)
 	})
 }
 
-const statePrune = `DELETE FROM rule_state_events WHERE id IN
-	(SELECT id FROM rule_state_events WHERE expires_ms < $1 ORDER BY expires_ms LIMIT $2)`
+const statePrune = `DELETE FROM rule_state_buckets WHERE (state_key, bucket_ms, outcome, item) IN
+	(SELECT state_key, bucket_ms, outcome, item FROM rule_state_buckets WHERE expires_ms < $1 ORDER BY expires_ms LIMIT $2)`
 
 // PruneState implements StateStore.
 func (s *SQLite) PruneState(ctx context.Context, t time.Time, limit int) (int, error) {
@@ -136,6 +157,15 @@ func (s *SQLite) PruneState(ctx context.Context, t time.Time, limit int) (int, e
 	return int(n), err
 }
 
+// pgStateWrites are ws as turngate_state_add's parallel arrays.
+func pgStateWrites(ws []StateWrite) (keys []string, buckets []int64, items []string, values []float64, expires []int64) {
+	for _, w := range ws {
+		keys, buckets, items = append(keys, w.Key), append(buckets, w.Bucket.UnixMilli()), append(items, w.Item)
+		values, expires = append(values, w.Value), append(expires, w.Expires.UnixMilli())
+	}
+	return
+}
+
 // AdmitState is one call of turngate_state_admit (migration 0011): one
 // round trip, whatever the number of reads and writes.
 func (s *Postgres) AdmitState(ctx context.Context, a *StateAdmission) ([]StateReading, error) {
@@ -145,13 +175,10 @@ func (s *Postgres) AdmitState(ctx context.Context, a *StateAdmission) ([]StateRe
 		keys = append(keys, r.Key)
 		readKeys[i], froms[i], outcomes[i] = r.Key, r.From.UnixMilli(), strings.Join(r.Outcomes, ",")
 	}
-	writeKeys, values, items, expires := make([]string, len(a.Writes)), make([]float64, len(a.Writes)), make([]string, len(a.Writes)), make([]int64, len(a.Writes))
-	for i, w := range a.Writes {
-		keys = append(keys, w.Key)
-		writeKeys[i], values[i], items[i], expires[i] = w.Key, w.Value, w.Item, w.Expires.UnixMilli()
-	}
+	wk, wb, wi, wv, we := pgStateWrites(a.Writes)
+	keys = append(keys, wk...)
 	rows, err := s.pool.Query(ctx, `SELECT n, total, items, last_ms FROM turngate_state_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		stateLocks(keys), readKeys, froms, outcomes, a.Event, a.At.UnixMilli(), a.Outcome, writeKeys, values, items, expires)
+		stateLocks(keys), readKeys, froms, outcomes, a.At.UnixMilli(), a.Outcome, wk, wb, wi, wv, we)
 	if err != nil {
 		return nil, fmt.Errorf("admitting rule state: %w", pgError(err))
 	}
@@ -192,9 +219,11 @@ func stateLocks(keys []string) []int64 {
 	return slices.Compact(locks)
 }
 
-// SettleState implements StateStore.
-func (s *Postgres) SettleState(ctx context.Context, event, from, to string) error {
-	if _, err := s.pool.Exec(ctx, `UPDATE rule_state_events SET outcome = $3 WHERE event = $1 AND ($2 = '' OR outcome = $2)`, event, from, to); err != nil {
+// SettleState is one call of turngate_state_settle.
+func (s *Postgres) SettleState(ctx context.Context, st *StateSettlement) error {
+	wk, wb, wi, wv, we := pgStateWrites(st.Writes)
+	if _, err := s.pool.Exec(ctx, `SELECT turngate_state_settle($1, $2, $3, $4, $5, $6, $7, $8)`,
+		wk, wb, wi, wv, we, st.From, st.To, st.At.UnixMilli()); err != nil {
 		return fmt.Errorf("settling rule state: %w", pgError(err))
 	}
 	return nil

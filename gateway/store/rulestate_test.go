@@ -22,18 +22,17 @@ func TestStateAdmitSerialises(t *testing.T) {
 		executed := 0
 		for i := range 60 {
 			wg.Go(func() {
-				ev := fmt.Sprintf("ev%d", i)
+				writes := []StateWrite{{Key: "k", Bucket: at, Value: 2, Item: fmt.Sprint(i % 7), Expires: at.Add(time.Hour)}}
 				rs, err := s.AdmitState(ctx, &StateAdmission{
 					Reads: []StateRead{{Key: "k", From: at.Add(-time.Hour), Outcomes: []string{"executed"}}},
-					Event: ev, At: at, Outcome: "executed",
-					Writes: []StateWrite{{Key: "k", Value: 2, Expires: at.Add(time.Hour)}},
+					At:    at, Outcome: "executed", Writes: writes,
 				})
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				if rs[0].Count >= 20 {
-					if err := s.SettleState(ctx, ev, "executed", "blocked"); err != nil {
+					if err := s.SettleState(ctx, &StateSettlement{Writes: writes, At: at, From: "executed", To: "blocked"}); err != nil {
 						t.Error(err)
 					}
 					return
@@ -56,15 +55,19 @@ func TestStateAdmitSerialises(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rs[0].Count != 20 || rs[0].Sum != 40 || rs[1].Count != 60 || !rs[1].Last.Equal(at) || rs[2].Count != 0 || !rs[2].Last.IsZero() {
+		if rs[0].Count != 20 || rs[0].Sum != 40 || rs[1].Count != 60 || rs[1].Distinct != 7 || !rs[1].Last.Equal(at) || rs[2].Count != 0 || !rs[2].Last.IsZero() {
 			t.Fatalf("after reopen: %+v", rs)
 		}
-		n, err := s.PruneState(ctx, at.Add(2*time.Hour), 25)
-		if err != nil || n != 25 {
-			t.Fatalf("PruneState = %d, %v; want 25 rows", n, err)
+		// 7 items × 2 outcomes: the 60 events are 14 rows.
+		if got := queryInt(t, s, "SELECT count(*) FROM rule_state_buckets"); got != 14 {
+			t.Fatalf("%d rows for 60 events of 7 items in one bucket, want 14", got)
 		}
-		if got := queryInt(t, s, "SELECT count(*) FROM rule_state_events"); got != 35 {
-			t.Fatalf("%d rows after pruning 25 of 60", got)
+		n, err := s.PruneState(ctx, at.Add(2*time.Hour), 10)
+		if err != nil || n != 10 {
+			t.Fatalf("PruneState = %d, %v; want a batch of 10 rows", n, err)
+		}
+		if got := queryInt(t, s, "SELECT count(*) FROM rule_state_buckets"); got != 4 {
+			t.Fatalf("%d rows after pruning 10 of 14", got)
 		}
 	})
 }

@@ -25,6 +25,7 @@ type statements struct {
 	submissionByKey, insertSubmission, claimSubmission           *sql.Stmt
 	submissionStatus, finishSubmission, requeue, recordTurn      *sql.Stmt
 	renewSubmission, dropQueued, countQueue                      *sql.Stmt
+	stateRead, stateAdd                                          *sql.Stmt
 
 	// The writer's savepoint around each write of a batch (see write).
 	savepoint, release, rollbackTo *sql.Stmt
@@ -60,6 +61,8 @@ func prepareStatements(ctx context.Context, w, r *sql.DB) (*statements, error) {
 			WHERE id = ? AND tenant = ? AND session_id = ?`},
 		{r, &q.turns, `SELECT ` + turnColumns + ` FROM turns WHERE tenant = ? AND session_id = ? ORDER BY seq`},
 
+		{w, &q.stateRead, sqliteStateRead},
+		{w, &q.stateAdd, sqliteStateAdd},
 		{w, &q.session, selectSession},
 		{w, &q.sessionPK, `SELECT pk FROM sessions WHERE tenant = ? AND id = ?`},
 		{w, &q.insertSession, `INSERT INTO sessions (tenant, id, agent, created_at, updated_at)

@@ -302,9 +302,9 @@ func (w *wrapped) AdmitState(ctx context.Context, a *StateAdmission) ([]StateRea
 	})
 }
 
-func (w *wrapped) SettleState(ctx context.Context, event, from, to string) error {
+func (w *wrapped) SettleState(ctx context.Context, st *StateSettlement) error {
 	return call0(w, ctx, "SettleState", func(ctx context.Context) error {
-		return w.st.SettleState(ctx, event, from, to)
+		return w.st.SettleState(ctx, st)
 	})
 }
 

@@ -188,6 +188,23 @@ func (w Window) Start(now time.Time) time.Time {
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, t.Location())
 }
 
+// calendarBucket is a calendar window's bucket: a minute, a divisor of
+// every time zone's offset, so every period starts on a bucket.
+const calendarBucket = time.Minute
+
+// Bucket returns the start of the bucket that counts an event at t: the
+// window's resolution for a sliding window, a minute for a calendar one.
+// Every window starts on a bucket boundary, so a window is a range of
+// buckets.
+func (w Window) Bucket(t time.Time) time.Time {
+	step := calendarBucket
+	if w.Calendar == "" {
+		step = w.resolution()
+	}
+	ms := step.Milliseconds()
+	return time.UnixMilli(t.UnixMilli() / ms * ms)
+}
+
 // Reset returns when an event at now stops counting at the latest: the
 // next period's start for a calendar window, Within plus a Resolution
 // later for a sliding one. A Retry-After of Reset(now)-now is safe.
