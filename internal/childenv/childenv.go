@@ -19,9 +19,11 @@ var Inherited = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TM
 
 // Env returns a child's environment: the Inherited variables the gateway
 // has, then extra in name order (a name of both takes extra's value, the
-// last one, as os/exec does).
+// last one, as os/exec does). It is never nil, even when the gateway has
+// none of them and extra is empty: an exec.Cmd whose Env is nil inherits
+// the gateway's whole environment.
 func Env(extra map[string]string) []string {
-	var env []string
+	env := []string{}
 	for _, k := range Inherited {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)

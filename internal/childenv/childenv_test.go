@@ -1,7 +1,10 @@
 package childenv
 
 import (
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -30,5 +33,27 @@ func TestCheckName(t *testing.T) {
 		if err := CheckName(name); (err == nil) != ok {
 			t.Errorf("CheckName(%q) = %v, want ok %v", name, err, ok)
 		}
+	}
+}
+
+// TestEnvOfABareGateway starts a child as the MCP stdio servers and exec
+// extensions do, from a gateway whose environment has none of the
+// inherited variables (env -i, a minimal container) and no configured
+// env: the child must still see none of the gateway's secrets. An empty
+// environment must not be a nil one, which os/exec reads as "inherit".
+func TestEnvOfABareGateway(t *testing.T) {
+	for _, k := range Inherited {
+		t.Setenv(k, "") // restored after the test
+		os.Unsetenv(k)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-secret")
+	cmd := exec.Command("/usr/bin/env")
+	cmd.Env = Env(nil)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("running /usr/bin/env: %v", err)
+	}
+	if strings.Contains(string(out), "sk-secret") {
+		t.Errorf("the child inherited the gateway's environment:\n%s", out)
 	}
 }
