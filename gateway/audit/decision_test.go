@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -141,4 +142,55 @@ func (s *syncBuffer) Bytes() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return bytes.Clone(s.b.Bytes())
+}
+
+// blockingWriter blocks every Write after the first (the chain-start)
+// until release is closed.
+type blockingWriter struct {
+	release chan struct{}
+	started bool
+	syncBuffer
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	if w.started { // only the Log's writer writes after the chain-start
+		<-w.release
+	}
+	w.started = true
+	return w.syncBuffer.Write(p)
+}
+
+// A sink that does not take writes does not hold up decisions: the
+// records wait in the writer's queue (up to maxQueued), and are written,
+// in order and chained, once the sink takes them again.
+func TestStalledSinkDoesNotHoldDecisions(t *testing.T) {
+	w := &blockingWriter{release: make(chan struct{})}
+	l := New(w, nil, nil)
+	start := len(w.Bytes())
+	done := make(chan struct{})
+	go func() {
+		for i := range 100 {
+			l.Record(&policy.Record{Hook: policy.HookBeforeToolCall, Outcome: policy.OutcomeNoMatch, DurationMicros: int64(i)})
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // a guard against a hang, not a timing assertion
+		t.Fatal("Record waited for the stalled sink")
+	}
+	if n := len(w.Bytes()) - start; n != 0 {
+		t.Fatalf("%d bytes written while the sink was stalled", n)
+	}
+	close(w.release)
+	l.Flush()
+	v := &Verifier{}
+	if err := v.Verify(bytes.NewReader(w.Bytes()), "written"); err != nil || v.Records != 101 {
+		t.Errorf("%d records, %v; want the chain-start and 100 chained", v.Records, err)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(w.Bytes()[start:])), "\n") {
+		if !strings.Contains(line, fmt.Sprintf(`"durationUs":%d,`, i)) {
+			t.Fatalf("line %d out of order: %s", i, line)
+		}
+	}
 }
