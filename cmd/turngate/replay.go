@@ -83,8 +83,11 @@ var failOnKinds = func() map[string]bool {
 // set, each with the closest valid name when one is close. A typo would
 // otherwise switch the CI gate off without a word.
 func failOnKindError(kind string) string {
-	if failOnKinds[kind] {
+	switch {
+	case failOnKinds[kind]:
 		return ""
+	case kind == "":
+		return `"" (an empty kind: a stray comma?)`
 	}
 	if field, ok := strings.CutPrefix(kind, kindOverrideChanged+":"); ok {
 		fields := celrules.ExternalFields()
@@ -117,15 +120,20 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	})
 	fs.StringVar(&p.Rules, "rules", "", "the candidate rules `directory`")
 	fs.IntVar(&p.Examples, "examples", 5, "how many examples to show per kind of change")
-	failOn := fs.String("fail-on", "", "exit 1 when a change of one of these comma-separated `kinds` occurs: allow-to-block, block-to-allow, "+
-		"patch-changed, substitute-changed, reason-changed, approval-changed, override-changed[:FIELD], ok-to-error, X-to-Y for X, Y in allow, patch, block, substitute, approval, error; or any")
+	var failOn []string // each --fail-on given: they add up, none replaces another
+	fs.Func("fail-on", "exit 1 when a change of one of these comma-separated `kinds` occurs (repeatable): allow-to-block, block-to-allow, "+
+		"patch-changed, substitute-changed, reason-changed, approval-changed, override-changed[:FIELD], ok-to-error, X-to-Y for X, Y in allow, patch, block, substitute, approval, error; or any",
+		func(s string) error {
+			failOn = append(failOn, s)
+			return nil
+		})
 	fs.StringVar(&p.Format, "format", formatPretty, "output `format`: pretty or json")
 	if err := parseAll(fs, args, func(arg string) { p.Audit = append(p.Audit, arg) }); err != nil {
 		return usageExit(err)
 	}
 	var bad []string
-	if *failOn != "" {
-		for k := range strings.SplitSeq(*failOn, ",") {
+	for _, list := range failOn {
+		for k := range strings.SplitSeq(list, ",") {
 			k = strings.TrimSpace(k)
 			if why := failOnKindError(k); why != "" {
 				bad = append(bad, why)

@@ -89,6 +89,7 @@ func TestReplay(t *testing.T) {
 		{"fail on a CEL field", []string{"--rules", candidate, "--examples", "0", "--fail-on", "override-changed:maxSteps", "--audit", "audit.jsonl"}, 1, ""},
 		{"fail on any CEL field", []string{"--rules", candidate, "--examples", "0", "--fail-on", "override-changed", "--audit", "audit.jsonl"}, 1, ""},
 		{"no failure for changes that do not occur", []string{"--audit", "audit.jsonl", "--rules", candidate, "--examples", "0", "--fail-on", "allow-to-substitute,ok-to-error"}, 0, ""},
+		{"repeated --fail-on adds up", []string{"--audit", "audit.jsonl", "--rules", candidate, "--examples", "0", "--fail-on", "block-to-allow", "--fail-on", "allow-to-substitute"}, 1, ""},
 		{"same rules: nothing changes", []string{"--audit", "audit.jsonl", "--rules", good, "--fail-on", "any"}, 0, "replay_same.golden"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,6 +137,10 @@ func TestReplayErrors(t *testing.T) {
 			`override-changed:colour (no CEL rule sets a field "colour"; the fields are model, system,`},
 		{"empty CEL field", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "override-changed:"}, 2, "unknown --fail-on kind override-changed:"},
 		{"unknown kind", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "everything"}, 2, "unknown --fail-on kind everything\n"},
+		{"stray comma", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", ","}, 2, `unknown --fail-on kind "" (an empty kind: a stray comma?)`},
+		{"trailing comma", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "block-to-allow,"}, 2, `unknown --fail-on kind "" (an empty kind`},
+		{"empty --fail-on", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", ""}, 2, `unknown --fail-on kind "" (an empty kind`},
+		{"a typo in a repeated --fail-on", []string{"--audit", "audit.jsonl", "--rules", candidate, "--fail-on", "block-to-allow", "--fail-on", "allow-to-blok"}, 2, "allow-to-blok (did you mean allow-to-block?)"},
 		{"bad format", []string{"--audit", "audit.jsonl", "--rules", candidate, "--format", "xml"}, 2, "unknown format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
