@@ -22,7 +22,7 @@ const RoleAdmin = "admin"
 
 // anonymous is every request's principal when no API keys are configured
 // (and the gateway then listens on loopback only).
-var anonymous = engine.Principal{Tenant: "default", Subject: "anonymous", Roles: []string{RoleAdmin}}
+var anonymous = engine.Principal{Tenant: config.DefaultTenant, Subject: "anonymous", Roles: []string{RoleAdmin}}
 
 // keyEntry is one configured key: its SHA-256 and its principal. The key
 // itself is never kept.

@@ -141,7 +141,28 @@ func (c *Config) validateQuotas(add func(path, format string, args ...any)) {
 		if q.Agent != "" && !agents[q.Agent] {
 			add(item+".agent", "%s: unknown agent %q%s", label, q.Agent, didYouMeanOf(q.Agent, slices.Sorted(maps.Keys(agents))))
 		}
+		if tenants := c.Tenants(); q.Tenant != "" && !slices.Contains(tenants, q.Tenant) {
+			add(item+".tenant", "%s: no API key is of tenant %q%s: the quota would limit no one", label, q.Tenant, didYouMeanOf(q.Tenant, tenants))
+		}
 	}
+}
+
+// DefaultTenant is the tenant of every request to a gateway without API
+// keys.
+const DefaultTenant = "default"
+
+// Tenants returns the tenants a request can belong to, sorted: those of
+// auth.apiKeys, or "default" (every request's tenant) without keys. A
+// quota or kill switch for another tenant would apply to no one.
+func (c *Config) Tenants() []string {
+	if len(c.Auth.APIKeys) == 0 {
+		return []string{DefaultTenant}
+	}
+	seen := map[string]bool{}
+	for _, k := range c.Auth.APIKeys {
+		seen[k.Tenant] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func (q *Quota) validatePer(item, label string, add func(path, format string, args ...any)) {
