@@ -77,7 +77,7 @@ func (s *Server) knownTools() []string {
 }
 
 // setKillSwitch serves POST /v1/admin/killswitch: it checks the switch
-// strictly (a misspelt key, block, agent or tool is a 400 naming it, never
+// strictly (a misspelt key, block, agent, tenant or tool is a 400 naming it, never
 // a switch that stops nothing), stores it, applies it on this replica and
 // audits who set it and why. 201 with the switch.
 func (s *Server) setKillSwitch(c *gin.Context) error {
@@ -90,7 +90,7 @@ func (s *Server) setKillSwitch(c *gin.Context) error {
 		return err
 	}
 	p := principal(c)
-	k, err := spec.Switch(killswitch.Known{Agents: slices.Sorted(maps.Keys(s.agents)), Tools: s.knownTools()}, p.Subject, s.kill.Now())
+	k, err := spec.Switch(killswitch.Known{Agents: slices.Sorted(maps.Keys(s.agents)), Tenants: s.cfg.Tenants(), Tools: s.knownTools()}, p.Subject, s.kill.Now())
 	if err != nil {
 		return errBadRequest("%v", err)
 	}

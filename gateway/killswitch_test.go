@@ -224,6 +224,7 @@ func TestKillSwitchRefusesBadInput(t *testing.T) {
 		{"misspelt tool", map[string]any{"block": "tools", "tools": []string{"wether"}, "reason": "r"}, `field tools[0]: "wether" matches none of the gateway's tools (did you mean "weather"?)`},
 		{"bad pattern", map[string]any{"block": "tools", "tools": []string{"[a-z]*"}, "reason": "r"}, `field tools[0]`},
 		{"unknown agent", map[string]any{"block": "turns", "scope": map[string]any{"agent": "dem"}, "reason": "r"}, `field scope.agent: no agent is named "dem" (did you mean "demo"?)`},
+		{"unknown tenant", map[string]any{"block": "tools", "scope": map[string]any{"tenant": "acmee"}, "reason": "r"}, `field scope.tenant: no API key is of tenant "acmee" (did you mean "acme"?)`},
 		{"no reason", map[string]any{"block": "turns"}, `field reason: is required`},
 		{"tools as a string", `{"block":"tools","tools":"weather","reason":"r"}`, `field tools: expected an array, got JSON string`},
 	} {

@@ -16,7 +16,7 @@ import (
 	"github.com/turngate/turngate/policy"
 )
 
-var known = Known{Agents: []string{"support", "billing"}, Tools: []string{"send_email", "send_sms", "http_post", "search", "files__read"}}
+var known = Known{Agents: []string{"support", "billing"}, Tenants: []string{"acme", "globex"}, Tools: []string{"send_email", "send_sms", "http_post", "search", "files__read"}}
 
 var t0 = time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 
@@ -33,6 +33,7 @@ func TestSpecRefusals(t *testing.T) {
 		{"empty tool", `{"block":"tools","tools":[""],"reason":"r"}`, `field tools[0]: "" is empty`},
 		{"space in tool", `{"block":"tools","tools":["send email"],"reason":"r"}`, `holds a space or control character`},
 		{"unknown agent", `{"block":"turns","scope":{"agent":"suport"},"reason":"r"}`, `field scope.agent: no agent is named "suport" (did you mean "support"?)`},
+		{"unknown tenant", `{"block":"tools","scope":{"tenant":"acmee"},"reason":"r"}`, `field scope.tenant: no API key is of tenant "acmee" (did you mean "acme"?)`},
 		{"no reason", `{"block":"turns"}`, `field reason: is required`},
 		{"blank reason", `{"block":"turns","reason":"  "}`, `field reason: is required`},
 		{"both expiries", `{"block":"turns","reason":"r","expiresIn":"1h","expiresAt":"2026-12-02T07:00:00Z"}`, `field expiresIn: set expiresAt or expiresIn, not both`},

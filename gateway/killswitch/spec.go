@@ -45,11 +45,12 @@ type Scope struct {
 	Agent  string `json:"agent,omitempty"`
 }
 
-// Known is what a Spec is checked against: the configured agents and the
-// tools the gateway knows.
+// Known is what a Spec is checked against: the configured agents and
+// tenants (those of the API keys) and the tools the gateway knows.
 type Known struct {
-	Agents []string
-	Tools  []string
+	Agents  []string
+	Tenants []string
+	Tools   []string
 }
 
 // Limits of a Spec.
@@ -79,7 +80,8 @@ func fieldErr(field, format string, args ...any) *FieldError {
 // set by subject; a *FieldError names what is wrong. Every entry must
 // mean something: an unknown block or agent, a malformed pattern, or a
 // pattern that matches no known tool (unless AllowUnknownTools) is
-// refused, never stored as a switch that stops nothing.
+// refused, never stored as a switch that stops nothing; so is a tenant no
+// API key is of.
 func (sp *Spec) Switch(known Known, subject string, now time.Time) (*store.KillSwitch, error) {
 	k := &store.KillSwitch{ID: "ks_" + uuid.NewString(), Block: sp.Block, Tenant: sp.Scope.Tenant, Agent: sp.Scope.Agent,
 		Reason: strings.TrimSpace(sp.Reason), CreatedBy: subject, CreatedAt: now, Tools: []string{}}
@@ -100,6 +102,9 @@ func (sp *Spec) Switch(known Known, subject string, now time.Time) (*store.KillS
 	k.Tools = append(k.Tools, sp.Tools...)
 	if err := checkText("scope.tenant", sp.Scope.Tenant, maxScopeText); err != nil {
 		return nil, err
+	}
+	if t := sp.Scope.Tenant; t != "" && !slices.Contains(known.Tenants, t) {
+		return nil, fieldErr("scope.tenant", "no API key is of tenant %q%s", t, didYouMean(t, known.Tenants))
 	}
 	if a := sp.Scope.Agent; a != "" && !slices.Contains(known.Agents, a) {
 		return nil, fieldErr("scope.agent", "no agent is named %q%s", a, didYouMean(a, known.Agents))
