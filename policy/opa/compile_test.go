@@ -25,6 +25,10 @@ func TestCompileErrors(t *testing.T) {
 		{"compile", []string{"compile.rego"}, testOptions, nil},
 		{"names", []string{"names.rego", "names_result.rego", "names_lib.rego", "names_deep.rego", "names_unused.rego", "names_other.rego"}, testOptions,
 			[]string{policy.CodeSchema, policy.CodeSchema, policy.CodeSchema, policy.CodeSchema, policy.CodeSchema, policy.CodeSchema, policy.CodeSchema}},
+		// A misspelt or missing "turngate." must not switch the check off;
+		// other packages of the user's own, used or not, are left alone.
+		{"names_outside", []string{"names_root.rego", "names_bare.rego", "names_guards.rego", "names_lists.rego", "names_uses_lists.rego", "names_other.rego"}, testOptions,
+			[]string{policy.CodeSchema, policy.CodeSchema, policy.CodeSchema}},
 		{"all_at_once", []string{"sandbox.rego", "parse2.rego", "compile.rego"}, testOptions,
 			[]string{policy.CodeParse, policy.CodeSandbox, policy.CodeSandbox, policy.CodeSandbox}},
 	}

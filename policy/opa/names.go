@@ -61,7 +61,9 @@ func (b *build) checkDecisionNames(parsed map[string]*ast.Module) {
 // checkUnusedPackages reports each module of a package under turngate that
 // is neither a decision package nor used, directly or through other such
 // modules, by a decision package's modules: nothing would ever evaluate
-// its rules. Modules outside turngate's packages are left alone.
+// its rules. An unused module outside turngate's packages is reported
+// only when it looks like a misnamed decision package (meantPackage,
+// decisionLike): a typo in "turngate." must not switch the check off.
 func (b *build) checkUnusedPackages(parsed map[string]*ast.Module) {
 	used := map[string]bool{} // module paths reached from a decision package
 	var reach []*ast.Module
@@ -86,17 +88,66 @@ func (b *build) checkUnusedPackages(parsed map[string]*ast.Module) {
 	decisions := slices.Sorted(maps.Keys(decisionRules))
 	for _, path := range slices.Sorted(maps.Keys(parsed)) {
 		m := parsed[path]
-		if used[path] || !m.Package.Path.HasPrefix(turngateRef) {
+		if used[path] {
 			continue
 		}
 		pkg := packageName(m)
+		meant := meantPackage(pkg, decisions)
+		rule := ""
+		if !m.Package.Path.HasPrefix(turngateRef) {
+			// Outside turngate's packages an unused module is a library of
+			// the user's own, unless it looks like a decision package put
+			// under the wrong name: named like one (turngat.tool_call,
+			// tool_call) or holding a decision's rule.
+			if rule = decisionLike(m); meant == "" && rule == "" {
+				continue
+			}
+		}
 		msg := fmt.Sprintf("package %s is not a decision package (%s) and no decision package uses it, so its rules are never evaluated",
 			pkg, strings.Join(decisions, ", "))
-		if meant := suggest.Closest(pkg, decisions); meant != "" {
+		if rule != "" {
+			msg += fmt.Sprintf(", its %s rule among them", rule)
+		}
+		if meant != "" {
 			msg += fmt.Sprintf("; did you mean %s?", meant)
 		}
 		b.errs = append(b.errs, b.src.error(policy.CodeSchema, m.Package.Location, msg))
 	}
+}
+
+// meantPackage returns the decision package pkg is a misspelling of: the
+// whole name close to one (turngate.toolcall, turngat.tool_call,
+// Turngate.tool_call), or its last part close to one's (tool_call,
+// rules.tool_results); "" when none is.
+func meantPackage(pkg string, decisions []string) string {
+	if meant := suggest.Closest(pkg, decisions); meant != "" {
+		return meant
+	}
+	last := pkg[strings.LastIndex(pkg, ".")+1:]
+	for _, d := range decisions {
+		tail := strings.TrimPrefix(d, "turngate.")
+		if strings.EqualFold(last, tail) || suggest.Closest(last, []string{tail}) != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// decisionLike returns the first rule of m named as a decision of either
+// decision package, or close to one (block, blocks, redact), "" when none
+// is.
+func decisionLike(m *ast.Module) string {
+	var all []string
+	for _, rules := range decisionRules {
+		all = append(all, rules...)
+	}
+	for _, r := range m.Rules {
+		name := r.Head.Ref()[0].String()
+		if slices.Contains(all, name) || suggest.Closest(name, all) != "" {
+			return name
+		}
+	}
+	return ""
 }
 
 // dataRefs returns the references into data that m makes: its imports and

@@ -1,0 +1,3 @@
+package tool_call
+
+block contains "no root at all" if input.tool.name == "delete"

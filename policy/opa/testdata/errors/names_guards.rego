@@ -1,0 +1,3 @@
+package acme.guards
+
+redact contains "/token" if input.tool.name == "login"
