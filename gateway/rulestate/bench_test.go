@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/rulestate"
+	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/gateway/store/storetest"
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/ruleset"
 	"github.com/turngate/turngate/policy/state"
@@ -92,5 +97,41 @@ func TestNoStateReadNoStoreAccess(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per event, want 0", allocs)
+	}
+}
+
+// statementCount counts the statements a PostgreSQL store sends.
+type statementCount struct{ n atomic.Int64 }
+
+func (c *statementCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *statementCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestOneRoundTripPerCall: on PostgreSQL, an allowed tool call whose
+// rules read 3 counters is one statement (a blocked one adds its
+// settlement).
+func TestOneRoundTripPerCall(t *testing.T) {
+	count := &statementCount{}
+	st, err := store.OpenPostgres(context.Background(), storetest.Schema(t), store.WithTracer(count))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	rev, errs := ruleset.Load("testdata/bench", ruleset.Options{})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	h := rulestate.New(st, rulestate.Options{}).Hooks(rev, rev.Hooks(nil, ruleset.FailClosed))
+	tc := &engine.ToolCallContext{Identity: alice, Type: "tool-call", ToolCallID: "c", ToolName: "search",
+		Input: json.RawMessage(`{"query": "go"}`), Tool: engine.ToolInfo{Name: "search", Kind: engine.ToolKindBuiltin}}
+	count.n.Store(0)
+	if d, err := h.BeforeToolCall(context.Background(), tc); err != nil || d != nil {
+		t.Fatalf("decision %+v, %v; want allow", d, err)
+	}
+	if n := count.n.Load(); n != 1 {
+		t.Fatalf("an allowed call with 3 counters sent %d statements, want 1", n)
 	}
 }
