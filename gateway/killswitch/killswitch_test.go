@@ -303,26 +303,6 @@ func TestSwitchesStopWhatTheyName(t *testing.T) {
 	}
 }
 
-// TestRunReadsOnWake: another process's switch applies at the next Wake
-// (the notification).
-func TestRunReadsOnWake(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "turngate.db")
-	c := &clock{t: t0}
-	a, st := openSwitches(t, path, c, &recorded{})
-	defer st.Close()
-	b := New(Options{Store: st, Now: c.now})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); b.Run(ctx, time.Hour) }()
-	set(t, a, `{"block":"tools","reason":"all"}`, c.now())
-	b.Wake()
-	for b.ToolCall("acme", "support", "search") == nil {
-		time.Sleep(time.Millisecond) // bounded by the test's timeout; no timed assertion
-	}
-	cancel()
-	<-done
-}
-
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	var buf bytes.Buffer
@@ -334,21 +314,37 @@ func mustJSON(t *testing.T, v any) string {
 	return buf.String()
 }
 
-// TestRunPolls: without a notification, the poll reads another process's
-// switch (the fallback of a replica that missed its notification).
-func TestRunPolls(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "turngate.db")
-	c := &clock{t: t0}
-	a, st := openSwitches(t, path, c, &recorded{})
-	defer st.Close()
-	b := New(Options{Store: st, Now: c.now})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); b.Run(ctx, time.Millisecond) }()
-	set(t, a, `{"block":"turns","reason":"all"}`, c.now())
-	for b.Turn("acme", "support") == nil {
-		time.Sleep(time.Millisecond) // bounded by the test's timeout; no timed assertion
+// TestRun: Run applies another process's switch at the next Wake (the
+// notification), and without one at the next poll (the fallback of a
+// replica that missed its notification).
+func TestRun(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		poll    time.Duration
+		wake    bool
+		body    string
+		stopped func(*Switches) bool
+	}{
+		{"on wake", time.Hour, true, `{"block":"tools","reason":"all"}`, func(b *Switches) bool { return b.ToolCall("acme", "support", "search") != nil }},
+		{"by polling", time.Millisecond, false, `{"block":"turns","reason":"all"}`, func(b *Switches) bool { return b.Turn("acme", "support") != nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &clock{t: t0}
+			a, st := openSwitches(t, filepath.Join(t.TempDir(), "turngate.db"), c, &recorded{})
+			defer st.Close()
+			b := New(Options{Store: st, Now: c.now})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); b.Run(ctx, tc.poll) }()
+			set(t, a, tc.body, c.now())
+			if tc.wake {
+				b.Wake()
+			}
+			for !tc.stopped(b) {
+				time.Sleep(time.Millisecond) // bounded by the test's timeout; no timed assertion
+			}
+			cancel()
+			<-done
+		})
 	}
-	cancel()
-	<-done
 }
