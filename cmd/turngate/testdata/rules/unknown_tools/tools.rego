@@ -8,3 +8,8 @@ block contains "search is fine" if {
 }
 
 block contains "no money" if input.tool.name in {"transfer", "delete"}
+
+block contains "after a search" if {
+	some c in input.previousCalls
+	c.toolName == "serch"
+}
