@@ -144,7 +144,7 @@ func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, po
 		return nil, b.result()
 	}
 	p := &Policy{opts: opts, src: b.src, schemas: &schemaCache{}, rules: ruleLocations(c), toolNames: b.toolNames(parsed),
-		stateReads: stateReadsOf(c, declaredStates(opts.StateSchema))}
+		stateReads: stateReadsOf(parsed, declaredStates(opts.StateSchema))}
 	store := newStore(doc)
 	for _, q := range []struct {
 		ref ast.Ref

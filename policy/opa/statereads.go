@@ -24,14 +24,15 @@ func (p *Policy) StateReads(pkg string) []string {
 }
 
 // stateReadsOf derives StateReads for both decision packages from the
-// compiled modules.
-func stateReadsOf(c *ast.Compiler, declared []string) map[string][]string {
+// policy modules, shadow modules included (their rules see the same
+// input).
+func stateReadsOf(modules map[string]*ast.Module, declared []string) map[string][]string {
 	if len(declared) == 0 {
 		return nil
 	}
 	byPkg := map[string]map[string]bool{ToolCallPackage: {}, ToolResultPackage: {}}
 	shared := map[string]bool{}
-	for _, m := range c.Modules {
+	for _, m := range modules {
 		into := shared
 		switch {
 		case m.Package.Path.Equal(toolCallRef):
