@@ -95,7 +95,11 @@ func runKillSwitch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		return 2
 	}
-	if (sub == "lift") != (fs.NArg() == 1) || (sub != "lift" && fs.NArg() > 0) {
+	switch {
+	case sub == "lift" && fs.NArg() != 1:
+		fmt.Fprintf(stderr, "turngate killswitch lift: give the id of one switch (turngate killswitch list shows them), not %d arguments %q\n\n%s", fs.NArg(), fs.Args(), killSwitchUsage)
+		return 2
+	case sub != "lift" && fs.NArg() > 0:
 		fmt.Fprintf(stderr, "turngate killswitch %s: unexpected arguments %q\n\n%s", sub, fs.Args(), killSwitchUsage)
 		return 2
 	}
@@ -139,7 +143,7 @@ func envOr(name, def string) string {
 func newKillSwitchClient(base, keyFile string) (*killSwitchClient, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--url %q is not an http or https URL with a host", base)
+		return nil, fmt.Errorf("the gateway URL %q (--url or $TURNGATE_URL) is not an http or https URL with a host", base)
 	}
 	key := os.Getenv("TURNGATE_ADMIN_KEY")
 	if keyFile != "" {

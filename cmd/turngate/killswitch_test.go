@@ -89,10 +89,19 @@ func TestKillSwitchCLI(t *testing.T) {
 		t.Errorf("a user's key: exit %d, stderr %q", code, stderr)
 	}
 
-	for _, args := range [][]string{{}, {"stop"}, {"lift", "--url", url}, {"list", "extra"}, {"set", "--url", "localhost:8080", "--block", "turns"},
-		{"set", "--url", url, "--block", "turns", "--reason", "r", "--expires-at", "tomorrow"}} {
-		if code, _, stderr := killswitchCLI(t, args...); code != 2 {
-			t.Errorf("killswitch %q: exit %d, want 2 (usage): %s", args, code, stderr)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "usage: turngate killswitch"},
+		{[]string{"stop"}, `unknown subcommand "stop"`},
+		{[]string{"lift", "--url", url}, "lift: give the id of one switch (turngate killswitch list shows them), not 0 arguments"},
+		{[]string{"list", "extra"}, `list: unexpected arguments ["extra"]`},
+		{[]string{"set", "--url", "localhost:8080", "--block", "turns"}, `the gateway URL "localhost:8080" (--url or $TURNGATE_URL) is not an http or https URL`},
+		{[]string{"set", "--url", url, "--block", "turns", "--reason", "r", "--expires-at", "tomorrow"}, `--expires-at "tomorrow" is not an RFC 3339 time`},
+	} {
+		if code, _, stderr := killswitchCLI(t, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("killswitch %q: exit %d, want 2 (usage) and %q: %s", tc.args, code, tc.want, stderr)
 		}
 	}
 }
