@@ -63,7 +63,7 @@ func writeInit(dir string) (int, error) {
 	}
 	for name := range files {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
-			return 0, fmt.Errorf("%s already exists; init writes only into a new or empty directory", filepath.Join(dir, name))
+			return 0, existsError(filepath.Join(dir, name))
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return 0, err
 		}
@@ -72,9 +72,26 @@ func writeInit(dir string) (int, error) {
 		return 0, err
 	}
 	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		// O_EXCL: a file made since the check above (or a link put there)
+		// is not written through either.
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			return 0, existsError(filepath.Join(dir, name))
+		} else if err != nil {
+			return 0, err
+		}
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return 0, err
 		}
 	}
 	return len(rules), nil
+}
+
+// existsError is the error of a file init would have written over.
+func existsError(path string) error {
+	return fmt.Errorf("%s already exists; init never writes over a file (give it a new directory, or move the file away)", path)
 }

@@ -48,7 +48,8 @@ func TestInit(t *testing.T) {
 	if code := run(context.Background(), []string{"init", dir}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "already exists") {
 		t.Errorf("a second init: exit %d, stderr %q; want 1 and that a file already exists", code, &stderr)
 	}
-	if code := run(context.Background(), []string{"init"}, &stdout, &stderr); code != 2 {
-		t.Errorf("init without a directory: exit %d, want 2", code)
+	stderr.Reset()
+	if code := run(context.Background(), []string{"init"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "want exactly one directory to write") {
+		t.Errorf("init without a directory: exit %d, stderr %q; want 2 and that it wants a directory to write", code, &stderr)
 	}
 }

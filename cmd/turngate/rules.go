@@ -53,7 +53,11 @@ func parseDir(fs *flag.FlagSet, args []string) (string, error) {
 		args = args[1:]
 	}
 	if len(positional) != 1 {
-		fmt.Fprintf(fs.Output(), "turngate %s: want exactly one rules directory, got %d arguments\n", fs.Name(), len(positional))
+		what := "rules directory"
+		if fs.Name() == "init" {
+			what = "directory to write"
+		}
+		fmt.Fprintf(fs.Output(), "turngate %s: want exactly one %s, got %d arguments\n", fs.Name(), what, len(positional))
 		fs.Usage()
 		return "", errUsage
 	}
