@@ -122,8 +122,8 @@ func window(c *config.Quota) state.Window {
 	return state.Window{Calendar: state.Calendar(c.Window), Location: c.Location()}
 }
 
-// applicable returns the quotas that apply to id's turns, and kind's
-// ("turns" or tokens) when kind is not "".
+// applicable returns the quotas that apply to id's turns (its tenant's
+// and agent's); with tokens, only the token budgets among them.
 func (q *Quotas) applicable(id *engine.Identity, tokens bool) []*quota {
 	var out []*quota
 	for _, x := range q.all {
