@@ -146,7 +146,9 @@ var ruleNames = map[string]bool{"input": true, "data": true, "turn": true, "step
 	"session": true, "timeout": true, "attachments": true, "decision": true, "shadow": true}
 
 // TestDocsNameRealConfigKeys keeps the docs' config paths true: every
-// backquoted dotted name in the user docs whose first part is a top-level
+// backquoted dotted name in the user docs (README.md, rules/README.md,
+// API.md, docs/*.md — SECURITY.md names many — and the examples' READMEs)
+// whose first part is a top-level
 // config key (`limits.approvalExpiry`, `audit.recordInput`) is a key the
 // config takes. rules/README.md once documented `approvals.expiry`, which
 // does not exist.
@@ -197,7 +199,11 @@ func TestDocsNameRealConfigKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs = append(docs, filepath.Join("..", "..", "README.md"), filepath.Join("..", "..", "rules", "README.md"), filepath.Join("..", "API.md"))
+	more, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(append(docs, more...), filepath.Join("..", "..", "README.md"), filepath.Join("..", "..", "rules", "README.md"), filepath.Join("..", "API.md"))
 	for _, doc := range docs {
 		data, err := os.ReadFile(doc)
 		if err != nil {
