@@ -261,7 +261,11 @@ func mayDecide(p engine.Principal, a *store.Approval) string {
 		return ""
 	}
 	var requester engine.Principal
-	_ = json.Unmarshal(a.Principal, &requester)
+	if err := json.Unmarshal(a.Principal, &requester); err != nil || requester.Subject == "" {
+		// Without its requester the self-approval check cannot hold:
+		// closed, not open.
+		return "the approval does not record which principal asked for it"
+	}
 	self := requester.Tenant == p.Tenant && requester.Subject == p.Subject
 	if self && slices.Contains(a.Approvers, opa.ApproverRequester) {
 		return ""

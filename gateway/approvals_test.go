@@ -583,3 +583,35 @@ func FuzzDecodeDecision(f *testing.F) {
 		}
 	})
 }
+
+// TestMayDecide: who may decide a role-gated approval, from the approval's
+// record alone; one that does not say who asked for it fails closed.
+func TestMayDecide(t *testing.T) {
+	olga := engine.Principal{Tenant: "acme", Subject: "olga", Roles: []string{"ops"}}
+	oscar := engine.Principal{Tenant: "acme", Subject: "oscar", Roles: []string{"ops"}}
+	alice := engine.Principal{Tenant: "acme", Subject: "alice"}
+	asked := func(p engine.Principal) json.RawMessage { b, _ := json.Marshal(p); return b }
+	for _, tc := range []struct {
+		name      string
+		approvers []string
+		requester json.RawMessage
+		by        engine.Principal
+		want      string
+	}{
+		{"chat-user approval", nil, asked(alice), alice, ""},
+		{"another holder of the role", []string{"role:ops"}, asked(olga), oscar, ""},
+		{"the requester itself", []string{"role:ops"}, asked(olga), olga, "asked for this approval itself"},
+		{"the requester, allowed", []string{"role:ops", "requester"}, asked(olga), olga, ""},
+		{"no role", []string{"role:ops"}, asked(olga), alice, "holds none of the approver roles role:ops"},
+		{"a requester only, not the requester", []string{"requester"}, asked(olga), oscar, "holds none of the approver roles requester"},
+		{"no requester recorded", []string{"role:ops"}, nil, oscar, "does not record which principal asked for it"},
+		{"an unreadable requester", []string{"role:ops"}, json.RawMessage(`{"subject":`), oscar, "does not record which principal asked for it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := mayDecide(tc.by, &store.Approval{Approvers: tc.approvers, Principal: tc.requester})
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("mayDecide = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
