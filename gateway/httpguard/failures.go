@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -61,6 +62,22 @@ func Source(r *http.Request) string {
 	return host
 }
 
+// throttleKey is what source's failures count against: an IPv6 address's
+// /64, the block one host is usually given (a guesser would otherwise
+// take a new address for each try, and fill maxFailureSources), and any
+// other source as it is.
+func throttleKey(source string) string {
+	a, err := netip.ParseAddr(source)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return source
+	}
+	p, err := a.Prefix(64)
+	if err != nil {
+		return source
+	}
+	return p.String()
+}
+
 // turn starts a new window when the current one has passed; mu is held.
 func (f *Failures) turn(now time.Time) {
 	if now.Sub(f.start) < FailureWindow {
@@ -75,10 +92,11 @@ func (f *Failures) turn(now time.Time) {
 func (f *Failures) Fail(ctx context.Context, source, kind, where string) {
 	f.mu.Lock()
 	f.turn(f.now())
-	if n, ok := f.sources[source]; ok || len(f.sources) < maxFailureSources {
-		f.sources[source] = n + 1
+	key := throttleKey(source)
+	if n, ok := f.sources[key]; ok || len(f.sources) < maxFailureSources {
+		f.sources[key] = n + 1
 	}
-	count := f.sources[source]
+	count := f.sources[key]
 	logIt := f.logged < FailureLogBurst
 	skipped := f.skipped
 	if logIt {
@@ -94,8 +112,8 @@ func (f *Failures) Fail(ctx context.Context, source, kind, where string) {
 	}
 }
 
-// Throttled reports whether source has used up its failures of the
-// current window, and when the window ends.
+// Throttled reports whether source (with the rest of its IPv6 /64) has
+// used up its failures of the current window, and when the window ends.
 func (f *Failures) Throttled(source string) (time.Duration, bool) {
 	if f.limit <= 0 {
 		return 0, false
@@ -104,7 +122,7 @@ func (f *Failures) Throttled(source string) (time.Duration, bool) {
 	defer f.mu.Unlock()
 	now := f.now()
 	f.turn(now)
-	if f.sources[source] < f.limit {
+	if f.sources[throttleKey(source)] < f.limit {
 		return 0, false
 	}
 	return f.start.Add(FailureWindow).Sub(now), true

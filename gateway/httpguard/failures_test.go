@@ -58,3 +58,27 @@ func TestFailuresThrottlePerSource(t *testing.T) {
 		t.Error("still throttled in the next minute")
 	}
 }
+
+// TestFailuresThrottleIPv6Blocks: an IPv6 guesser's failures count for its
+// whole /64, so a new address for each try is still throttled; the next
+// /64 and IPv4 addresses are not.
+func TestFailuresThrottleIPv6Blocks(t *testing.T) {
+	f := NewFailures(slog.New(slog.DiscardHandler), 3, nil)
+	for _, src := range []string{"2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::3"} {
+		f.Fail(context.Background(), src, "invalid API key", "x")
+	}
+	for _, tc := range []struct {
+		source string
+		want   bool
+	}{
+		{"2001:db8:1:2::99", true},
+		{"2001:db8:1:3::1", false},
+		{"::ffff:192.0.2.1", false},
+		{"192.0.2.1", false},
+		{"not an address", false},
+	} {
+		if _, ok := f.Throttled(tc.source); ok != tc.want {
+			t.Errorf("Throttled(%q) = %v, want %v", tc.source, ok, tc.want)
+		}
+	}
+}
