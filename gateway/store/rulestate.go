@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// StateStore keeps the counts of declared rule state (migration 0011;
+// StateStore keeps the counts of declared rule state (migrations 0011, 0012;
 // policy/state declares the states, gateway/rulestate computes their
 // values), aggregated per scope key, time bucket, outcome and item. Both
 // drivers implement it: SQLite serialises every admission through its one
@@ -166,7 +166,7 @@ func pgStateWrites(ws []StateWrite) (keys []string, buckets []int64, items []str
 	return
 }
 
-// AdmitState is one call of turngate_state_admit (migration 0011): one
+// AdmitState is one call of turngate_state_admit (migration 0012): one
 // round trip, whatever the number of reads and writes.
 func (s *Postgres) AdmitState(ctx context.Context, a *StateAdmission) ([]StateReading, error) {
 	keys := make([]string, 0, len(a.Reads)+len(a.Writes))

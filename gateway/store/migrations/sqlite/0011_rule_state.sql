@@ -1,25 +1,22 @@
--- 0011_rule_state: the counts of declared rule state (policy/state,
--- gateway/rulestate), aggregated per scope key, time bucket, outcome and
--- item. state_key is a hash of the declaration's fingerprint and the
--- event's scope values; bucket_ms the start of the event's bucket (the
--- declaration's resolution, a minute for calendar windows), so a window,
--- whose start is a bucket boundary, is a range of buckets. n counts the
--- events, total sums their amounts (tokens, an input field), last_ms is
--- the newest one's time, item the distinct value (countDistinct, else '').
--- An event is counted under its tentative outcome and moved to its final
--- one (n - 1 there, n + 1 here) when the rules decided. expires_ms is when
--- no window of the declaration holds the bucket any more: pruning deletes
--- below it in batches. A hot key is a few rows per bucket, not a row per
--- event, so a read stays small however busy the key.
-CREATE TABLE rule_state_buckets (
+-- 0011_rule_state: the events that declared rule state counts (policy/state,
+-- gateway/rulestate). One row per event and declaration scope key
+-- (state_key, a hash of the declaration's fingerprint and the event's scope
+-- values): a read of one state for one event is a range over
+-- (state_key, at_ms). event names the gateway's event (one admission) so
+-- its outcome can be settled after the rules decided (executed → blocked,
+-- succeeded, …). value is the summed amount (tokens, an input field), item
+-- the distinct value (countDistinct). expires_ms is when no window of the
+-- declaration holds the row any more: pruning deletes below it in batches.
+CREATE TABLE rule_state_events (
+    id         INTEGER PRIMARY KEY,
     state_key  TEXT    NOT NULL,
-    bucket_ms  INTEGER NOT NULL,
+    at_ms      INTEGER NOT NULL,
+    event      TEXT    NOT NULL,
     outcome    TEXT    NOT NULL,
-    item       TEXT    NOT NULL,
-    n          INTEGER NOT NULL,
-    total      REAL    NOT NULL,
-    last_ms    INTEGER NOT NULL,
-    expires_ms INTEGER NOT NULL,
-    PRIMARY KEY (state_key, bucket_ms, outcome, item)
-) WITHOUT ROWID;
-CREATE INDEX rule_state_buckets_expiry ON rule_state_buckets (expires_ms);
+    value      REAL    NOT NULL DEFAULT 0,
+    item       TEXT    NOT NULL DEFAULT '',
+    expires_ms INTEGER NOT NULL
+);
+CREATE INDEX rule_state_events_key ON rule_state_events (state_key, at_ms);
+CREATE INDEX rule_state_events_event ON rule_state_events (event);
+CREATE INDEX rule_state_events_expiry ON rule_state_events (expires_ms);
