@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -337,7 +338,9 @@ func replayFile(ctx context.Context, rev *ruleset.Revision, file string, example
 	}
 }
 
-// rawDecision is a decision as JSON; nil for none.
+// rawDecision is a decision as JSON, its objects' keys in order as the
+// audit log records them (a patched input keeps the model's order until
+// then); nil for none.
 func rawDecision(d any) json.RawMessage {
 	if d == nil {
 		return nil
@@ -348,6 +351,15 @@ func rawDecision(d any) json.RawMessage {
 	b, err := json.Marshal(d)
 	if err != nil || string(b) == "null" {
 		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // numbers stay as written
+	var v any
+	if dec.Decode(&v) != nil {
+		return b
+	}
+	if sorted, err := json.Marshal(v); err == nil {
+		return sorted
 	}
 	return b
 }

@@ -79,8 +79,10 @@ type Trace struct {
 	// Shadow is the outcome of the package's shadow rules (shadow.go), nil
 	// when it has none.
 	Shadow *policy.Shadow
-	// input is the input document evaluated (see InputJSON).
+	// input is the input document evaluated (see InputJSON), raws the
+	// JSON bytes some of its terms were parsed from.
 	input ast.Value
+	raws  rawTerms
 }
 
 // decideToolCall maps a data.turngate.tool_call document to the engine's

@@ -43,12 +43,13 @@ import (
 // string, a substitute without output, an invalid patch op or one that does
 // not apply, or a model input that is not JSON).
 func (p *Policy) ToolCall(ctx context.Context, tc *engine.ToolCallContext) (*engine.ToolCallDecision, Trace, error) {
-	in, err := toolCallInput(tc, p.schemas)
+	var raws rawTerms
+	in, err := toolCallInput(tc, p.schemas, &raws)
 	if err != nil {
 		return nil, Trace{}, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("building tool_call input: %v", err)}
 	}
 	doc, tr, err := p.eval(ctx, p.toolCall, ToolCallPackage, in)
-	tr.input = in
+	tr.input, tr.raws = in, raws
 	if err != nil {
 		return nil, tr, err
 	}
@@ -68,12 +69,13 @@ func (p *Policy) ToolCall(ctx context.Context, tc *engine.ToolCallContext) (*eng
 // are skipped). Patches apply first, then redactions. Failures are returned
 // as for ToolCall.
 func (p *Policy) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, Trace, error) {
-	in, err := toolResultInput(rc, p.schemas)
+	var raws rawTerms
+	in, err := toolResultInput(rc, p.schemas, &raws)
 	if err != nil {
 		return nil, Trace{}, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("building tool_result input: %v", err)}
 	}
 	doc, tr, err := p.eval(ctx, p.toolResult, ToolResultPackage, in)
-	tr.input = in
+	tr.input, tr.raws = in, raws
 	if err != nil {
 		return nil, tr, err
 	}

@@ -41,7 +41,7 @@ import (
 // A field holding invalid JSON appears as null; evaluating such a call fails
 // with CodeValidation.
 func ToolCallInput(tc *engine.ToolCallContext) map[string]any {
-	v, _ := toolCallInput(tc, nil)
+	v, _ := toolCallInput(tc, nil, nil)
 	return goValue(v)
 }
 
@@ -61,7 +61,7 @@ func ToolCallInput(tc *engine.ToolCallContext) map[string]any {
 // A field holding invalid JSON appears as null; evaluating fails with
 // CodeValidation.
 func ToolResultInput(rc *engine.ToolCallResultContext) map[string]any {
-	v, _ := toolResultInput(rc, nil)
+	v, _ := toolResultInput(rc, nil, nil)
 	return goValue(v)
 }
 
@@ -77,11 +77,15 @@ func goValue(v ast.Value) map[string]any {
 // The input documents are built as ast values directly: converting Go maps
 // with ast.InterfaceToValue would double the work on every decision.
 
-func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache) (ast.Value, error) {
+// The builders note in raws (when not nil) the terms they parsed from
+// JSON the gateway holds, so a decision record copies those bytes instead
+// of rendering the terms again (renderInput).
+
+func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache, raws *rawTerms) (ast.Value, error) {
 	var errs []error
 	prev := make([]*ast.Term, len(tc.PreviousCalls))
 	for i, pc := range tc.PreviousCalls {
-		pin, err := jsonTerm(pc.Input, emptyObject)
+		pin, err := raws.json(pc.Input, emptyObject)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("previous call %s input: %w", pc.ToolCallID, err))
 		}
@@ -103,7 +107,7 @@ func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache) (ast.Value,
 			body = ast.NewTerm(v)
 		}
 	}
-	tool, err := toolTerm(tc.ToolName, &tc.Tool, tc.Dynamic, tc.Input, schemas)
+	tool, err := toolTerm(tc.ToolName, &tc.Tool, tc.Dynamic, tc.Input, schemas, raws)
 	errs = append(errs, err)
 	items := append(callItems(&tc.Identity, tool, tc.ToolCallID, tc.StepNumber, len(tc.Messages)),
 		ast.Item(inputKey.body, body),
@@ -118,13 +122,13 @@ func toolCallInput(tc *engine.ToolCallContext, schemas *schemaCache) (ast.Value,
 	return ast.NewObject(items...), errors.Join(errs...)
 }
 
-func toolResultInput(rc *engine.ToolCallResultContext, schemas *schemaCache) (ast.Value, error) {
-	tool, terr := toolTerm(rc.ToolName, &rc.Tool, rc.Dynamic, rc.Input, schemas)
-	out, oerr := jsonTerm(rc.Output, ast.NullTerm())
+func toolResultInput(rc *engine.ToolCallResultContext, schemas *schemaCache, raws *rawTerms) (ast.Value, error) {
+	tool, terr := toolTerm(rc.ToolName, &rc.Tool, rc.Dynamic, rc.Input, schemas, raws)
+	out, oerr := raws.json(rc.Output, ast.NullTerm())
 	if oerr != nil {
 		oerr = fmt.Errorf("output: %w", oerr)
 	}
-	eff, eerr := jsonTerm(rc.EffectiveInput, ast.NullTerm())
+	eff, eerr := raws.json(rc.EffectiveInput, ast.NullTerm())
 	if eerr != nil {
 		eerr = fmt.Errorf("effective input: %w", eerr)
 	}
@@ -280,17 +284,19 @@ func callItems(id *engine.Identity, tool *ast.Term, callID string, step, message
 }
 
 // toolTerm is input.tool: the tool's description plus the model's input.
-func toolTerm(name string, info *engine.ToolInfo, dynamic bool, input json.RawMessage, schemas *schemaCache) (*ast.Term, error) {
+func toolTerm(name string, info *engine.ToolInfo, dynamic bool, input json.RawMessage, schemas *schemaCache, raws *rawTerms) (*ast.Term, error) {
 	if name == "" {
 		name = info.Name
 	}
-	in, err := jsonTerm(input, emptyObject)
+	in, err := raws.json(input, emptyObject)
 	if err != nil {
 		err = fmt.Errorf("tool call input: %w", err)
 	}
 	schema, serr := schemas.get(info.InputSchema)
 	if serr != nil {
 		err = errors.Join(err, fmt.Errorf("tool input schema: %w", serr))
+	} else {
+		raws.note(schema, info.InputSchema)
 	}
 	return ast.ObjectTerm(
 		ast.Item(inputKey.name, ast.StringTerm(name)),

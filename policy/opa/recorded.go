@@ -25,7 +25,7 @@ func (t Trace) InputJSON() json.RawMessage {
 	if t.input == nil {
 		return nil
 	}
-	b, err := renderInput(t.input)
+	b, err := renderInput(t.input, t.raws)
 	if err != nil {
 		return nil
 	}
@@ -35,20 +35,22 @@ func (t Trace) InputJSON() json.RawMessage {
 // ToolCallInputJSON is ToolCallInput as JSON with its keys sorted, the
 // rendering decision records carry.
 func ToolCallInputJSON(tc *engine.ToolCallContext) (json.RawMessage, error) {
-	v, err := toolCallInput(tc, nil)
+	var raws rawTerms
+	v, err := toolCallInput(tc, nil, &raws)
 	if err != nil {
 		return nil, err
 	}
-	return renderInput(v)
+	return renderInput(v, raws)
 }
 
 // ToolResultInputJSON is ToolResultInput as JSON with its keys sorted.
 func ToolResultInputJSON(rc *engine.ToolCallResultContext) (json.RawMessage, error) {
-	v, err := toolResultInput(rc, nil)
+	var raws rawTerms
+	v, err := toolResultInput(rc, nil, &raws)
 	if err != nil {
 		return nil, err
 	}
-	return renderInput(v)
+	return renderInput(v, raws)
 }
 
 // maxPooledJSON is the largest scratch buffer renderInput keeps for
@@ -59,10 +61,12 @@ var jsonScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // renderInput renders v with appendJSON into a pooled scratch buffer and
 // returns an exact-size copy: one allocation per input document instead
-// of one per growth of the buffer.
-func renderInput(v ast.Value) (json.RawMessage, error) {
+// of one per growth of the buffer. A term noted in raws is the JSON it was
+// parsed from, compacted (its keys in the order they came in), not
+// rendered again.
+func renderInput(v ast.Value, raws rawTerms) (json.RawMessage, error) {
 	scratch := jsonScratch.Get().(*[]byte)
-	b, err := appendJSON((*scratch)[:0], v)
+	b, err := appendJSON((*scratch)[:0], v, raws)
 	out := json.RawMessage(bytes.Clone(b))
 	if cap(b) <= maxPooledJSON {
 		*scratch = b
@@ -73,8 +77,9 @@ func renderInput(v ast.Value) (json.RawMessage, error) {
 
 // appendJSON appends the JSON of v, a value made of JSON types only, to
 // dst. Object keys come out sorted (ast objects iterate sorted), numbers
-// exactly as the input held them.
-func appendJSON(dst []byte, v ast.Value) ([]byte, error) {
+// exactly as the input held them; a member or element noted in raws is
+// its JSON compacted.
+func appendJSON(dst []byte, v ast.Value, raws rawTerms) ([]byte, error) {
 	switch x := v.(type) {
 	case ast.Null:
 		return append(dst, "null"...), nil
@@ -91,7 +96,7 @@ func appendJSON(dst []byte, v ast.Value) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst, err = appendJSON(dst, x.Elem(i).Value)
+			dst, err = raws.appendTerm(dst, x.Elem(i))
 		}
 		return append(dst, ']'), err
 	case ast.Object:
@@ -109,12 +114,58 @@ func appendJSON(dst []byte, v ast.Value) ([]byte, error) {
 			dst = appendJSONString(dst, string(key))
 			dst = append(dst, ':')
 			var err error
-			dst, err = appendJSON(dst, val.Value)
+			dst, err = raws.appendTerm(dst, val)
 			return err
 		})
 		return append(dst, '}'), err
 	}
 	return dst, fmt.Errorf("value of type %s is not JSON", ast.ValueName(v))
+}
+
+// rawTerms notes the terms of an input document parsed from JSON the
+// gateway holds (the model's tool input, the tool's schema, earlier calls'
+// inputs, a tool's output) with those bytes. Only objects and arrays are
+// noted: scalars render as cheaply, and may be interned terms that appear
+// elsewhere in the document.
+type rawTerms []rawTerm
+
+type rawTerm struct {
+	t   *ast.Term
+	raw json.RawMessage
+}
+
+// json is jsonTerm, noting the term it parsed from raw.
+func (r *rawTerms) json(raw json.RawMessage, empty *ast.Term) (*ast.Term, error) {
+	t, err := jsonTerm(raw, empty)
+	if err == nil && t != empty {
+		r.note(t, raw)
+	}
+	return t, err
+}
+
+// note records that t was parsed from the valid JSON raw.
+func (r *rawTerms) note(t *ast.Term, raw json.RawMessage) {
+	if r == nil || len(raw) == 0 {
+		return
+	}
+	switch t.Value.(type) {
+	case ast.Object, *ast.Array:
+		*r = append(*r, rawTerm{t, raw})
+	}
+}
+
+// appendTerm appends t's JSON: its noted bytes compacted, else rendered.
+func (r rawTerms) appendTerm(dst []byte, t *ast.Term) ([]byte, error) {
+	for _, rt := range r {
+		if rt.t == t {
+			buf := bytes.NewBuffer(dst)
+			if err := json.Compact(buf, rt.raw); err != nil {
+				return dst, err
+			}
+			return buf.Bytes(), nil
+		}
+	}
+	return appendJSON(dst, t.Value, r)
 }
 
 // appendJSONString appends s as a JSON string escaped as encoding/json

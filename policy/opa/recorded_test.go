@@ -1,7 +1,9 @@
 package opa
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -18,12 +20,15 @@ func fullResult() *engine.ToolCallResultContext {
 	}
 }
 
-// The recorded JSON is the input document, byte for byte what
-// encoding/json makes of ToolCallInput, and decoding it rebuilds a context
-// whose document is the same again: what eval and replay rely on.
+// The recorded JSON is the input document (what encoding/json makes of
+// ToolCallInput, the JSON the gateway holds, such as the model's tool
+// input, copied with its keys in the order they came in), and decoding it
+// rebuilds a context whose recorded JSON is the same bytes again: what
+// eval and replay rely on.
 func TestRecordedInputRoundTrip(t *testing.T) {
 	tc := fullCall()
 	tc.Body["odd"] = "tab\there \x7f \xff bad utf-8 <&>"
+	tc.Input = json.RawMessage("{\"query\": \"turngate\",\n \"limit\": 12345678901234567890}")
 	rc := fullResult()
 	for _, c := range []struct {
 		name   string
@@ -59,15 +64,18 @@ func TestRecordedInputRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// encoding/json escapes <, > and & for HTML; both are JSON, as
-			// are U+FFFD and its escape.
-			if norm(string(got)) != norm(string(want)) {
+			if !reflect.DeepEqual(decodeExact(t, got), decodeExact(t, want)) {
 				t.Errorf("recorded JSON differs from the input document:\n got %s\nwant %s", got, want)
+			}
+			if !strings.Contains(string(got), `"input":{"query":"turngate","limit":12345678901234567890}`) {
+				t.Errorf("the model's input is not copied compacted, in its order: %s", got)
 			}
 			again, err := c.decode(got)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Invalid UTF-8 is recorded as the escape \ufffd, which
+			// decodes to U+FFFD, written as it is.
 			if norm(string(again)) != norm(string(got)) {
 				t.Errorf("decoded and rendered again:\n got %s\nwant %s", again, got)
 			}
@@ -75,8 +83,18 @@ func TestRecordedInputRoundTrip(t *testing.T) {
 	}
 }
 
-func norm(s string) string {
-	return strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&", `\ufffd`, "\ufffd").Replace(s)
+func norm(s string) string { return strings.ReplaceAll(s, `\ufffd`, "\ufffd") }
+
+// decodeExact decodes the JSON document b keeping numbers as written.
+func decodeExact(t *testing.T, b []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func TestDecodeRecordedInputErrors(t *testing.T) {
