@@ -137,6 +137,7 @@ func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, po
 		b.addCompileErrors(c.Errors)
 	} else {
 		b.checkDecisionTypes(c)
+		b.checkConventionNames(c)
 	}
 	b.checkDecisionNames(parsed)
 	b.checkUnusedPackages(parsed)

@@ -29,6 +29,9 @@ func TestCompileErrors(t *testing.T) {
 		// other packages of the user's own, used or not, are left alone.
 		{"names_outside", []string{"names_root.rego", "names_bare.rego", "names_guards.rego", "names_lists.rego", "names_uses_lists.rego", "names_other.rego"}, testOptions,
 			[]string{policy.CodeSchema, policy.CodeSchema, policy.CodeSchema}},
+		// OPA's deny, allow, warn and violation, read by no rule.
+		{"names_opa", []string{"names_opa.rego", "names_opa_read.rego"}, testOptions,
+			[]string{policy.CodeSchema, policy.CodeSchema, policy.CodeSchema, policy.CodeSchema}},
 		{"all_at_once", []string{"sandbox.rego", "parse2.rego", "compile.rego"}, testOptions,
 			[]string{policy.CodeParse, policy.CodeSandbox, policy.CodeSandbox, policy.CodeSandbox}},
 	}

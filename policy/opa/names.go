@@ -58,6 +58,75 @@ func (b *build) checkDecisionNames(parsed map[string]*ast.Module) {
 	}
 }
 
+// opaConventions are the rule names other OPA integrations decide by
+// (OPA's own examples, Gatekeeper, Conftest), with what says it here. In
+// a decision package they are helpers like any other, so one that no rule
+// reads is a policy that was meant to decide and never does.
+var opaConventions = map[string]string{
+	"deny":      "write block contains reason if … instead",
+	"violation": "write block contains reason if … instead",
+	"allow":     "a call is allowed unless a decision fires: write block contains reason if not allow",
+	"warn":      "nothing here only warns: a decision rule marked shadow (its METADATA custom: shadow: true) is recorded, not enforced",
+}
+
+// checkConventionNames reports each rule of a decision package named as
+// another OPA integration's decision (deny, violation, allow, warn) that
+// no rule of the compiled modules c reads.
+func (b *build) checkConventionNames(c *ast.Compiler) {
+	read := map[string]bool{} // "data.turngate.tool_call.deny"
+	for _, m := range c.Modules {
+		for _, r := range m.Rules {
+			ast.WalkRefs(r.Body, func(ref ast.Ref) bool {
+				read[ref.ConstantPrefix().String()] = true
+				return false
+			})
+			if r.Head.Value != nil {
+				ast.WalkRefs(r.Head.Value, func(ref ast.Ref) bool {
+					read[ref.ConstantPrefix().String()] = true
+					return false
+				})
+			}
+			if r.Head.Key != nil {
+				ast.WalkRefs(r.Head.Key, func(ref ast.Ref) bool {
+					read[ref.ConstantPrefix().String()] = true
+					return false
+				})
+			}
+		}
+	}
+	reported := map[string]bool{}
+	for _, path := range slices.Sorted(maps.Keys(c.Modules)) {
+		m := c.Modules[path]
+		pkg := packageName(m)
+		if _, decision := decisionRules[pkg]; !decision {
+			continue
+		}
+		for _, r := range m.Rules {
+			name := r.Head.Ref()[0].String()
+			hint, conventional := opaConventions[name]
+			full := m.Package.Path.String() + "." + name
+			if !conventional || reported[full] || anyReadUnder(read, full) {
+				continue
+			}
+			reported[full] = true
+			b.errs = append(b.errs, b.src.error(policy.CodeSchema, r.Location, fmt.Sprintf(
+				"%s is not a decision of %s and no rule reads it, so it never decides anything: %s (its decisions are %s)",
+				name, pkg, hint, strings.Join(decisionRules[pkg], ", "))))
+		}
+	}
+}
+
+// anyReadUnder reports whether read holds ref or a reference inside it
+// (data.turngate.tool_call.allow[x] for data.turngate.tool_call.allow).
+func anyReadUnder(read map[string]bool, ref string) bool {
+	for r := range read {
+		if r == ref || strings.HasPrefix(r, ref+".") || strings.HasPrefix(r, ref+"[") {
+			return true
+		}
+	}
+	return false
+}
+
 // checkUnusedPackages reports each module of a package under turngate that
 // is neither a decision package nor used, directly or through other such
 // modules, by a decision package's modules: nothing would ever evaluate

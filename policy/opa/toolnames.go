@@ -86,7 +86,10 @@ func literalLists(m *ast.Module) map[ast.Var][]*ast.Term {
 		if len(ref) != 1 || !r.Body.Equal(ast.NewBody(ast.NewExpr(ast.BooleanTerm(true)))) {
 			continue
 		}
-		name := ref[0].Value.(ast.Var)
+		name, ok := ref[0].Value.(ast.Var)
+		if !ok {
+			continue
+		}
 		switch {
 		case r.Head.Value != nil:
 			switch c := r.Head.Value.Value.(type) {
