@@ -22,6 +22,7 @@ import (
 	"github.com/turngate/turngate/gateway"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/policy/opa"
@@ -377,12 +378,5 @@ func checkListen(listen string, keys bool) error {
 // loopback reports whether addr's host is a loopback address or localhost.
 func loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && httpguard.LoopbackName(host)
 }

@@ -107,13 +107,13 @@ func LoopbackHost(host, port string) bool {
 	if err != nil {
 		name, p = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), "80"
 	}
-	return p == port && loopbackName(name)
+	return p == port && LoopbackName(name)
 }
 
-// loopbackName reports whether name is "localhost" or a loopback IP
-// literal. Other names, even ones that resolve to 127.0.0.1 now, are what
-// a rebinding page would send.
-func loopbackName(name string) bool {
+// LoopbackName reports whether name is "localhost" (any case) or a
+// loopback IP literal. Other names, even ones that resolve to 127.0.0.1
+// now, are what a rebinding page would send.
+func LoopbackName(name string) bool {
 	if strings.EqualFold(name, "localhost") {
 		return true
 	}
@@ -129,7 +129,7 @@ func loopbackOrigin(o string) bool {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
-	return loopbackName(u.Hostname())
+	return LoopbackName(u.Hostname())
 }
 
 // RequireBearer serves next only to requests whose Authorization header is
