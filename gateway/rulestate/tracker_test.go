@@ -3,6 +3,7 @@ package rulestate_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/rulestate"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/policy/ruleset"
 	"github.com/turngate/turngate/policy/state"
 )
 
@@ -77,5 +79,31 @@ func TestPruneKeepsRowsBounded(t *testing.T) {
 	// An hour and a resolution of rows live, plus an hour's before pruning.
 	if maxRows > 14 {
 		t.Fatalf("up to %d rows over the week, want at most 14", maxRows)
+	}
+}
+
+// downStore is a state store that is unreachable.
+type downStore struct{}
+
+var errDown = errors.New("connection refused")
+
+func (downStore) AdmitState(context.Context, *store.StateAdmission) ([]store.StateReading, error) {
+	return nil, errDown
+}
+func (downStore) SettleState(context.Context, *store.StateSettlement) error { return errDown }
+func (downStore) PruneState(context.Context, time.Time, int) (int, error)   { return 0, errDown }
+
+// TestStoreOutageFailsClosed: when the state a call's rules read cannot
+// be read, the call is refused with an error (the engine makes it a tool
+// error the model sees), never decided on a guessed value.
+func TestStoreOutageFailsClosed(t *testing.T) {
+	rev, errs := ruleset.Load("testdata/bench", ruleset.Options{})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	h := rulestate.New(downStore{}, rulestate.Options{}).Hooks(rev, rev.Hooks(nil, ruleset.FailOpen))
+	tc := &engine.ToolCallContext{Identity: alice, Type: "tool-call", ToolCallID: "c", ToolName: "search", Input: json.RawMessage(`{}`)}
+	if d, err := h.BeforeToolCall(context.Background(), tc); !errors.Is(err, errDown) {
+		t.Fatalf("decision %+v, error %v; want the store's error even with the rules failing open", d, err)
 	}
 }
