@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/killswitch"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/internal/fakeclock"
 )
 
 // The keys of killSwitchKeys: an operator's admin key and two tenants'
@@ -318,21 +319,21 @@ func goWaitApplied(t *testing.T, gs []*testGateway, cond func(*Server) bool) (wa
 // TestKillSwitchExpires: a switch with an expiry stops calls until then
 // and lifts itself at it (the gateway's injected clock, no sleep).
 func TestKillSwitchExpires(t *testing.T) {
-	clock := &quotaClock{t: time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC))
 	cfg := testConfig(t, "basic")
 	killSwitchKeys(cfg)
-	g := startGateway(t, cfg, Options{Now: clock.now})
+	g := startGateway(t, cfg, Options{Now: clock.Now})
 	var k store.KillSwitch
 	g.as(ksOpsKey).doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "for ten minutes", "expiresIn": "10m"}, http.StatusCreated, &k)
-	if want := clock.now().Add(10 * time.Minute); !k.ExpiresAt.Equal(want) {
+	if want := clock.Now().Add(10 * time.Minute); !k.ExpiresAt.Equal(want) {
 		t.Errorf("expiresAt %v, want %v", k.ExpiresAt, want)
 	}
 	acme := g.as(ksAcmeKey)
-	clock.advance(10*time.Minute - time.Second)
+	clock.Advance(10*time.Minute - time.Second)
 	if _, stopped := weatherRan(t, acme, "s1", "u1"); !stopped {
 		t.Error("a second before its expiry the switch does not stop the call")
 	}
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	if ran, _ := weatherRan(t, acme, "s1", "u2"); !ran {
 		t.Error("at its expiry the switch still stops the call")
 	}

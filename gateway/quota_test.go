@@ -13,25 +13,12 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/internal/fakeclock"
 )
-
-// quotaClock is an injected clock for the quotas' windows.
-type quotaClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *quotaClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *quotaClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // startQuotaGateway starts a gateway with the tenants' keys, quotas qs
 // and the state on clock.
-func startQuotaGateway(t *testing.T, clock *quotaClock, qs ...config.Quota) *testGateway {
+func startQuotaGateway(t *testing.T, clock *fakeclock.Clock, qs ...config.Quota) *testGateway {
 	t.Helper()
 	cfg := testConfig(t, "basic")
 	killSwitchKeys(cfg)
@@ -39,7 +26,7 @@ func startQuotaGateway(t *testing.T, clock *quotaClock, qs ...config.Quota) *tes
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return startGateway(t, cfg, Options{Now: clock.now})
+	return startGateway(t, cfg, Options{Now: clock.Now})
 }
 
 // refusal reads a refused request's status, headers and JSON body.
@@ -64,7 +51,7 @@ func refusal(t *testing.T, what string, resp *http.Response, want int) (http.Hea
 // another principal's turns run; once the window has passed (an injected
 // clock) the turns run again.
 func TestQuotaRefusesTurns(t *testing.T) {
-	clock := &quotaClock{t: time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC))
 	g := startQuotaGateway(t, clock, config.Quota{Name: "principal-turns", Per: "principal", Turns: 2, Window: "1h"})
 	acme, globex := g.as(ksAcmeKey), g.as(ksGlobexKey)
 	acme.doJSON("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "hello"}, http.StatusOK, nil)
@@ -111,7 +98,7 @@ func TestQuotaRefusesTurns(t *testing.T) {
 
 	// The window passes (at the Retry-After): the refused turns did not
 	// count.
-	clock.advance(3660 * time.Second)
+	clock.Advance(3660 * time.Second)
 	acme.doJSON("POST", "/v1/agents/demo/sessions/s6/messages", map[string]any{"text": "hello"}, http.StatusOK, nil)
 	acme.doJSON("POST", "/v1/agents/demo/sessions/s7/messages", map[string]any{"text": "hello"}, http.StatusOK, nil)
 	refusal(t, "third turn of the new window", acme.do("POST", "/v1/agents/demo/sessions/s8/messages", map[string]any{"text": "hello"}), http.StatusTooManyRequests)
@@ -122,7 +109,7 @@ func TestQuotaRefusesTurns(t *testing.T) {
 // client sees; the tenant's next turn is refused with x-ratelimit-*-tokens
 // until the next day (calendar window, injected clock).
 func TestQuotaTokenBudget(t *testing.T) {
-	clock := &quotaClock{t: time.Date(2026, 12, 2, 23, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(time.Date(2026, 12, 2, 23, 0, 0, 0, time.UTC))
 	g := startQuotaGateway(t, clock, config.Quota{Name: "tenant-output", Per: "tenant", OutputTokens: 1, Window: "day"})
 	acme := g.as(ksAcmeKey)
 	var res turnResponse
@@ -142,7 +129,7 @@ func TestQuotaTokenBudget(t *testing.T) {
 			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "quota"))
 		}
 	}
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	acme.doJSON("POST", "/v1/agents/demo/sessions/s3/messages", map[string]any{"text": "hello"}, http.StatusOK, nil)
 }
 
@@ -191,7 +178,7 @@ func tenantTurns(t *testing.T, gs []*testGateway) {
 // TestQuotaFailsClosed: when the store does not answer, a turn under a
 // quota is refused with 503, never admitted uncounted.
 func TestQuotaFailsClosed(t *testing.T) {
-	clock := &quotaClock{t: time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC))
 	g := startQuotaGateway(t, clock, config.Quota{Name: "principal-turns", Per: "principal", Turns: 5, Window: "1h"})
 	g.store.Close()
 	h, body := refusal(t, "saveMessages", g.as(ksAcmeKey).do("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "hello"}), http.StatusServiceUnavailable)

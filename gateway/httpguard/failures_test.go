@@ -7,17 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turngate/turngate/internal/fakeclock"
 )
-
-// clock is a settable time.
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
 
 func TestFailuresAreSampled(t *testing.T) {
 	var buf bytes.Buffer
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
-	f := NewFailures(slog.New(slog.NewTextHandler(&buf, nil)), 0, c.now)
+	c := fakeclock.New(time.Unix(1_700_000_000, 0))
+	f := NewFailures(slog.New(slog.NewTextHandler(&buf, nil)), 0, c.Now)
 	for range 25 {
 		f.Fail(context.Background(), "192.0.2.1", "invalid API key", "GET /v1/approvals")
 	}
@@ -25,7 +22,7 @@ func TestFailuresAreSampled(t *testing.T) {
 		t.Fatalf("%d lines logged at info in a window, want %d:\n%s", n, FailureLogBurst, buf.String())
 	}
 	buf.Reset()
-	c.t = c.t.Add(FailureWindow)
+	c.Advance(FailureWindow)
 	f.Fail(context.Background(), "192.0.2.1", "invalid API key", "GET /v1/approvals")
 	if line := buf.String(); !strings.Contains(line, "unloggedFailures=15") || !strings.Contains(line, "source=192.0.2.1") || !strings.Contains(line, "failuresThisMinute=1") {
 		t.Errorf("the next window's first line %q does not count the 15 left out", line)
@@ -36,8 +33,8 @@ func TestFailuresAreSampled(t *testing.T) {
 }
 
 func TestFailuresThrottlePerSource(t *testing.T) {
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
-	f := NewFailures(slog.New(slog.DiscardHandler), 3, c.now)
+	c := fakeclock.New(time.Unix(1_700_000_000, 0))
+	f := NewFailures(slog.New(slog.DiscardHandler), 3, c.Now)
 	for range 2 {
 		f.Fail(context.Background(), "192.0.2.1", "invalid API key", "x")
 	}
@@ -45,7 +42,7 @@ func TestFailuresThrottlePerSource(t *testing.T) {
 		t.Fatal("throttled below the limit")
 	}
 	f.Fail(context.Background(), "192.0.2.1", "invalid API key", "x")
-	c.t = c.t.Add(20 * time.Second)
+	c.Advance(20 * time.Second)
 	wait, ok := f.Throttled("192.0.2.1")
 	if !ok || wait != 40*time.Second {
 		t.Errorf("Throttled = %v, %v; want true until the minute ends (40s)", wait, ok)
@@ -53,7 +50,7 @@ func TestFailuresThrottlePerSource(t *testing.T) {
 	if _, ok := f.Throttled("192.0.2.2"); ok {
 		t.Error("another address was throttled")
 	}
-	c.t = c.t.Add(40 * time.Second)
+	c.Advance(40 * time.Second)
 	if _, ok := f.Throttled("192.0.2.1"); ok {
 		t.Error("still throttled in the next minute")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/internal/fakeclock"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -157,19 +158,6 @@ func FuzzSpec(f *testing.F) {
 	})
 }
 
-// clock is an injected clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // recorded collects decision records and counts.
 type recorded struct {
 	mu      sync.Mutex
@@ -188,13 +176,13 @@ func (r *recorded) stopped(what, scope string) {
 	r.stops = append(r.stops, what+"/"+scope)
 }
 
-func openSwitches(t *testing.T, path string, c *clock, rec *recorded) (*Switches, store.Store) {
+func openSwitches(t *testing.T, path string, c *fakeclock.Clock, rec *recorded) (*Switches, store.Store) {
 	t.Helper()
 	st, err := store.OpenSQLite(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Options{Store: st, Now: c.now, Record: rec.record, Stopped: rec.stopped})
+	s := New(Options{Store: st, Now: c.Now, Record: rec.record, Stopped: rec.stopped})
 	if err := s.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -229,11 +217,11 @@ func toolCall(tenant, agent, tool string) *engine.ToolCallContext {
 func TestSwitchesStopWhatTheyName(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "turngate.db")
-	c := &clock{t: t0}
+	c := fakeclock.New(t0)
 	rec := &recorded{}
 	s, st := openSwitches(t, path, c, rec)
-	mail := set(t, s, `{"block":"tools","tools":["send_*"],"scope":{"tenant":"acme"},"reason":"exfiltration","expiresIn":"30m"}`, c.now())
-	turns := set(t, s, `{"block":"turns","scope":{"agent":"billing"},"reason":"runaway"}`, c.now())
+	mail := set(t, s, `{"block":"tools","tools":["send_*"],"scope":{"tenant":"acme"},"reason":"exfiltration","expiresIn":"30m"}`, c.Now())
+	turns := set(t, s, `{"block":"turns","scope":{"agent":"billing"},"reason":"runaway"}`, c.Now())
 
 	h := s.Hooks()
 	cases := []struct {
@@ -281,11 +269,11 @@ func TestSwitchesStopWhatTheyName(t *testing.T) {
 	}
 	// The expiry lifts the mail switch by itself, at its time to the
 	// nanosecond, with no read of the store.
-	c.advance(30*time.Minute - time.Nanosecond)
+	c.Advance(30*time.Minute - time.Nanosecond)
 	if s.ToolCall("acme", "support", "send_email") == nil {
 		t.Error("a nanosecond before its expiry the switch no longer stops")
 	}
-	c.advance(time.Nanosecond)
+	c.Advance(time.Nanosecond)
 	if k := s.ToolCall("acme", "support", "send_email"); k != nil {
 		t.Errorf("at its expiry the switch %s still stops", k.ID)
 	}
@@ -329,14 +317,14 @@ func TestRun(t *testing.T) {
 		{"by polling", time.Millisecond, false, `{"block":"turns","reason":"all"}`, func(b *Switches) bool { return b.Turn("acme", "support") != nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &clock{t: t0}
+			c := fakeclock.New(t0)
 			a, st := openSwitches(t, filepath.Join(t.TempDir(), "turngate.db"), c, &recorded{})
 			defer st.Close()
-			b := New(Options{Store: st, Now: c.now})
+			b := New(Options{Store: st, Now: c.Now})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); b.Run(ctx, tc.poll) }()
-			set(t, a, tc.body, c.now())
+			set(t, a, tc.body, c.Now())
 			if tc.wake {
 				b.Wake()
 			}
