@@ -21,6 +21,16 @@ var known = Known{Agents: []string{"support", "billing"}, Tenants: []string{"acm
 
 var t0 = time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 
+// switchOf decodes body as the API does and checks it against known at t0.
+func switchOf(t *testing.T, body string) (*store.KillSwitch, error) {
+	t.Helper()
+	var sp Spec
+	if err := json.Unmarshal([]byte(body), &sp); err != nil {
+		t.Fatal(err)
+	}
+	return sp.Switch(known, "oncall", t0)
+}
+
 func TestSpecRefusals(t *testing.T) {
 	tests := []struct {
 		name, body, want string
@@ -46,11 +56,7 @@ func TestSpecRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var sp Spec
-			if err := json.Unmarshal([]byte(tt.body), &sp); err != nil {
-				t.Fatal(err)
-			}
-			k, err := sp.Switch(known, "oncall", t0)
+			k, err := switchOf(t, tt.body)
 			var fe *FieldError
 			if !errors.As(err, &fe) {
 				t.Fatalf("Switch = %+v, %v; want a *FieldError", k, err)
@@ -78,11 +84,7 @@ func TestSpecAccepted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var sp Spec
-			if err := json.Unmarshal([]byte(tt.body), &sp); err != nil {
-				t.Fatal(err)
-			}
-			k, err := sp.Switch(known, "oncall", t0)
+			k, err := switchOf(t, tt.body)
 			if err != nil {
 				t.Fatal(err)
 			}
