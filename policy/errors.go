@@ -138,6 +138,12 @@ type File struct {
 // define, so the rule may never match (a typo, or a renamed tool).
 const CodeUnknownToolWarning = "unknown_tool_warning"
 
+// CodeIgnoredFileWarning is a warning, not an error: a file of the rules
+// directory is not loaded because its extension is not a rule file's,
+// though it nearly is (tools.rgo, turn.YAML): a typo there drops the
+// file's rules without a word.
+const CodeIgnoredFileWarning = "ignored_file_warning"
+
 // ToolName is a tool name a rule spells out as a literal (compares the
 // called tool's name with, or lists in activeTools), and where.
 type ToolName struct {

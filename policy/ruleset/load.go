@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agnivade/levenshtein"
+
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/celrules"
 	"github.com/turngate/turngate/policy/opa"
@@ -255,6 +257,9 @@ type snapshot struct {
 	id     string
 	infos  []FileInfo
 	byKind map[Kind][]policy.File
+	// ignored warns of the files left out whose names nearly have a rule
+	// extension (misnamedRuleFile).
+	ignored policy.Errors
 }
 
 // readSnapshot reads and classifies the files of fsys's top directory and
@@ -275,6 +280,10 @@ func readSnapshot(fsys fs.FS, root string) (*snapshot, policy.Errors) {
 		name := e.Name()
 		kind := Classify(name)
 		if kind == KindIgnored {
+			if meant := misnamedRuleFile(name); meant != "" && !e.IsDir() {
+				snap.ignored = append(snap.ignored, &policy.Error{Code: policy.CodeIgnoredFileWarning, Location: policy.Location{File: name},
+					Message: fmt.Sprintf("%s is not loaded: rule files end in .rego, .yaml, .yml or .json; did you mean %s?", name, meant)})
+			}
 			continue
 		}
 		data, err := readFile(fsys, name)
@@ -301,6 +310,31 @@ func readSnapshot(fsys fs.FS, root string) (*snapshot, policy.Errors) {
 	}
 	snap.id = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return snap, nil
+}
+
+// ruleExtensions are the extensions Classify loads.
+var ruleExtensions = []string{"rego", "yaml", "yml", "json"}
+
+// misnamedRuleFile returns the rule file name that name nearly is — its
+// extension a rule extension in another case (turn.YAML), or one with a
+// letter left out or mistyped (tools.rgo, tools.reg, data.jsn) — or ""
+// for a file that is plainly something else (README.md, notes.txt,
+// audit.jsonl).
+func misnamedRuleFile(name string) string {
+	if skipName(name) {
+		return ""
+	}
+	i := strings.LastIndex(name, ".")
+	if i <= 0 {
+		return ""
+	}
+	stem, ext := name[:i], strings.ToLower(name[i+1:])
+	for _, want := range ruleExtensions {
+		if ext == want || (len(ext) >= 3 && len(ext) <= len(want) && levenshtein.ComputeDistance(ext, want) == 1) {
+			return stem + "." + want
+		}
+	}
+	return ""
 }
 
 // errSkip marks a directory entry that is not a regular file (a folder, a
@@ -362,7 +396,7 @@ func compile(snap *snapshot, opts Options) (*Revision, policy.Errors) {
 		rego:     rego,
 		state:    st,
 		opts:     opts,
-		warnings: located(snap.root, cloneErrors(cel.Warnings())),
+		warnings: located(snap.root, append(cloneErrors(snap.ignored), cloneErrors(cel.Warnings())...)),
 	}, nil
 }
 

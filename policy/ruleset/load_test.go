@@ -254,3 +254,39 @@ func TestEvalInputLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestMisnamedRuleFilesWarn: a file whose extension is nearly a rule
+// file's is not loaded, and the revision's warnings (which check prints
+// and a reload logs) say so, with the name meant; files that are plainly
+// something else are left out without a word.
+func TestMisnamedRuleFilesWarn(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"tools.rego":  "package turngate.tool_call\n\nblock contains \"no deletes\" if input.tool.name == \"delete\"\n",
+		"more.rgo":    "package turngate.tool_call\n\nblock contains \"no rm\" if input.tool.name == \"rm\"\n",
+		"turn.YAML":   "beforeTurn: []\n",
+		"limits.jsn":  "{}\n",
+		"README.md":   "notes\n",
+		"notes.txt":   "notes\n",
+		"audit.jsonl": "{}\n",
+		"tools.rego~": "backup\n",
+	})
+	rev, errs := Load(dir, Options{})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, w := range rev.Warnings() {
+		if w.Code == policy.CodeIgnoredFileWarning {
+			got = append(got, filepath.Base(w.Location.File)+": "+w.Message)
+		}
+	}
+	want := []string{
+		"limits.jsn: limits.jsn is not loaded: rule files end in .rego, .yaml, .yml or .json; did you mean limits.json?",
+		"more.rgo: more.rgo is not loaded: rule files end in .rego, .yaml, .yml or .json; did you mean more.rego?",
+		"turn.YAML: turn.YAML is not loaded: rule files end in .rego, .yaml, .yml or .json; did you mean turn.yaml?",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
