@@ -20,6 +20,7 @@ import (
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/store"
 	goldenfile "github.com/turngate/turngate/internal/golden"
+	"github.com/turngate/turngate/internal/syncbuf"
 	"github.com/turngate/turngate/policy/ruleset"
 )
 
@@ -32,7 +33,7 @@ type testGateway struct {
 	http  *httptest.Server
 	store store.Store
 	// audit collects the audit log (unless Options.Audit was given).
-	audit *syncBuffer
+	audit *syncbuf.Buffer
 	// key is the bearer key sent by do (empty: none).
 	key string
 }
@@ -67,7 +68,7 @@ func startGateway(t testing.TB, cfg *config.Config, opts Options) *testGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &testGateway{t: t, cfg: cfg, store: st, audit: &syncBuffer{}}
+	g := &testGateway{t: t, cfg: cfg, store: st, audit: &syncbuf.Buffer{}}
 	opts.Config, opts.Store, opts.Rules = cfg, st, rules
 	if opts.Audit == nil {
 		opts.Audit = audit.New(g.audit, nil, discardLogger())

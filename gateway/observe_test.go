@@ -2,39 +2,20 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/internal/syncbuf"
 )
 
-// syncBuffer is a bytes.Buffer safe for the audit log's writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestAuditAndMetrics(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	cfg := testConfig(t, "basic")
 	cfg.Auth.APIKeys = []config.APIKey{{Key: "secret-key-123", Tenant: "acme", Subject: "ci", Roles: []string{"admin"}}}
 	g := startGateway(t, cfg, Options{Audit: audit.New(&buf, []string{"decision.input.city", "toolCalls.*.input.city", "toolCalls.*.output.city"}, nil)})

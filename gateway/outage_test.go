@@ -13,6 +13,7 @@ import (
 
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/store/storetest"
+	"github.com/turngate/turngate/internal/syncbuf"
 )
 
 // TestStoreOutage runs a gateway on a PostgreSQL server of the test's own,
@@ -26,7 +27,7 @@ import (
 // (go test -v), not asserted: the machine may be busy.
 func TestStoreOutage(t *testing.T) {
 	pg := storetest.NewCluster(t)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg := testConfig(t, "basic")
 	cfg.Store = config.Store{Driver: config.StorePostgres, DSN: pg.DSN(), Timeout: time.Second}
 	g := startGateway(t, cfg, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))})

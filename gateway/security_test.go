@@ -16,6 +16,7 @@ import (
 
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/internal/syncbuf"
 )
 
 // The probes of the security review (issue 28) against a real gateway on
@@ -161,7 +162,7 @@ func TestFailedAuthenticationsAreLoggedAndThrottled(t *testing.T) {
 	cfg := testConfig(t, "basic")
 	cfg.Auth.APIKeys = []config.APIKey{{Key: key, Tenant: "acme", Subject: "alice"}}
 	cfg.Auth.MaxFailuresPerMinute = 3
-	var log syncBuffer
+	var log syncbuf.Buffer
 	g := startGateway(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	g.key = key
 	g.doJSON("GET", "/v1/approvals", nil, http.StatusOK, nil)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/internal/syncbuf"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -92,7 +93,7 @@ func TestDecisionLineRefusesInvalidInput(t *testing.T) {
 // once, as one verifying chain, the turn records after every decision
 // record their goroutine handed over before them; Close writes the rest.
 func TestWriterChainsConcurrentRecords(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	l := New(&buf, nil, nil)
 	const goroutines, each = 8, 300 // 2,400 records: more than one batch
 	var wg sync.WaitGroup
@@ -125,31 +126,12 @@ func TestWriterChainsConcurrentRecords(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// Bytes returns a copy of what was written.
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
-}
-
 // blockingWriter blocks every Write after the first (the chain-start)
 // until release is closed.
 type blockingWriter struct {
 	release chan struct{}
 	started bool
-	syncBuffer
+	syncbuf.Buffer
 }
 
 func (w *blockingWriter) Write(p []byte) (int, error) {
@@ -157,7 +139,7 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 		<-w.release
 	}
 	w.started = true
-	return w.syncBuffer.Write(p)
+	return w.Buffer.Write(p)
 }
 
 // A sink that does not take writes does not hold up decisions: the
