@@ -75,24 +75,12 @@ var opaConventions = map[string]string{
 func (b *build) checkConventionNames(c *ast.Compiler) {
 	read := map[string]bool{} // "data.turngate.tool_call.deny"
 	for _, m := range c.Modules {
-		for _, r := range m.Rules {
-			ast.WalkRefs(r.Body, func(ref ast.Ref) bool {
-				read[ref.ConstantPrefix().String()] = true
-				return false
-			})
-			if r.Head.Value != nil {
-				ast.WalkRefs(r.Head.Value, func(ref ast.Ref) bool {
-					read[ref.ConstantPrefix().String()] = true
-					return false
-				})
-			}
-			if r.Head.Key != nil {
-				ast.WalkRefs(r.Head.Key, func(ref ast.Ref) bool {
-					read[ref.ConstantPrefix().String()] = true
-					return false
-				})
-			}
-		}
+		// Bodies, head values and keys, else branches: a compiled module's
+		// references into data are absolute (data.turngate.tool_call.allow).
+		ast.WalkRefs(m, func(ref ast.Ref) bool {
+			read[ref.ConstantPrefix().String()] = true
+			return false
+		})
 	}
 	reported := map[string]bool{}
 	for _, path := range slices.Sorted(maps.Keys(c.Modules)) {
