@@ -228,6 +228,8 @@ func TestKillSwitchRefusesBadInput(t *testing.T) {
 		{"unknown tenant", map[string]any{"block": "tools", "scope": map[string]any{"tenant": "acmee"}, "reason": "r"}, `field scope.tenant: no API key is of tenant "acmee" (did you mean "acme"?)`},
 		{"no reason", map[string]any{"block": "turns"}, `field reason: is required`},
 		{"tools as a string", `{"block":"tools","tools":"weather","reason":"r"}`, `field tools: expected an array, got JSON string`},
+		{"a date for a time", `{"block":"tools","reason":"r","expiresAt":"2026-12-03"}`, `a time must be an RFC 3339 string such as "2026-12-02T09:00:00Z", not "2026-12-03"`},
+		{"a number for a time", `{"block":"tools","reason":"r","expiresAt":5}`, `a time must be an RFC 3339 string such as "2026-12-02T09:00:00Z", not a non-string`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out map[string]any

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -105,6 +107,15 @@ func jsonError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return err
+	}
+	var pe *time.ParseError
+	if errors.As(err, &pe) || strings.HasPrefix(err.Error(), "Time.UnmarshalJSON") {
+		// time.Time's own errors quote Go's layout and method names.
+		got := "a non-string"
+		if pe != nil {
+			got = strconv.Quote(pe.Value)
+		}
+		return errBadRequest("a time must be an RFC 3339 string such as \"2026-12-02T09:00:00Z\", not %s", got)
 	}
 	return errBadRequest("invalid JSON: %v", err)
 }
