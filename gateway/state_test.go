@@ -142,3 +142,20 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestStateInCEL: a beforeTurn CEL rule reads the caller's turns in the
+// last hour (state.turns_per_hour, counted as each turn starts): the third
+// turn is refused with the rule's reason.
+func TestStateInCEL(t *testing.T) {
+	g := newTestGateway(t, "state-cel")
+	for i := range 3 {
+		chunks := readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody(fmt.Sprintf("cel-%d", i), "u1", "hello")))
+		refused := false
+		for _, c := range chunks {
+			refused = refused || (c.str("type") == "error" && strings.Contains(c.str("errorText"), "at most 2 turns an hour"))
+		}
+		if refused != (i == 2) {
+			t.Fatalf("turn %d: refused %v: %v", i+1, refused, chunks)
+		}
+	}
+}
