@@ -13,8 +13,8 @@ import (
 // appendDecision appends the line of the decision record r, without
 // redactions: its members written in key order as they are encoded
 // (chainOffsets relies on the order). The evaluated input, most of a
-// record's bytes, is copied compacted as the evaluation rendered it, never
-// reordered; the small nested values (decision, shadow, conflicts) are
+// record's bytes, is copied as the evaluation rendered it (appendInput),
+// never reordered; the small nested values (decision, shadow, conflicts) are
 // marshalled with their keys in order, as replay compares a recorded
 // decision with a new one by its bytes.
 func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
@@ -41,11 +41,9 @@ func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
 	dst = appendString(dst, r.Hook)
 	if len(r.Input) > 0 {
 		dst = append(dst, `,"input":`...)
-		buf := bytes.NewBuffer(dst)
-		if err := json.Compact(buf, r.Input); err != nil {
-			return nil, fmt.Errorf("input: %w", err)
+		if dst, err = appendInput(dst, r.Input); err != nil {
+			return nil, err
 		}
-		dst = buf.Bytes()
 	}
 	dst = append(dst, `,"kind":"`+KindDecision+`","outcome":`...)
 	dst = appendString(dst, r.Outcome)
@@ -97,6 +95,22 @@ func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
 		}
 	}
 	return append(dst, '}'), nil
+}
+
+// appendInput appends a decision's evaluated input. The rule set's hooks
+// render it compact (encoding/json, or the Rego input's own renderer), so
+// an object on one line is copied as it is: scanning it again would cost
+// a turn more than the rest of its records' encoding. Anything else is
+// compacted, which also refuses what is not JSON.
+func appendInput(dst, in []byte) ([]byte, error) {
+	if in[0] == '{' && in[len(in)-1] == '}' && bytes.IndexByte(in, '\n') < 0 {
+		return append(dst, in...), nil
+	}
+	buf := bytes.NewBuffer(dst)
+	if err := json.Compact(buf, in); err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	return buf.Bytes(), nil
 }
 
 // appendMarshalled appends key and the JSON of v, its objects' members in

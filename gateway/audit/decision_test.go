@@ -80,6 +80,22 @@ func TestDecisionLine(t *testing.T) {
 	}
 }
 
+// A decision's input is copied as the hooks rendered it when it is an
+// object on one line, and compacted (which refuses what is not JSON)
+// otherwise.
+func TestDecisionInputCopied(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"b":1,"a":{"c":[2]}}`, `"input":{"b":1,"a":{"c":[2]}},`},
+		{"{\"b\": 1,\n\"a\": 2}", `"input":{"b":1,"a":2},`},
+		{`[1, 2]`, `"input":[1,2],`},
+	} {
+		line, err := newLog(nil, nil, nil).encode(newLineBuf(), KindDecision, &policy.Record{Input: json.RawMessage(c.in)})
+		if err != nil || !bytes.Contains(line, []byte(c.want)) || bytes.Count(line, []byte("\n")) != 1 {
+			t.Errorf("input %q: line %s, %v; want it to hold %s", c.in, line, err, c.want)
+		}
+	}
+}
+
 // A decision record whose input is not JSON is not written as a broken
 // line: the write fails and says so once.
 func TestDecisionLineRefusesInvalidInput(t *testing.T) {
