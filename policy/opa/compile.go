@@ -137,7 +137,6 @@ func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, po
 		b.addCompileErrors(c.Errors)
 	} else {
 		b.checkDecisionTypes(c)
-		b.checkConventionNames(c)
 	}
 	b.checkDecisionNames(parsed)
 	b.checkUnusedPackages(parsed)

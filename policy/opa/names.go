@@ -22,11 +22,15 @@ import (
 // turngateRef is the root of the packages turngate owns.
 var turngateRef = ast.MustParseRef("data.turngate")
 
-// checkDecisionNames reports each rule of a decision package whose name is
-// not a decision of that package but is one of the other package's
-// decisions (block in turngate.tool_result) or close to one of its own
-// (blocks, substitue, aproval, redacts), with the decision meant.
+// checkDecisionNames reports each rule of a decision package that no rule
+// reads (readNames) and that was meant to decide: one named as the other
+// package's decision (block in turngate.tool_result), close to one of its
+// own (blocks, substitue, aproval, redacts) or as other OPA integrations
+// decide (deny, violation, allow, warn), with what decides here. A rule
+// that some rule reads is a helper, whatever its name (blocked, read by
+// block contains … if blocked).
 func (b *build) checkDecisionNames(parsed map[string]*ast.Module) {
+	read := readNames(parsed)
 	for _, path := range slices.Sorted(maps.Keys(parsed)) {
 		m := parsed[path]
 		pkg := packageName(m)
@@ -34,26 +38,32 @@ func (b *build) checkDecisionNames(parsed map[string]*ast.Module) {
 		if !decision {
 			continue
 		}
+		reported := map[string]bool{}
 		for _, r := range m.Rules {
 			name := r.Head.Ref()[0].String()
-			if slices.Contains(own, name) || strings.HasPrefix(name, shadowMember) {
+			full := m.Package.Path.String() + "." + name
+			if slices.Contains(own, name) || strings.HasPrefix(name, shadowMember) || reported[full] || anyReadUnder(read, full) {
 				continue
 			}
 			why := ""
 			for other, rules := range decisionRules {
 				if other != pkg && slices.Contains(rules, name) {
-					why = fmt.Sprintf("%s is a decision of %s, not of %s, so nothing reads it here", name, other, pkg)
+					why = fmt.Sprintf("%s is a decision of %s, not of %s, and no rule reads it here", name, other, pkg)
 				}
+			}
+			if hint, conventional := opaConventions[name]; why == "" && conventional {
+				why = fmt.Sprintf("%s is not a decision of %s and no rule reads it, so it never decides anything: %s", name, pkg, hint)
 			}
 			if why == "" {
 				meant := suggest.Closest(name, own)
 				if meant == "" {
-					continue // a helper rule
+					continue // a helper rule nobody reads: dead, but not meant to decide
 				}
-				why = fmt.Sprintf("%s is not a decision of %s, so nothing reads it; did you mean %s?", name, pkg, meant)
+				why = fmt.Sprintf("%s is not a decision of %s and no rule reads it; did you mean %s?", name, pkg, meant)
 			}
+			reported[full] = true
 			b.errs = append(b.errs, b.src.error(policy.CodeSchema, r.Location,
-				fmt.Sprintf("%s (its decisions are %s; a helper rule needs a name that is not close to one)", why, strings.Join(own, ", "))))
+				fmt.Sprintf("%s (its decisions are %s)", why, strings.Join(own, ", "))))
 		}
 	}
 }
@@ -69,39 +79,37 @@ var opaConventions = map[string]string{
 	"warn":      "nothing here only warns: a decision rule marked shadow (its METADATA custom: shadow: true) is recorded, not enforced",
 }
 
-// checkConventionNames reports each rule of a decision package named as
-// another OPA integration's decision (deny, violation, allow, warn) that
-// no rule of the compiled modules c reads.
-func (b *build) checkConventionNames(c *ast.Compiler) {
-	read := map[string]bool{} // "data.turngate.tool_call.deny"
-	for _, m := range c.Modules {
-		// Bodies, head values and keys, else branches: a compiled module's
-		// references into data are absolute (data.turngate.tool_call.allow).
-		ast.WalkRefs(m, func(ref ast.Ref) bool {
-			read[ref.ConstantPrefix().String()] = true
+// readNames returns what the rules of parsed read, as absolute
+// references ("data.turngate.tool_call.blocked"): a bare name in a rule's
+// body, value or key is read from the rule's own package, a data.…
+// reference from where it says. A rule's own head is not a read of it.
+func readNames(parsed map[string]*ast.Module) map[string]bool {
+	read := map[string]bool{}
+	for _, m := range parsed {
+		pkg := m.Package.Path.String()
+		visit := func(t *ast.Term) bool {
+			switch v := t.Value.(type) {
+			case ast.Var:
+				read[pkg+"."+string(v)] = true
+			case ast.Ref:
+				if v.HasPrefix(ast.DefaultRootRef) {
+					read[v.ConstantPrefix().String()] = true
+				}
+			}
 			return false
-		})
-	}
-	reported := map[string]bool{}
-	for _, path := range slices.Sorted(maps.Keys(c.Modules)) {
-		m := c.Modules[path]
-		pkg := packageName(m)
-		if _, decision := decisionRules[pkg]; !decision {
-			continue
 		}
 		for _, r := range m.Rules {
-			name := r.Head.Ref()[0].String()
-			hint, conventional := opaConventions[name]
-			full := m.Package.Path.String() + "." + name
-			if !conventional || reported[full] || anyReadUnder(read, full) {
-				continue
+			for ; r != nil; r = r.Else {
+				ast.WalkTerms(r.Body, visit)
+				for _, t := range append([]*ast.Term{r.Head.Value, r.Head.Key}, r.Head.Args...) {
+					if t != nil {
+						ast.WalkTerms(t, visit)
+					}
+				}
 			}
-			reported[full] = true
-			b.errs = append(b.errs, b.src.error(policy.CodeSchema, r.Location, fmt.Sprintf(
-				"%s is not a decision of %s and no rule reads it, so it never decides anything: %s (its decisions are %s)",
-				name, pkg, hint, strings.Join(decisionRules[pkg], ", "))))
 		}
 	}
+	return read
 }
 
 // anyReadUnder reports whether read holds ref or a reference inside it

@@ -14,3 +14,12 @@ redact contains "/secret" if lib.secret
 is_delete if input.tool.name == "delete"
 
 block contains "still here" if is_delete
+
+# Read by a rule, a name close to a decision is a helper too.
+blocked if input.tool.name in {"rm", "dd"}
+
+block contains "a blocked tool" if blocked
+
+approver := "role:finance"
+
+approval contains {"reason": "moves money", "approvers": [approver]} if input.tool.name == "wire"
