@@ -245,9 +245,8 @@ func (l *Log) write(kind string, v any) { l.wait(l.post(kind, v)) }
 // it.
 func (l *Log) writeLine(kind string, v any) {
 	b := lineBufs.Get().(*lineBuf)
-	line, err := l.encode(b, kind, v)
+	line, at, err := l.encodeChained(b, kind, v)
 	if err == nil {
-		at := chainOffsets(line)
 		l.mu.Lock()
 		err = l.put(line, at)
 		l.mu.Unlock()
@@ -304,13 +303,30 @@ func (b *lineBuf) release(line []byte) {
 // the objects being reordered on the stack; with redactions every level
 // is in key order.
 func (l *Log) encode(b *lineBuf, kind string, v any) ([]byte, error) {
+	line, _, err := l.encodeChained(b, kind, v)
+	return line, err
+}
+
+// encodeChained is encode, also returning where the line's chain members
+// go: appendDecision knows, other lines are scanned (chainOffsets).
+func (l *Log) encodeChained(b *lineBuf, kind string, v any) ([]byte, chainAt, error) {
 	if r, ok := v.(*policy.Record); ok && len(l.redact) == 0 {
-		line, err := appendDecision(b.line[:0], r)
+		line, at, err := appendDecision(b.line[:0], r)
 		if err != nil {
-			return nil, fmt.Errorf("encoding audit %s: %w", kind, err)
+			return nil, at, fmt.Errorf("encoding audit %s: %w", kind, err)
 		}
-		return append(line, '\n'), nil
+		return append(line, '\n'), at, nil
 	}
+	line, err := l.encodeGeneric(b, kind, v)
+	if err != nil {
+		return nil, chainAt{}, err
+	}
+	return line, chainOffsets(line), nil
+}
+
+// encodeGeneric is encode for everything but a decision record without
+// redactions.
+func (l *Log) encodeGeneric(b *lineBuf, kind string, v any) ([]byte, error) {
 	b.raw.Reset()
 	if err := b.enc.Encode(v); err != nil {
 		return nil, fmt.Errorf("encoding audit %s: %w", kind, err)

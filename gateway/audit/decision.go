@@ -17,18 +17,25 @@ import (
 // never reordered; the small nested values (decision, shadow, conflicts) are
 // marshalled with their keys in order, as replay compares a recorded
 // decision with a new one by its bytes.
-func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
-	var err error
+//
+// It also returns where the chain's members go: prevHash before
+// requestId, seq before sessionId (chainOffsets would find the same by
+// scanning the line, input included).
+func appendDecision(dst []byte, r *policy.Record) ([]byte, chainAt, error) {
+	var (
+		err error
+		at  chainAt
+	)
 	dst = append(dst, `{"agent":`...)
 	dst = appendString(dst, r.Agent)
 	if len(r.Conflicts) > 0 {
 		if dst, err = appendMarshalled(dst, `,"conflicts":`, r.Conflicts); err != nil {
-			return nil, err
+			return nil, at, err
 		}
 	}
 	if r.Decision != nil {
 		if dst, err = appendMarshalled(dst, `,"decision":`, r.Decision); err != nil {
-			return nil, err
+			return nil, at, err
 		}
 	}
 	dst = append(dst, `,"durationUs":`...)
@@ -42,12 +49,14 @@ func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
 	if len(r.Input) > 0 {
 		dst = append(dst, `,"input":`...)
 		if dst, err = appendInput(dst, r.Input); err != nil {
-			return nil, err
+			return nil, at, err
 		}
 	}
 	dst = append(dst, `,"kind":"`+KindDecision+`","outcome":`...)
 	dst = appendString(dst, r.Outcome)
-	dst = append(dst, `,"requestId":`...)
+	dst = append(dst, ',')
+	at.prev = len(dst)
+	dst = append(dst, `"requestId":`...)
 	dst = appendString(dst, r.RequestID)
 	dst = append(dst, `,"revision":`...)
 	dst = appendString(dst, r.Revision)
@@ -61,16 +70,18 @@ func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
 		}
 		dst = append(dst, ']')
 	}
-	dst = append(dst, `,"sessionId":`...)
+	dst = append(dst, ',')
+	at.seq = len(dst)
+	dst = append(dst, `"sessionId":`...)
 	dst = appendString(dst, r.SessionID)
 	if len(r.SetBy) > 0 {
 		if dst, err = appendMarshalled(dst, `,"setBy":`, r.SetBy); err != nil {
-			return nil, err
+			return nil, at, err
 		}
 	}
 	if r.Shadow != nil {
 		if dst, err = appendMarshalled(dst, `,"shadow":`, r.Shadow); err != nil {
-			return nil, err
+			return nil, at, err
 		}
 	}
 	if r.StepNumber != nil {
@@ -80,7 +91,7 @@ func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
 	dst = append(dst, `,"tenant":`...)
 	dst = appendString(dst, r.Tenant)
 	if y := r.Time.Year(); y < 0 || y > 9999 {
-		return nil, fmt.Errorf("time: year %d outside of range [0,9999]", y)
+		return nil, at, fmt.Errorf("time: year %d outside of range [0,9999]", y)
 	}
 	dst = append(dst, `,"time":"`...)
 	dst = r.Time.AppendFormat(dst, time.RFC3339Nano)
@@ -94,7 +105,7 @@ func appendDecision(dst []byte, r *policy.Record) ([]byte, error) {
 			dst = appendString(dst, m.val)
 		}
 	}
-	return append(dst, '}'), nil
+	return append(dst, '}'), at, nil
 }
 
 // appendInput appends a decision's evaluated input. The rule set's hooks

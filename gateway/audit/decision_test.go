@@ -19,7 +19,8 @@ import (
 // A decision line written in key order as it is encoded holds what
 // marshalling the record holds, "kind" added, every optional field
 // present or absent as encoding/json would have it, its input compacted
-// but not reordered, and reads back as the record it was.
+// but not reordered, its chain members' places known without a scan, and
+// reads back as the record it was.
 func TestDecisionLine(t *testing.T) {
 	step0, step3 := 0, 3
 	for _, tc := range []struct {
@@ -49,6 +50,9 @@ func TestDecisionLine(t *testing.T) {
 			}
 			if len(tc.r.Input) > 0 && !bytes.Contains(line, []byte(`,"input":{"tool":{"name":"search","input":{"q":"x","a":1}}},`)) {
 				t.Errorf("the input is not copied compacted and in its order: %s", line)
+			}
+			if _, at, _ := appendDecision(nil, tc.r); at != chainOffsets(line) {
+				t.Errorf("chain members at %+v, the line scanned says %+v", at, chainOffsets(line))
 			}
 			if top := topLevelKeys(t, line); !slices.IsSorted(top) {
 				t.Errorf("top-level keys %v are not in key order", top)
