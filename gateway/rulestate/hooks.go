@@ -46,7 +46,7 @@ type hooks struct {
 	settleResults bool
 
 	mu      sync.Mutex
-	pending map[string]*Pending // executed calls by tool call id, settled after they ran
+	pending map[string]*Pending // executed and held calls by tool call id, settled once they ran
 }
 
 // BeforeTurn reads the states the beforeTurn rules read and counts the
@@ -90,7 +90,10 @@ func (h *hooks) BeforeToolCall(ctx context.Context, tc *engine.ToolCallContext) 
 	if serr := p.Settle(context.WithoutCancel(ctx), outcome); serr != nil {
 		h.t.opts.Logger.Warn("settling a tool call in rule state", "toolCallId", tc.ToolCallID, "outcome", outcome, "err", serr)
 	}
-	if p != nil && outcome == state.OutcomeExecuted && h.settleResults {
+	// An executed call is settled again once it ran when a declaration
+	// tells succeeded from failed; a held one when a person's approval
+	// lets it run (the engine decides it again then, and runs it).
+	if p != nil && ((outcome == state.OutcomeExecuted && h.settleResults) || outcome == state.OutcomeApproval) {
 		h.mu.Lock()
 		if h.pending == nil {
 			h.pending = map[string]*Pending{}
@@ -132,7 +135,9 @@ func (h *hooks) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext
 	return h.Hooks.ToolResult(ctx, rc)
 }
 
-// AfterToolCall settles an executed call to succeeded or failed.
+// AfterToolCall settles a call that ran: a held call approved and run
+// becomes executed, and either becomes succeeded or failed when a
+// declaration counts those.
 func (h *hooks) AfterToolCall(ctx context.Context, rc *engine.ToolCallResultContext) {
 	h.Hooks.AfterToolCall(ctx, rc)
 	h.mu.Lock()
@@ -142,9 +147,13 @@ func (h *hooks) AfterToolCall(ctx context.Context, rc *engine.ToolCallResultCont
 	if p == nil || !rc.Executed {
 		return
 	}
-	outcome := state.OutcomeFailed
-	if rc.Success {
+	outcome := state.OutcomeExecuted
+	switch {
+	case !h.settleResults:
+	case rc.Success:
 		outcome = state.OutcomeSucceeded
+	default:
+		outcome = state.OutcomeFailed
 	}
 	if err := p.Settle(context.WithoutCancel(ctx), outcome); err != nil {
 		h.t.opts.Logger.Warn("settling a tool call in rule state", "toolCallId", rc.ToolCallID, "outcome", outcome, "err", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/rulestate"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/ruleset"
 	"github.com/turngate/turngate/policy/state"
 )
@@ -105,5 +106,42 @@ func TestStoreOutageFailsClosed(t *testing.T) {
 	tc := &engine.ToolCallContext{Identity: alice, Type: "tool-call", ToolCallID: "c", ToolName: "search", Input: json.RawMessage(`{}`)}
 	if d, err := h.BeforeToolCall(context.Background(), tc); !errors.Is(err, errDown) {
 		t.Fatalf("decision %+v, error %v; want the store's error even with the rules failing open", d, err)
+	}
+}
+
+// TestApprovedCallCountsAsExecuted: a call held for approval does not
+// count as executed; decided again once approved, and run, it does.
+func TestApprovedCallCountsAsExecuted(t *testing.T) {
+	rev, errs := ruleset.Load("testdata/approval", ruleset.Options{})
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	tr := rulestate.New(openSQLite(t), rulestate.Options{})
+	ctx := context.Background()
+	deletes := func() int64 {
+		v, err := tr.Read(ctx, &rulestate.Event{Kind: state.EventToolCall, Identity: alice}, rev.StateReads(policy.HookBeforeToolCall))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := v["deletes"].(json.Number).Int64()
+		return n
+	}
+	tc := &engine.ToolCallContext{Identity: alice, Type: "tool-call", ToolCallID: "c1", ToolName: "delete", Input: json.RawMessage(`{"path": "/tmp/x"}`)}
+	held := tr.Hooks(rev, rev.Hooks(nil, ruleset.FailClosed))
+	if d, err := held.BeforeToolCall(ctx, tc); err != nil || d == nil || d.Action != engine.ActionApproval {
+		t.Fatalf("decision %+v, %v; want approval", d, err)
+	}
+	held.AfterToolCall(ctx, &engine.ToolCallResultContext{Identity: alice, ToolCallID: "c1", ToolName: "delete", Decision: engine.ActionApproval})
+	if n := deletes(); n != 0 {
+		t.Fatalf("a held call counts as %d executed deletes", n)
+	}
+	// The approval's turn: the engine decides the call again, then runs it.
+	approved := tr.Hooks(rev, rev.Hooks(nil, ruleset.FailClosed))
+	if _, err := approved.BeforeToolCall(ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	approved.AfterToolCall(ctx, &engine.ToolCallResultContext{Identity: alice, ToolCallID: "c1", ToolName: "delete", Executed: true, Success: true, Decision: engine.DecisionAllow})
+	if n := deletes(); n != 1 {
+		t.Fatalf("the approved call that ran counts as %d executed deletes, want 1", n)
 	}
 }
