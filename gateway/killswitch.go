@@ -123,8 +123,8 @@ func (s *Server) liftKillSwitch(c *gin.Context) error {
 	if err := decodeOptionalBody(c, &req); err != nil {
 		return err
 	}
-	if len(req.Reason) > 1000 {
-		return errField("reason", "is longer than 1000 bytes")
+	if err := killswitch.CheckLiftReason(req.Reason); err != nil {
+		return errBadRequest("%v", err)
 	}
 	k, err := s.kill.Lift(c.Request.Context(), c.Param("id"))
 	if err != nil {

@@ -138,6 +138,11 @@ func TestKillSwitchStopsToolCalls(t *testing.T) {
 	if len(list.KillSwitches) != 1 {
 		t.Fatalf("list: %+v", list)
 	}
+	var refused map[string]any
+	ops.doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, map[string]any{"reason": "fixed\x1b[2J"}, http.StatusBadRequest, &refused)
+	if msg, _ := refused["message"].(string); !strings.Contains(msg, "field reason: is not one line of UTF-8 text without control characters") {
+		t.Errorf("a lift reason with an escape sequence: %q", msg)
+	}
 	ops.doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, map[string]any{"reason": "fixed upstream"}, http.StatusOK, nil)
 	if ran, _ := weatherRan(t, acme, "s1", "u5"); !ran {
 		t.Error("after the lift the weather tool still does not run")

@@ -52,7 +52,9 @@ func TestSpecRefusals(t *testing.T) {
 		{"bad duration", `{"block":"turns","reason":"r","expiresIn":"30 minutes"}`, `field expiresIn: "30 minutes" is not a duration`},
 		{"negative duration", `{"block":"turns","reason":"r","expiresIn":"-5m"}`, `field expiresIn: "-5m" must be positive`},
 		{"too far", `{"block":"turns","reason":"r","expiresIn":"10000h"}`, `more than a year`},
-		{"nul in tenant", `{"block":"turns","reason":"r","scope":{"tenant":"a\u0000b"}}`, `field scope.tenant: is not UTF-8 text without NUL bytes`},
+		{"nul in tenant", `{"block":"turns","reason":"r","scope":{"tenant":"a\u0000b"}}`, `field scope.tenant: is not one line of UTF-8 text without control characters`},
+		{"escape sequence in reason", `{"block":"turns","reason":"ok\u001b[2J\u001b[Hall clear"}`, `field reason: is not one line of UTF-8 text without control characters`},
+		{"newline in reason", `{"block":"turns","reason":"a\nb"}`, `field reason: is not one line`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

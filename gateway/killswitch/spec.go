@@ -194,13 +194,20 @@ func checkPattern(p string) error {
 	return nil
 }
 
-// checkText checks free text of a switch.
+// CheckLiftReason checks the optional reason given for lifting a switch
+// as a switch's own reason is checked (its length, one line, no control
+// characters); a *FieldError names what is wrong.
+func CheckLiftReason(reason string) error { return checkText("reason", reason, maxReason) }
+
+// checkText checks free text of a switch: one line of UTF-8 without
+// control characters, since turngate killswitch list prints it to an
+// operator's terminal (an escape sequence there could rewrite the table).
 func checkText(field, s string, limit int) error {
 	switch {
 	case len(s) > limit:
 		return fieldErr(field, "is longer than %d bytes", limit)
-	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
-		return fieldErr(field, "is not UTF-8 text without NUL bytes")
+	case !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl):
+		return fieldErr(field, "is not one line of UTF-8 text without control characters")
 	}
 	return nil
 }
