@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
+	"github.com/turngate/turngate/internal/suggest"
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/ruleset"
 )
@@ -23,7 +26,7 @@ type evalParams struct {
 // hook decision and print the result, the rules that fired, which rule set
 // each field and the input the rules saw, as JSON. The printed document is
 // itself a valid --input. It exits 1 when the rules fail to load or the
-// evaluation fails.
+// evaluation fails, 2 on a usage error (a misspelt --hook among them).
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("eval", "[--hook beforeTurn|beforeStep|beforeToolCall|toolResult] --input FILE DIR", stderr)
 	var p evalParams
@@ -35,6 +38,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if p.Input == "" {
 		fmt.Fprintln(stderr, "turngate eval: --input is required")
+		fs.Usage()
+		return 2
+	}
+	if hooks := []string{policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult}; p.Hook != "" && !slices.Contains(hooks, p.Hook) {
+		msg := fmt.Sprintf("turngate eval: unknown --hook %q (want %s)", p.Hook, strings.Join(hooks, ", "))
+		if meant := suggest.Closest(p.Hook, hooks); meant != "" {
+			msg += fmt.Sprintf("; did you mean %s?", meant)
+		}
+		fmt.Fprintln(stderr, msg)
 		fs.Usage()
 		return 2
 	}

@@ -49,7 +49,7 @@ func TestRulesCommands(t *testing.T) {
 		{"eval toolResult shadow redact", []string{"eval", "--hook", "toolResult", "--input", dir + "/inputs/tool_result.json", dir + "/shadow"}, 0, "eval_shadow_tool_result.golden"},
 		{"eval broken rules", []string{"eval", "--hook", "beforeTurn", "--input", dir + "/inputs/turn.yaml", dir + "/broken"}, 1, "check_broken.golden"},
 		{"eval misspelt input", []string{"eval", "--hook", "beforeToolCall", "--input", dir + "/inputs/misspelt.yaml", dir + "/good"}, 1, ""},
-		{"eval unknown hook", []string{"eval", "--hook", "afterTurn", "--input", dir + "/inputs/turn.yaml", dir + "/good"}, 1, ""},
+		{"eval unknown hook", []string{"eval", "--hook", "afterTurn", "--input", dir + "/inputs/turn.yaml", dir + "/good"}, 2, ""},
 		{"eval missing input file", []string{"eval", "--hook", "beforeTurn", "--input", dir + "/inputs/nope.yaml", dir + "/good"}, 1, ""},
 		{"eval without hook", []string{"eval", "--input", dir + "/inputs/turn.yaml", dir + "/good"}, 1, ""},
 		{"eval without input", []string{"eval", "--hook", "beforeTurn", dir + "/good"}, 2, ""},
@@ -187,4 +187,15 @@ func mustRun(t *testing.T, code int, args ...string) string {
 		t.Fatalf("turngate %s: stderr = %q, want empty", strings.Join(args, " "), &stderr)
 	}
 	return stdout.String()
+}
+
+// A misspelt --hook is a usage error naming the hook meant, before any
+// rule is loaded, like every other flag's.
+func TestEvalMisspeltHook(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"eval", "--hook", "beforetoolcall", "--input", "testdata/rules/inputs/turn.yaml", "testdata/rules/good"}, &stdout, &stderr)
+	const want = `turngate eval: unknown --hook "beforetoolcall" (want beforeTurn, beforeStep, beforeToolCall, toolResult); did you mean beforeToolCall?`
+	if code != 2 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr %q; want 2 and %q", code, &stderr, want)
+	}
 }
