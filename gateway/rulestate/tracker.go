@@ -133,13 +133,18 @@ func (t *Tracker) Admit(ctx context.Context, ev *Event, reads []*state.Decl, cou
 	var p *Pending
 	if len(counting) > 0 {
 		a.Writes = writes(ev, counting, now)
-		p = &Pending{t: t, writes: a.Writes, at: now, outcome: a.Outcome}
+		if len(a.Writes) > 0 {
+			p = &Pending{t: t, writes: a.Writes, at: now, outcome: a.Outcome}
+		}
 	}
-	rs, err := t.st.AdmitState(ctx, a)
-	if err != nil {
-		return nil, nil, err
+	var rs []store.StateReading
+	if len(a.Reads) > 0 || len(a.Writes) > 0 {
+		var err error
+		if rs, err = t.st.AdmitState(ctx, a); err != nil {
+			return nil, nil, err
+		}
 	}
-	return values(reads, rs, now), p, nil
+	return values(reads, outOfScopeZero(ev, reads, rs), now), p, nil
 }
 
 // Record records ev for every declaration of counts that counts it, with
@@ -170,18 +175,59 @@ func (t *Tracker) storeReads(ev *Event, reads []*state.Decl, now time.Time) []st
 	if len(reads) == 0 {
 		return nil
 	}
-	out := make([]store.StateRead, len(reads))
+	out := make([]store.StateRead, 0, len(reads))
+	for _, d := range reads {
+		if inScope(d, ev) {
+			out = append(out, store.StateRead{Key: scopeKey(d, ev), From: d.Window.Start(now), Outcomes: d.MatchOutcomes()})
+		}
+	}
+	return out
+}
+
+// inScope reports whether ev has a value for every scope part of d: a
+// tool call whose input lacks a field d is scoped by (absent or null) is
+// in no scope of d. It is not counted, and d reads for it as for a scope
+// where nothing happened, so calls without the field never share one
+// bucket (a verify_payee without a payee verifies no wire_transfer
+// without one).
+func inScope(d *state.Decl, ev *Event) bool {
+	for _, p := range d.Scope {
+		if p.Kind == state.ScopeInput {
+			if _, ok := field(ev.Input, p.Field); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// outOfScopeZero returns the readings of reads in order, given rs, those
+// of the reads ev is in scope of (storeReads): a zero reading stands for
+// each of the others.
+func outOfScopeZero(ev *Event, reads []*state.Decl, rs []store.StateReading) []store.StateReading {
+	if len(rs) == len(reads) {
+		return rs
+	}
+	out := make([]store.StateReading, len(reads))
+	j := 0
 	for i, d := range reads {
-		out[i] = store.StateRead{Key: scopeKey(d, ev), From: d.Window.Start(now), Outcomes: d.MatchOutcomes()}
+		if inScope(d, ev) {
+			out[i] = rs[j]
+			j++
+		}
 	}
 	return out
 }
 
 // writes are ev's rows: one per counting declaration, skipping sums and
-// distinct counts of an input field the call's input lacks.
+// distinct counts of an input field the call's input lacks and the
+// declarations ev is in no scope of (inScope).
 func writes(ev *Event, counting []*state.Decl, now time.Time) []store.StateWrite {
 	out := make([]store.StateWrite, 0, len(counting))
 	for _, d := range counting {
+		if !inScope(d, ev) {
+			continue
+		}
 		w := store.StateWrite{Key: scopeKey(d, ev), Bucket: d.Window.Bucket(now), Expires: d.Expiry(now)}
 		switch {
 		case d.Of == state.InputTokens:

@@ -145,3 +145,49 @@ func TestApprovedCallCountsAsExecuted(t *testing.T) {
 		t.Fatalf("the approved call that ran counts as %d executed deletes, want 1", n)
 	}
 }
+
+// TestCallLackingScopeFieldIsInNoScope: calls whose input lacks the field
+// a declaration is scoped by (absent or null) share no bucket: a
+// verify_payee without a payee verifies no wire_transfer without one, and
+// such calls are not counted, while calls with the field are.
+func TestCallLackingScopeFieldIsInNoScope(t *testing.T) {
+	verified := &state.Decl{Name: "payee_verified", Kind: state.HappenedBefore, Of: state.ToolCalls, Tools: []string{"verify_payee"},
+		Scope:  []state.ScopePart{{Kind: state.ScopeSession}, {Kind: state.ScopeInput, Field: "payee"}},
+		Window: state.Window{Within: time.Hour, Resolution: time.Minute}}
+	sends := &state.Decl{Name: "sends", Kind: state.Count, Of: state.ToolCalls, Tools: []string{"send"},
+		Scope:  []state.ScopePart{{Kind: state.ScopeInput, Field: "to.address"}},
+		Window: state.Window{Within: time.Hour, Resolution: time.Minute}}
+	set := mustSet(t, verified, sends)
+	tr := rulestate.New(openSQLite(t), rulestate.Options{})
+	ctx := context.Background()
+	call := func(tool, input string) state.Values {
+		t.Helper()
+		v, _, err := tr.Admit(ctx, &rulestate.Event{Kind: state.EventToolCall, Identity: alice, Tool: tool, Input: json.RawMessage(input)}, []*state.Decl{verified, sends}, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, in := range []string{`{}`, `{"payee": null}`} {
+		call("verify_payee", in)
+	}
+	for _, in := range []string{`{}`, `{"payee": null}`} {
+		if v := call("wire_transfer", in); v["payee_verified"].(map[string]any)["happened"] != false {
+			t.Errorf("wire_transfer %s reads %v after verify_payee calls without a payee", in, v["payee_verified"])
+		}
+	}
+	call("verify_payee", `{"payee": "bob"}`)
+	if v := call("wire_transfer", `{"payee": "bob"}`); v["payee_verified"].(map[string]any)["happened"] != true {
+		t.Errorf("wire_transfer to bob reads %v after verify_payee of bob", v["payee_verified"])
+	}
+	for range 3 {
+		call("send", `{"to": {}}`)
+		call("send", `{"to": {"address": "a@x"}}`)
+	}
+	if v := call("send", `{}`); v["sends"] != json.Number("0") {
+		t.Errorf("a send without to.address reads sends = %v, want 0 (such calls are not counted)", v["sends"])
+	}
+	if v := call("send", `{"to": {"address": "a@x"}}`); v["sends"] != json.Number("3") {
+		t.Errorf("a send to a@x reads sends = %v, want 3", v["sends"])
+	}
+}
