@@ -257,8 +257,8 @@ type snapshot struct {
 	id     string
 	infos  []FileInfo
 	byKind map[Kind][]policy.File
-	// ignored warns of the files left out whose names nearly have a rule
-	// extension (misnamedRuleFile).
+	// ignored warns of the entries left out that look like rule files
+	// (ignoredWarning).
 	ignored policy.Errors
 }
 
@@ -280,9 +280,8 @@ func readSnapshot(fsys fs.FS, root string) (*snapshot, policy.Errors) {
 		name := e.Name()
 		kind := Classify(name)
 		if kind == KindIgnored {
-			if meant := misnamedRuleFile(name); meant != "" && !e.IsDir() {
-				snap.ignored = append(snap.ignored, &policy.Error{Code: policy.CodeIgnoredFileWarning, Location: policy.Location{File: name},
-					Message: fmt.Sprintf("%s is not loaded: rule files end in .rego, .yaml, .yml or .json; did you mean %s?", name, meant)})
+			if w := ignoredWarning(fsys, e); w != "" {
+				snap.ignored = append(snap.ignored, &policy.Error{Code: policy.CodeIgnoredFileWarning, Location: policy.Location{File: name}, Message: w})
 			}
 			continue
 		}
@@ -310,6 +309,33 @@ func readSnapshot(fsys fs.FS, root string) (*snapshot, policy.Errors) {
 	}
 	snap.id = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return snap, nil
+}
+
+// ignoredWarning says why the ignored entry e may be a mistake: a file
+// whose name nearly has a rule extension (misnamedRuleFile), or a folder
+// holding rule files, which are not loaded since only the directory's top
+// level is read. It returns "" for anything else.
+func ignoredWarning(fsys fs.FS, e fs.DirEntry) string {
+	name := e.Name()
+	if !e.IsDir() {
+		if meant := misnamedRuleFile(name); meant != "" {
+			return fmt.Sprintf("%s is not loaded: rule files end in .rego, .yaml, .yml or .json; did you mean %s?", name, meant)
+		}
+		return ""
+	}
+	if skipName(name) {
+		return "" // ..data and the other hidden folders of a ConfigMap
+	}
+	entries, err := fs.ReadDir(fsys, name)
+	if err != nil {
+		return ""
+	}
+	for _, sub := range entries {
+		if !sub.IsDir() && Classify(sub.Name()) != KindIgnored {
+			return fmt.Sprintf("%s/ holds rule files (%s among them) that are not loaded: only the rules directory's top level is read; move them up beside the others", name, sub.Name())
+		}
+	}
+	return ""
 }
 
 // ruleExtensions are the extensions Classify loads.

@@ -256,9 +256,10 @@ func TestEvalInputLimit(t *testing.T) {
 }
 
 // TestMisnamedRuleFilesWarn: a file whose extension is nearly a rule
-// file's is not loaded, and the revision's warnings (which check prints
-// and a reload logs) say so, with the name meant; files that are plainly
-// something else are left out without a word.
+// file's, or a folder of rule files, is not loaded, and the revision's
+// warnings (which check prints and a reload logs) say so, with the name
+// meant; files and folders that are plainly something else (a hidden
+// ..data among them) are left out without a word.
 func TestMisnamedRuleFilesWarn(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
@@ -271,6 +272,9 @@ func TestMisnamedRuleFilesWarn(t *testing.T) {
 		"audit.jsonl": "{}\n",
 		"tools.rego~": "backup\n",
 	})
+	writeFiles(t, filepath.Join(dir, "payments"), map[string]string{"payments.rego": "package turngate.tool_call\n"})
+	writeFiles(t, filepath.Join(dir, "docs"), map[string]string{"notes.md": "notes\n"})
+	writeFiles(t, filepath.Join(dir, "..data"), map[string]string{"tools.rego": "package turngate.tool_call\n"})
 	rev, errs := Load(dir, Options{})
 	if errs != nil {
 		t.Fatal(errs)
@@ -284,6 +288,7 @@ func TestMisnamedRuleFilesWarn(t *testing.T) {
 	want := []string{
 		"limits.jsn: limits.jsn is not loaded: rule files end in .rego, .yaml, .yml or .json; did you mean limits.json?",
 		"more.rgo: more.rgo is not loaded: rule files end in .rego, .yaml, .yml or .json; did you mean more.rego?",
+		"payments: payments/ holds rule files (payments.rego among them) that are not loaded: only the rules directory's top level is read; move them up beside the others",
 		"turn.YAML: turn.YAML is not loaded: rule files end in .rego, .yaml, .yml or .json; did you mean turn.yaml?",
 	}
 	if !slices.Equal(got, want) {
