@@ -33,7 +33,7 @@ type referenceStore struct {
 
 // get opens the reference store on db the first time.
 func (r *referenceStore) get(db testDB) (Store, error) {
-	r.once.Do(func() { r.s, r.err = db.openStore(withTranscriptCache(0, 0)) })
+	r.once.Do(func() { r.s, r.err = db.openStore(withTranscriptCache(0, 0), withIndependentFile()) })
 	return r.s, r.err
 }
 

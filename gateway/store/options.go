@@ -12,6 +12,9 @@ type options struct {
 	cacheEntries, cacheBytes int
 	// tracer traces PostgreSQL's statements; nil for none.
 	tracer pgx.QueryTracer
+	// independent opens a SQLite file as a store of its own, beside the
+	// one the process has open on it (see withIndependentFile).
+	independent bool
 }
 
 // newOptions applies opts to the defaults, synchronous being the driver's.
@@ -50,4 +53,12 @@ func withTranscriptCache(entries, bytes int) Option {
 // The gateway's tests count a turn's statements with it.
 func WithTracer(t pgx.QueryTracer) Option {
 	return func(o *options) { o.tracer = t }
+}
+
+// withIndependentFile opens a SQLite store on a file that is not shared
+// with the other stores the process opens on it, and takes no process lock:
+// a second writer on the file, as another process would be. For the tests'
+// uncached reference reads; OpenPostgres ignores it.
+func withIndependentFile() Option {
+	return func(o *options) { o.independent = true }
 }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite"
@@ -21,8 +22,9 @@ import (
 )
 
 // busyTimeoutMillis is how long a connection waits for another process's
-// lock before failing with SQLITE_BUSY. Writers of this process never wait on
-// each other inside SQLite: they share one connection.
+// lock before failing with SQLITE_BUSY: a tool such as the sqlite3 shell,
+// since no other gateway process opens the file (lockFile). Writers of this
+// process never wait on each other inside SQLite: they share one connection.
 const busyTimeoutMillis = 10000
 
 // maxBatch bounds the writes one transaction commits together. 64 is one
@@ -55,16 +57,32 @@ var errClosed = errors.New("store: closed")
 // commit order, before the write returns; a commit that fails empties it.
 // So the cache is right only while this process is the file's one writer,
 // which is what SQLite is for: several gateway replicas use PostgreSQL.
+//
+// One writer per file is kept, not assumed: the stores OpenSQLite opens on
+// one file in one process share it (and the cache, and the leases), and a
+// second process that opens the file while this one has it fails at once
+// (see lockFile).
 type SQLite struct {
+	*sqliteFile
+	closeOnce sync.Once
+}
+
+// sqliteFile is the open file that every SQLite of it in the process
+// shares: one writer, one cache.
+type sqliteFile struct {
+	path string // absolute, its key in openFiles
+	refs int    // the open SQLite handles, under openFilesMu
+	opts options
+	lock *os.File // holds the file's process lock (lockFile)
+
 	w *sql.DB // the single writer connection, used only by writeLoop once it runs
 	r *sql.DB // read-only connections
 	q *statements
 
-	writes    chan *writeRequest // queued writes, to writeLoop
-	closing   chan struct{}      // closed by Close
-	stopped   chan struct{}      // closed when writeLoop has returned
-	closeOnce sync.Once
-	commits   atomic.Int64 // transactions writeLoop committed; tests compare it with the writes
+	writes  chan *writeRequest // queued writes, to writeLoop
+	closing chan struct{}      // closed by Close
+	stopped chan struct{}      // closed when writeLoop has returned
+	commits atomic.Int64       // transactions writeLoop committed; tests compare it with the writes
 
 	// leases are the session leases: in memory, since the file serves one
 	// process.
@@ -98,6 +116,7 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 		return nil, fmt.Errorf("opening sqlite store: %w: path %q is not a file", ErrInvalid, path)
 	}
 	o := newOptions(SynchronousFull, opts)
+	o.tracer = nil // PostgreSQL's; and options must compare (openFiles)
 	if o.synchronous != SynchronousFull && o.synchronous != SynchronousNormal {
 		return nil, fmt.Errorf("opening sqlite store: %w: synchronous %q is not %q or %q",
 			ErrInvalid, o.synchronous, SynchronousFull, SynchronousNormal)
@@ -106,11 +125,81 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening sqlite store: %w", err)
 	}
+	if o.independent {
+		f, err := openSQLiteFile(abs, o)
+		if err != nil {
+			return nil, err
+		}
+		return &SQLite{sqliteFile: f}, nil
+	}
+	openFilesMu.Lock()
+	e := openFiles[abs]
+	if e == nil {
+		// The first open of the file: others of it wait for e.opened.
+		e = &openFile{opened: make(chan struct{})}
+		openFiles[abs] = e
+		openFilesMu.Unlock()
+		e.file, e.err = openSQLiteFile(abs, o)
+		if e.err != nil {
+			openFilesMu.Lock()
+			delete(openFiles, abs)
+			openFilesMu.Unlock()
+		}
+		close(e.opened)
+		if e.err != nil {
+			return nil, e.err
+		}
+		return &SQLite{sqliteFile: e.file}, nil
+	}
+	openFilesMu.Unlock()
+	<-e.opened
+	if e.err != nil {
+		return nil, e.err
+	}
+	openFilesMu.Lock()
+	if openFiles[abs] != e {
+		openFilesMu.Unlock()
+		return OpenSQLite(path, opts...) // closed meanwhile: open it anew
+	}
+	defer openFilesMu.Unlock()
+	f := e.file
+	if f.opts != o {
+		return nil, fmt.Errorf("opening sqlite store: %w: %s is open in this process with other options", ErrInvalid, abs)
+	}
+	f.refs++
+	return &SQLite{sqliteFile: f}, nil
+}
+
+// openFiles are the SQLite files open in this process, by absolute path,
+// under openFilesMu.
+var (
+	openFilesMu sync.Mutex
+	openFiles   = map[string]*openFile{}
+)
+
+// openFile is an entry of openFiles: file once opened is closed, or err.
+type openFile struct {
+	opened chan struct{}
+	file   *sqliteFile
+	err    error
+}
+
+// openSQLiteFile opens the file abs, which no SQLite of this process has
+// open, and starts its writer.
+func openSQLiteFile(abs string, o options) (*sqliteFile, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
 		return nil, fmt.Errorf("opening sqlite store: creating directory: %w", err)
 	}
+	var lock *os.File
+	if !o.independent {
+		var err error
+		if lock, err = lockFile(abs); err != nil {
+			return nil, fmt.Errorf("opening sqlite store: %w", err)
+		}
+	}
 	ms, err := loadMigrations(migrations, "migrations/sqlite")
 	if err != nil {
+		_ = closeLock(lock)
 		return nil, fmt.Errorf("opening sqlite store: %w", err)
 	}
 
@@ -122,6 +211,7 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 	// reads before it writes cannot fail halfway on a lock upgrade.
 	w, err := sql.Open("sqlite", uri+"?"+common+"&_journal_mode=WAL&_synchronous="+o.synchronous+"&_txlock=immediate")
 	if err != nil {
+		_ = closeLock(lock)
 		return nil, fmt.Errorf("opening sqlite store: %w", err)
 	}
 	w.SetMaxOpenConns(1)
@@ -129,21 +219,23 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	if err := migrate(context.Background(), w, ms); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("opening sqlite store %s: %w", abs, err)
+		return nil, errors.Join(fmt.Errorf("opening sqlite store %s: %w", abs, err), w.Close(), closeLock(lock))
 	}
 	// The readers open after the writer has switched the file to WAL.
 	r, err := sql.Open("sqlite", uri+"?"+common+"&_query_only=1")
 	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("opening sqlite store: %w", err)
+		return nil, errors.Join(fmt.Errorf("opening sqlite store: %w", err), w.Close(), closeLock(lock))
 	}
 	r.SetMaxOpenConns(max(4, runtime.GOMAXPROCS(0)))
 	q, err := prepareStatements(context.Background(), w, r)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("opening sqlite store: %w", err), r.Close(), w.Close())
+		return nil, errors.Join(fmt.Errorf("opening sqlite store: %w", err), r.Close(), w.Close(), closeLock(lock))
 	}
-	s := &SQLite{
+	f := &sqliteFile{
+		path:    abs,
+		refs:    1,
+		opts:    o,
+		lock:    lock,
 		w:       w,
 		r:       r,
 		q:       q,
@@ -152,18 +244,67 @@ func OpenSQLite(path string, opts ...Option) (*SQLite, error) {
 		stopped: make(chan struct{}),
 		leases:  newMemLeases(),
 	}
-	s.read = s.readTranscript
-	s.cache = o.newCache()
+	s := &SQLite{sqliteFile: f}
+	f.read = s.readTranscript
+	f.cache = o.newCache()
 	go s.writeLoop()
-	return s, nil
+	return f, nil
 }
 
-// Close closes the database. The batch being written completes; writes
+// lockFile takes the process lock of the SQLite file abs, an exclusive
+// flock of abs+".lock", held until the returned file is closed (or the
+// process ends). SQLite serves one process: a second gateway process on the
+// file would requeue the first one's running submissions at its start, and
+// its writer would contend with the first one's for SQLite's lock, which
+// SQLite's busy handler waits for by polling, so a writer that commits
+// back to back can starve the other past busy_timeout (SQLITE_BUSY).
+func lockFile(abs string) (*os.File, error) {
+	f, err := os.OpenFile(abs+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s is in use by another process: a SQLite file serves one gateway process (several replicas share PostgreSQL)", abs)
+		}
+		return nil, fmt.Errorf("locking %s: %w", abs, err)
+	}
+	return f, nil
+}
+
+// closeLock releases the process lock of lockFile (none: nil).
+func closeLock(lock *os.File) error {
+	if lock == nil {
+		return nil
+	}
+	return lock.Close()
+}
+
+// Close closes this handle of the database; closing its last handle in the
+// process closes the file. The batch being written then completes; writes
 // still queued, and writes after Close, fail with errClosed.
 func (s *SQLite) Close() error {
-	s.closeOnce.Do(func() { close(s.closing) })
-	<-s.stopped
-	return errors.Join(s.q.close(), s.r.Close(), s.w.Close())
+	var err error
+	s.closeOnce.Do(func() { err = s.release() })
+	return err
+}
+
+// release drops a handle of f, and closes f when it was the last, holding
+// openFilesMu until its lock is released: an open of the file after that
+// opens it anew.
+func (f *sqliteFile) release() error {
+	if !f.opts.independent {
+		openFilesMu.Lock()
+		defer openFilesMu.Unlock()
+		if f.refs--; f.refs > 0 {
+			return nil
+		}
+		delete(openFiles, f.path)
+	}
+	close(f.closing)
+	<-f.stopped
+	return errors.Join(f.q.close(), f.r.Close(), f.w.Close(), closeLock(f.lock))
 }
 
 // GetOrCreateSession implements Store.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -868,9 +869,9 @@ func TestConcurrentWriters(t *testing.T) {
 		)
 		ctx := context.Background()
 		s := open(t, db)
-		// A second handle on the same database stands in for another
-		// process: on SQLite its writes contend for the file's lock, which
-		// busy_timeout waits out; on PostgreSQL for the session's row.
+		// A second handle on the same database: on SQLite it shares the
+		// file's one writer (OpenSQLite), on PostgreSQL it stands in for
+		// another replica, its writes contending for the session's row.
 		other := open(t, db)
 		mustSession(t, s, "acme", "shared")
 
@@ -1063,4 +1064,66 @@ func BenchmarkMessages(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSQLiteOneWriterPerFile: the stores a process opens on one SQLite
+// file share its writer and its transcript cache, so one's writes are the
+// other's reads (two writers on one file contended for SQLite's lock, and
+// under CPU starvation one failed with SQLITE_BUSY); closing one leaves the
+// other open; and while the file is open another process cannot open it.
+func TestSQLiteOneWriterPerFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "turngate.db")
+	a, err := OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.sqliteFile != b.sqliteFile {
+		t.Fatal("two stores on one file have writers of their own")
+	}
+	ctx := context.Background()
+	mustSession(t, a, "acme", "s1")
+	if _, _, err := b.Transcript(ctx, "acme", "s1"); err != nil { // cached on b
+		t.Fatal(err)
+	}
+	if err := a.AppendMessage(ctx, "acme", "s1", text("m1", "hi")); err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err := b.Messages(ctx, "acme", "s1"); err != nil || len(msgs) != 1 {
+		t.Errorf("b's transcript after a's append = %v, %v; want the message", msgs, err)
+	}
+	if _, err := OpenSQLite(path, WithSynchronous(SynchronousNormal)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("opening the open file with other options: err = %v, want ErrInvalid", err)
+	}
+	if _, err := lockFile(path); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Errorf("another open file description locking it (as another process would): err = %v, want in use", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil { // a second Close of a handle does nothing
+		t.Fatal(err)
+	}
+	if err := b.AppendMessage(ctx, "acme", "s1", text("m2", "again")); err != nil {
+		t.Errorf("b after a's Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := lockFile(path)
+	if err != nil {
+		t.Fatalf("the file is still locked after its last store closed: %v", err)
+	}
+	lock.Close()
+	c, err := OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if msgs, err := c.Messages(ctx, "acme", "s1"); err != nil || len(msgs) != 2 {
+		t.Errorf("reopened: %d messages, %v; want 2", len(msgs), err)
+	}
 }
