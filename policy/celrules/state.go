@@ -60,6 +60,13 @@ func (c *compiler) checkState(src *source, spec *ruleSpec, field string, n *yaml
 					read(k.AsLiteral().Value().(string), k.ID(), 0)
 				}
 			}
+			// "NAME" in state: a misspelt NAME is never in it.
+			if call.FunctionName() == operators.In && len(call.Args()) == 2 && isStateIdent(call.Args()[1]) {
+				if k := call.Args()[0]; k.Kind() == celast.LiteralKind && k.AsLiteral().Type() == types.StringType {
+					named[call.Args()[1].ID()] = true
+					read(k.AsLiteral().Value().(string), k.ID(), 0)
+				}
+			}
 		}
 	}))
 	celast.PreOrderVisit(native.Expr(), celast.NewExprVisitor(func(x celast.Expr) {

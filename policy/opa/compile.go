@@ -140,6 +140,7 @@ func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, po
 	}
 	b.checkDecisionNames(parsed)
 	b.checkUnusedPackages(parsed)
+	b.checkStateGets(parsed, declaredStates(opts.StateSchema))
 	if len(b.errs) > 0 {
 		return nil, b.result()
 	}

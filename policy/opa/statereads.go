@@ -1,10 +1,13 @@
 package opa
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/turngate/turngate/policy"
 )
 
 // stateRoot is input.state, under which the declared state is read.
@@ -96,4 +99,90 @@ func collectStateReads(m *ast.Module, declared []string, names map[string]bool) 
 func declaredStates(schema map[string]any) []string {
 	props, _ := schema["properties"].(map[string]any)
 	return slices.Sorted(maps.Keys(props))
+}
+
+// objectGet is the builtin a rule reads a key with a default through.
+var objectGet = ast.MustParseRef("object.get")
+
+// checkStateGets reports each object.get(input.state, "NAME", default)
+// whose NAME no declaration declares, with a did-you-mean: the type
+// checker does not see into object.get, so a misspelt name there read the
+// default on every call (a limit switched off by a typo). input.state may
+// be named directly, through an import alias or through a variable of
+// the rule bound to it (s := input.state); a key path ["NAME", ...] is
+// checked by its first name. A computed key is not checked.
+func (b *build) checkStateGets(parsed map[string]*ast.Module, declared []string) {
+	candidates := make([]ast.Value, len(declared))
+	for i, n := range declared {
+		candidates[i] = ast.String(n)
+	}
+	for _, path := range slices.Sorted(maps.Keys(parsed)) {
+		m := parsed[path]
+		aliases := map[ast.Var]bool{}
+		for _, imp := range m.Imports {
+			if ref, ok := imp.Path.Value.(ast.Ref); ok && ref.Equal(stateRoot) && imp.Alias != "" {
+				aliases[imp.Alias] = true
+			}
+		}
+		ast.WalkRules(m, func(r *ast.Rule) bool {
+			vars := maps.Clone(aliases)
+			ast.WalkExprs(r, func(e *ast.Expr) bool {
+				if e.IsAssignment() || e.IsEquality() {
+					ops := e.Operands()
+					if v, ok := ops[0].Value.(ast.Var); ok {
+						if ref, ok := ops[1].Value.(ast.Ref); ok && ref.Equal(stateRoot) {
+							vars[v] = true
+						}
+					}
+				}
+				return false
+			})
+			isState := func(t *ast.Term) bool {
+				switch v := t.Value.(type) {
+				case ast.Ref:
+					return v.Equal(stateRoot)
+				case ast.Var:
+					return vars[v]
+				}
+				return false
+			}
+			check := func(op ast.Ref, args []*ast.Term) {
+				if !op.Equal(objectGet) || len(args) != 3 || !isState(args[0]) {
+					return
+				}
+				key := args[1]
+				if a, ok := key.Value.(*ast.Array); ok && a.Len() > 0 {
+					key = a.Elem(0)
+				}
+				s, ok := key.Value.(ast.String)
+				if !ok || slices.Contains(declared, string(s)) {
+					return
+				}
+				loc := key.Location
+				if loc == nil {
+					loc = args[0].Location
+				}
+				b.errs = append(b.errs, b.src.error(policy.CodeType, loc,
+					fmt.Sprintf("object.get reads undefined state %v: input.state has no key %v", key, key)+keyHint(stateRoot, key, candidates)))
+			}
+			ast.WalkExprs(r, func(e *ast.Expr) bool {
+				if e.IsCall() {
+					terms := e.Terms.([]*ast.Term)
+					if op, ok := terms[0].Value.(ast.Ref); ok {
+						check(op, terms[1:])
+					}
+				}
+				return false
+			})
+			ast.WalkTerms(r, func(t *ast.Term) bool {
+				if c, ok := t.Value.(ast.Call); ok && len(c) > 0 {
+					if op, ok := c[0].Value.(ast.Ref); ok {
+						check(op, c[1:])
+					}
+				}
+				return false
+			})
+			return false
+		})
+	}
 }
