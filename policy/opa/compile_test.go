@@ -32,6 +32,8 @@ func TestCompileErrors(t *testing.T) {
 		// OPA's deny, allow, warn and violation, read by no rule.
 		{"names_opa", []string{"names_opa.rego", "names_opa_read.rego"}, testOptions,
 			[]string{policy.CodeSchema, policy.CodeSchema, policy.CodeSchema, policy.CodeSchema}},
+		// A reference under data.turngate into no package: a misspelt import.
+		{"names_import", []string{"names_import.rego", "names_import_lib.rego"}, testOptions, []string{policy.CodeType}},
 		{"all_at_once", []string{"sandbox.rego", "parse2.rego", "compile.rego"}, testOptions,
 			[]string{policy.CodeParse, policy.CodeSandbox, policy.CodeSandbox, policy.CodeSandbox}},
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
+	"github.com/turngate/turngate/internal/suggest"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -245,16 +246,23 @@ func (b *build) typeSchemas(doc map[string]any, modules map[string]*ast.Module) 
 			typed[k] = true
 		}
 	}
+	var pkgs []ast.Ref
+	for _, m := range modules {
+		pkgs = append(pkgs, m.Package.Path)
+	}
 	for _, m := range b.typed {
-		b.checkDataRoots(m, doc, roots)
+		b.checkDataRoots(m, doc, roots, pkgs)
 		annotateSchemas(m, typed)
 	}
 	return ss
 }
 
 // checkDataRoots reports each reference data.<key> in m whose key no data
-// file and no package defines.
-func (b *build) checkDataRoots(m *ast.Module, doc map[string]any, roots map[string]bool) {
+// file and no package defines, and each reference under a key only
+// packages define that leads into none of them (data.turngate.libb
+// beside package turngate.lib: an import with a typo, whose rules would
+// be undefined and never fire).
+func (b *build) checkDataRoots(m *ast.Module, doc map[string]any, roots map[string]bool, pkgs []ast.Ref) {
 	ast.WalkRefs(m, func(ref ast.Ref) bool {
 		if len(ref) < 2 || !ref[0].Equal(ast.DefaultRootDocument) {
 			return false
@@ -263,7 +271,13 @@ func (b *build) checkDataRoots(m *ast.Module, doc map[string]any, roots map[stri
 		if !ok {
 			return false
 		}
-		if _, inData := doc[string(key)]; inData || roots[string(key)] {
+		if _, inData := doc[string(key)]; inData {
+			return false
+		}
+		if roots[string(key)] {
+			if err := b.outsidePackages(ref, pkgs); err != nil {
+				b.errs = append(b.errs, err)
+			}
 			return false
 		}
 		candidates := make([]ast.Value, 0, len(doc)+len(roots))
@@ -280,6 +294,42 @@ func (b *build) checkDataRoots(m *ast.Module, doc map[string]any, roots map[stri
 		b.errs = append(b.errs, b.src.error(policy.CodeType, loc, fmt.Sprintf("undefined ref %v: data has no key %v", ref, ref[1])+keyHint(ref[:1], ref[1], candidates)))
 		return false
 	})
+}
+
+// outsidePackages returns the error of a reference whose constant prefix
+// leads outside every package of pkgs — no package's path is a prefix of
+// it, and it is a prefix of none — naming the packages there and the one
+// meant; nil for a reference into (or above) a package.
+func (b *build) outsidePackages(ref ast.Ref, pkgs []ast.Ref) *policy.Error {
+	prefix := ref.ConstantPrefix()
+	depth := 0 // how far prefix follows some package's path
+	for _, p := range pkgs {
+		if prefix.HasPrefix(p) || p.HasPrefix(prefix) {
+			return nil
+		}
+		n := 0
+		for n < len(p) && n < len(prefix) && p[n].Equal(prefix[n]) {
+			n++
+		}
+		depth = max(depth, n)
+	}
+	var there []string // the paths one step below where prefix leaves the packages
+	for _, p := range pkgs {
+		if len(p) > depth && p[:depth].Equal(prefix[:depth]) {
+			there = append(there, p[:depth+1].String())
+		}
+	}
+	slices.Sort(there)
+	there = slices.Compact(there)
+	loc := prefix[depth].Location
+	if loc == nil {
+		loc = ref[0].Location
+	}
+	msg := fmt.Sprintf("undefined ref %v: no package defines %v (under %v there are %s)", ref, prefix[:depth+1], prefix[:depth], strings.Join(there, ", "))
+	if meant := suggest.Closest(prefix[:depth+1].String(), there); meant != "" {
+		msg += fmt.Sprintf("; did you mean %s?", meant)
+	}
+	return b.src.error(policy.CodeType, loc, msg)
 }
 
 // annotateSchemas attaches schema annotations to every rule of the policy

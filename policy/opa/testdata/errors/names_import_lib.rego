@@ -1,0 +1,3 @@
+package turngate.helpers
+
+bad if input.tool.name == "rm"
