@@ -456,7 +456,13 @@ func overrideChanges(old, cur json.RawMessage) []string {
 func writeReplayReport(w io.Writer, rep *replayReport) {
 	fmt.Fprintf(w, "replayed %d of %d decisions from %s against %s\n", rep.Replayed, rep.Decisions, strings.Join(rep.Files, ", "), rep.Revision)
 	if rep.NotReplayable > 0 {
-		fmt.Fprintf(w, "not replayable: %d (recorded without an input)", rep.NotReplayable)
+		fmt.Fprintf(w, "not replayable: %d", rep.NotReplayable)
+		switch without := rep.NotReplayable - rep.UnrecordedState; {
+		case without == rep.NotReplayable:
+			fmt.Fprint(w, " (recorded without an input)")
+		case without > 0:
+			fmt.Fprintf(w, " (%d recorded without an input)", without)
+		}
 		if rep.NotReplayableExample != "" {
 			fmt.Fprintf(w, "; e.g. %s", rep.NotReplayableExample)
 		}

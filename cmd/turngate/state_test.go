@@ -102,4 +102,13 @@ func TestReplayState(t *testing.T) {
 	if rep.Replayed != 0 || rep.NotReplayable != 21 || rep.UnrecordedState != 21 || !strings.Contains(rep.UnrecordedStateExample, "emails_per_day") {
 		t.Fatalf("replay against a candidate reading unrecorded state: %+v", rep)
 	}
+	// The summary does not call them recorded without an input: they hold
+	// one, without the state the candidate reads.
+	stdout.Reset()
+	if code := run(context.Background(), []string{"replay", "--audit", "audit.jsonl", "--rules", candidate}, &stdout, &stderr); code != 0 {
+		t.Fatalf("replay against the candidate: exit %d\n%s%s", code, &stdout, &stderr)
+	}
+	if out := stdout.String(); strings.Contains(out, "without an input") || !strings.Contains(out, "of which reading state the record does not hold: 21") {
+		t.Fatalf("replay's summary of decisions that lack the candidate's state:\n%s", out)
+	}
 }
