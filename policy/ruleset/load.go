@@ -345,7 +345,7 @@ var ruleExtensions = []string{"rego", "yaml", "yml", "json"}
 // extension a rule extension in another case (turn.YAML), or one with a
 // letter left out or mistyped (tools.rgo, tools.reg, data.jsn) — or ""
 // for a file that is plainly something else (README.md, notes.txt,
-// audit.jsonl).
+// audit.jsonl, pom.xml).
 func misnamedRuleFile(name string) string {
 	if skipName(name) {
 		return ""
@@ -355,6 +355,9 @@ func misnamedRuleFile(name string) string {
 		return ""
 	}
 	stem, ext := name[:i], strings.ToLower(name[i+1:])
+	if ext == "xml" {
+		return "" // a format of its own, one letter from yml
+	}
 	for _, want := range ruleExtensions {
 		if ext == want || (len(ext) >= 3 && len(ext) <= len(want) && levenshtein.ComputeDistance(ext, want) == 1) {
 			return stem + "." + want

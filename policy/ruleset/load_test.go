@@ -270,6 +270,7 @@ func TestMisnamedRuleFilesWarn(t *testing.T) {
 		"README.md":   "notes\n",
 		"notes.txt":   "notes\n",
 		"audit.jsonl": "{}\n",
+		"pom.xml":     "<x/>\n",
 		"tools.rego~": "backup\n",
 	})
 	writeFiles(t, filepath.Join(dir, "payments"), map[string]string{"payments.rego": "package turngate.tool_call\n"})
