@@ -90,6 +90,7 @@ func (p *parser) decl(n *yaml.Node) {
 	}
 	d := &Decl{Location: policy.Location{File: p.path, Line: n.Line, Column: n.Column}}
 	at := map[string]*yaml.Node{}
+	unreadable := map[string]bool{} // keys whose value is already an error
 	var kindKey *yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -122,9 +123,13 @@ func (p *parser) decl(n *yaml.Node) {
 				d.Scope = append(d.Scope, part)
 			}
 		case "within":
-			d.Window.Within = p.duration(v)
+			if d.Window.Within = p.duration(v); d.Window.Within == 0 {
+				unreadable[k.Value] = true
+			}
 		case "resolution":
-			d.Window.Resolution = p.duration(v)
+			if d.Window.Resolution = p.duration(v); d.Window.Resolution == 0 {
+				unreadable[k.Value] = true
+			}
 		case "calendar":
 			d.Window.Calendar = Calendar(p.scalar(v))
 		case "timeZone":
@@ -148,6 +153,9 @@ func (p *parser) decl(n *yaml.Node) {
 		p.errorAt(at["timeZone"], "timeZone applies to calendar windows")
 	}
 	for _, pr := range d.check() {
+		if unreadable[pr.key] {
+			continue // its value's error says it
+		}
 		node := at[pr.key]
 		if node == nil {
 			node = n
@@ -217,6 +225,10 @@ func (p *parser) duration(n *yaml.Node) time.Duration {
 		}
 	}
 	d, err := time.ParseDuration(s)
+	if f, nerr := strconv.ParseFloat(s, 64); nerr == nil && f > 0 {
+		p.errorAt(n, "%s has no unit: want a duration such as %ss, %sm or %sh", s, s, s, s)
+		return 0
+	}
 	if err != nil || d <= 0 {
 		p.errorAt(n, "want a positive duration such as 30s, 1h or 7d, not %q", s)
 		return 0
