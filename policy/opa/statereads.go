@@ -16,8 +16,8 @@ var stateRoot = ast.MustParseRef("input.state")
 // StateReads returns the names of the declared states the rules of the
 // decision package pkg may read (input.state.NAME in its modules and in
 // the modules of the other, non-decision packages they may call), sorted.
-// A read the compiler cannot name (input.state[x], input.state as a whole)
-// reads every declared state. The gateway computes only these for the
+// A read the compiler cannot name (input.state[x], input.state or input
+// as a whole, input[x]) reads every declared state. The gateway computes only these for the
 // package's events; none means no store access at all.
 func (p *Policy) StateReads(pkg string) []string {
 	if p == nil {
@@ -65,8 +65,8 @@ func collectStateReads(m *ast.Module, declared []string, names map[string]bool) 
 	visit := func(ref ast.Ref) {
 		if !ref.HasPrefix(stateRoot) {
 			// An input.state reached through a variable (x := input; x.state.n)
-			// is input itself taken whole.
-			if ref.Equal(ast.InputRootRef) {
+			// is input itself taken whole, and input[k] may be input.state.
+			if ref.Equal(ast.InputRootRef) || ref.HasPrefix(ast.InputRootRef) && !ref[1].IsGround() {
 				all()
 			}
 			return
