@@ -22,12 +22,14 @@
 package rulestate
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -327,15 +329,75 @@ func field(input json.RawMessage, path string) (json.RawMessage, bool) {
 		}
 		cur = next
 	}
+	dec := json.NewDecoder(bytes.NewReader(cur))
+	dec.UseNumber()
 	var v any
-	if json.Unmarshal(cur, &v) != nil || v == nil {
+	if dec.Decode(&v) != nil || v == nil {
 		return nil, false
 	}
-	compact, err := json.Marshal(v)
+	compact, err := json.Marshal(exactNumbers(v))
 	if err != nil {
 		return nil, false
 	}
 	return compact, true
+}
+
+// exactNumbers returns v with each number written as exactNumber does,
+// objects and arrays walked.
+func exactNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		return exactNumber(v)
+	case map[string]any:
+		for k, e := range v {
+			v[k] = exactNumbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = exactNumbers(e)
+		}
+	}
+	return v
+}
+
+// maxExactNumber bounds the numbers exactNumber rewrites: a longer one,
+// or one whose exponent is beyond ±maxExactExponent, stays as written
+// (1e1000000000 would take big.Rat gigabytes).
+const (
+	maxExactNumber   = 100
+	maxExactExponent = 400
+)
+
+// exactNumber writes n as the shortest decimal of its exact value, so one
+// number has one spelling (1, 1.0, 1e0 and 10e-1 are one payee) and two
+// numbers never share one: as a float64, 9007199254740993 was
+// 9007199254740992, another payee's scope.
+func exactNumber(n json.Number) json.Number {
+	s := string(n)
+	if len(s) > maxExactNumber {
+		return n
+	}
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil || e > maxExactExponent || e < -maxExactExponent {
+			return n
+		}
+		mant, exp = s[:i], e
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return n
+	}
+	places := 0
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		places = len(mant) - i - 1
+	}
+	out := r.FloatString(max(0, places-exp))
+	if strings.Contains(out, ".") {
+		out = strings.TrimRight(strings.TrimRight(out, "0"), ".")
+	}
+	return json.Number(out)
 }
 
 // Prune deletes expired rows in batches of PruneBatch until a batch comes

@@ -191,3 +191,42 @@ func TestCallLackingScopeFieldIsInNoScope(t *testing.T) {
 		t.Errorf("a send to a@x reads sends = %v, want 3", v["sends"])
 	}
 }
+
+// TestScopeNumbersExact: a number in a scope field is its exact value: two
+// account numbers beyond float64's 2^53 are two scopes (a verify_payee of
+// one verified the other), and one value however spelt (1, 1.0, 1e0) is
+// one scope, so a limit per account cannot be split by respelling it.
+func TestScopeNumbersExact(t *testing.T) {
+	verified := &state.Decl{Name: "verified", Kind: state.HappenedBefore, Of: state.ToolCalls, Tools: []string{"verify_payee"},
+		Scope:  []state.ScopePart{{Kind: state.ScopeSession}, {Kind: state.ScopeInput, Field: "payee"}},
+		Window: state.Window{Within: time.Hour, Resolution: time.Minute}}
+	sends := &state.Decl{Name: "sends", Kind: state.Count, Of: state.ToolCalls, Tools: []string{"send"},
+		Scope:  []state.ScopePart{{Kind: state.ScopeInput, Field: "account"}},
+		Window: state.Window{Within: time.Hour, Resolution: time.Minute}}
+	set := mustSet(t, verified, sends)
+	tr := rulestate.New(openSQLite(t), rulestate.Options{})
+	call := func(tool, input string) state.Values {
+		t.Helper()
+		v, _, err := tr.Admit(context.Background(), &rulestate.Event{Kind: state.EventToolCall, Identity: alice, Tool: tool, Input: json.RawMessage(input)}, []*state.Decl{verified, sends}, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	call("verify_payee", `{"payee": 9007199254740992}`)
+	if v := call("wire_transfer", `{"payee": 9007199254740993}`); v["verified"].(map[string]any)["happened"] != false {
+		t.Errorf("payee 9007199254740993 reads %v after verify_payee of 9007199254740992", v["verified"])
+	}
+	if v := call("wire_transfer", `{"payee": 9007199254740992.0}`); v["verified"].(map[string]any)["happened"] != true {
+		t.Errorf("payee 9007199254740992.0 reads %v after verify_payee of 9007199254740992", v["verified"])
+	}
+	for _, account := range []string{`1`, `1.0`, `1e0`, `10e-1`, `0.1e1`} {
+		call("send", `{"account": `+account+`}`)
+	}
+	if v := call("send", `{"account": 1.00}`); v["sends"] != json.Number("5") {
+		t.Errorf("account 1.00 reads sends = %v after five sends to 1 spelt five ways, want 5", v["sends"])
+	}
+	if v := call("send", `{"account": 1e999999999}`); v["sends"] != json.Number("0") {
+		t.Errorf("account 1e999999999 reads sends = %v, want 0", v["sends"])
+	}
+}
