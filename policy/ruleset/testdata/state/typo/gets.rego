@@ -17,3 +17,11 @@ block contains "variable" if {
 
 # Declared names are fine.
 block contains "declared" if object.get(input.state, "emails_per_hour", 0) >= 20
+
+# The type checker follows input.state into a variable and an import alias.
+block contains "variable dot" if {
+	s := input.state
+	s.emails_per_hou >= 20
+}
+
+block contains "alias dot" if st.emails_per_hou >= 20
