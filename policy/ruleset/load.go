@@ -216,10 +216,10 @@ func (r *Revision) stateReads(hook string) []string {
 func (r *Revision) Warnings() policy.Errors { return r.warnings }
 
 // ToolNames returns the tool names the rules spell out as literals, CEL's
-// (celrules.Set.ToolNames) then Rego's (opa.Policy.ToolNames), with files
-// named as in errors.
+// (celrules.Set.ToolNames), Rego's (opa.Policy.ToolNames) then the state
+// declarations' tools (state.Set.ToolNames), with files named as in errors.
 func (r *Revision) ToolNames() []policy.ToolName {
-	names := append(r.cel.ToolNames(), r.rego.ToolNames()...)
+	names := append(append(r.cel.ToolNames(), r.rego.ToolNames()...), r.state.ToolNames()...)
 	for i := range names {
 		names[i].Location = locate(r.root, names[i].Location)
 	}

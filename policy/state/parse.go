@@ -38,6 +38,15 @@ type parser struct {
 	lines []string
 }
 
+// toolName is the tool name of a tools entry, where it is.
+func (p *parser) toolName(n *yaml.Node) policy.ToolName {
+	t := policy.ToolName{Name: n.Value, Location: policy.Location{File: p.path, Line: n.Line, Column: n.Column}}
+	if n.Line >= 1 && n.Line <= len(p.lines) {
+		t.Snippet = policy.Snippet(strings.TrimRight(p.lines[n.Line-1], "\r"), n.Column)
+	}
+	return t
+}
+
 func (p *parser) errorAt(n *yaml.Node, format string, args ...any) {
 	e := &policy.Error{Code: policy.CodeSchema, Location: policy.Location{File: p.path}, Message: fmt.Sprintf(format, args...)}
 	if n != nil {
@@ -110,7 +119,10 @@ func (p *parser) decl(n *yaml.Node) {
 			kindKey = k
 			d.Kind, d.Of = Kind(k.Value), Source(p.scalar(v))
 		case "tools":
-			d.Tools = p.list(v)
+			for _, t := range p.listNodes(v) {
+				d.Tools = append(d.Tools, t.Value)
+				p.set.toolNames = append(p.set.toolNames, p.toolName(t))
+			}
 		case "outcomes":
 			d.Outcomes = p.list(v)
 		case "by":

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/agnivade/levenshtein"
+
+	"github.com/turngate/turngate/policy"
 )
 
 // Set is the declared state of one revision (or of the config's limits).
@@ -13,6 +15,18 @@ import (
 type Set struct {
 	decls  []*Decl
 	byName map[string]*Decl
+	// toolNames are the tools entries of the declaration files.
+	toolNames []policy.ToolName
+}
+
+// ToolNames returns the tool names the declaration files' tools lists
+// spell out, where they do: a misspelt one counts nothing, so `turngate
+// check --config` warns about those no configured tool has, as for rules.
+func (s *Set) ToolNames() []policy.ToolName {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.toolNames)
 }
 
 // NewSet checks decls as the file kind does and returns them as a Set;
