@@ -154,6 +154,11 @@ func TestTurnWriteFailures(t *testing.T) {
 				t.Errorf("Admit called %d times, want 1 (appending a message of unknown outcome again could store it twice)", calls)
 			}
 			wantStoreUnavailable(t, g.do("POST", "/v1/agents/demo/chat", chatBody("w1", "u1", "hello")))
+			c := g.dialWS(t, "demo", nil)
+			c.write(sendFrame("r1", "w1", "u1", "hello", nil))
+			if r := c.collect("r1"); r.end != "error" || r.err["code"] != CodeStoreUnavailable || r.err["retryAfterMs"] == nil {
+				t.Errorf("WebSocket turn refused at admission: ended %s %v, want an error frame with code store_unavailable and retryAfterMs", r.end, r.err)
+			}
 			faults.Heal()
 			resp := g.do("GET", "/v1/agents/demo/sessions/w1/messages", nil)
 			resp.Body.Close()
