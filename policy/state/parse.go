@@ -38,23 +38,28 @@ type parser struct {
 	lines []string
 }
 
+// at is where n is in the file and the snippet showing it.
+func (p *parser) at(n *yaml.Node) (policy.Location, string) {
+	loc := policy.Location{File: p.path}
+	if n == nil {
+		return loc, ""
+	}
+	loc.Line, loc.Column = n.Line, n.Column
+	if n.Line >= 1 && n.Line <= len(p.lines) {
+		return loc, policy.Snippet(strings.TrimRight(p.lines[n.Line-1], "\r"), n.Column)
+	}
+	return loc, ""
+}
+
 // toolName is the tool name of a tools entry, where it is.
 func (p *parser) toolName(n *yaml.Node) policy.ToolName {
-	t := policy.ToolName{Name: n.Value, Location: policy.Location{File: p.path, Line: n.Line, Column: n.Column}}
-	if n.Line >= 1 && n.Line <= len(p.lines) {
-		t.Snippet = policy.Snippet(strings.TrimRight(p.lines[n.Line-1], "\r"), n.Column)
-	}
-	return t
+	loc, snippet := p.at(n)
+	return policy.ToolName{Name: n.Value, Location: loc, Snippet: snippet}
 }
 
 func (p *parser) errorAt(n *yaml.Node, format string, args ...any) {
-	e := &policy.Error{Code: policy.CodeSchema, Location: policy.Location{File: p.path}, Message: fmt.Sprintf(format, args...)}
-	if n != nil {
-		e.Location.Line, e.Location.Column = n.Line, n.Column
-		if n.Line >= 1 && n.Line <= len(p.lines) {
-			e.Snippet = policy.Snippet(strings.TrimRight(p.lines[n.Line-1], "\r"), n.Column)
-		}
-	}
+	loc, snippet := p.at(n)
+	e := &policy.Error{Code: policy.CodeSchema, Location: loc, Snippet: snippet, Message: fmt.Sprintf(format, args...)}
 	if len(p.errs) < policy.MaxErrors {
 		p.errs = append(p.errs, e)
 	}
