@@ -255,7 +255,9 @@ type Decl struct {
 // state from zero; changing only the window keeps its events.
 func (d *Decl) Fingerprint() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\x00%s\x00%s\x00%s\x00", d.Name, d.Kind, d.Of, strings.Join(d.Tools, ","))
+	// The tools as a set: listing them in another order counts the same.
+	tools := slices.Sorted(slices.Values(d.Tools))
+	fmt.Fprintf(&b, "%s\x00%s\x00%s\x00%s\x00", d.Name, d.Kind, d.Of, strings.Join(slices.Compact(tools), ","))
 	for _, p := range d.Scope {
 		b.WriteString(p.String())
 		b.WriteByte(',')

@@ -93,3 +93,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestFingerprint: what a declaration counts names its rows; the order of
+// its tools list does not (sorting the list kept every count), while
+// another tool or scope starts from zero.
+func TestFingerprint(t *testing.T) {
+	decl := func(tools []string, scope ...ScopeKind) *Decl {
+		d := &Decl{Name: "calls", Kind: Count, Of: ToolCalls, Tools: tools}
+		for _, k := range scope {
+			d.Scope = append(d.Scope, ScopePart{Kind: k})
+		}
+		return d
+	}
+	base := decl([]string{"send_email", "post"}, ScopePrincipal).Fingerprint()
+	if got := decl([]string{"post", "send_email"}, ScopePrincipal).Fingerprint(); got != base {
+		t.Error("reordering the tools changed the fingerprint")
+	}
+	if got := decl([]string{"post", "send_email", "post"}, ScopePrincipal).Fingerprint(); got != base {
+		t.Error("repeating a tool changed the fingerprint")
+	}
+	for _, d := range []*Decl{decl([]string{"send_email"}, ScopePrincipal), decl([]string{"send_email", "post"}, ScopeTenant)} {
+		if d.Fingerprint() == base {
+			t.Errorf("%v %v has the fingerprint of another declaration", d.Tools, d.Scope)
+		}
+	}
+}
