@@ -164,10 +164,19 @@ func (e *UnrecordedStateError) Error() string {
 // hook read a state recorded lacks. A timeSinceLast state is absent from
 // a record when nothing had happened; so it counts as recorded when the
 // record holds state at all.
+//
+// A recorded value of another shape than the candidate's declaration
+// gives (a number where it declares happenedBefore, or the reverse) was
+// read under another declaration of that name: it is not recorded either.
 func (r *Revision) checkRecordedState(hook string, recorded map[string]any) error {
 	var missing []string
 	for _, d := range r.StateReads(hook) {
-		if _, ok := recorded[d.Name]; ok || (d.Kind == state.TimeSinceLast && recorded != nil) {
+		v, ok := recorded[d.Name]
+		if ok && !sameShape(d, v) {
+			missing = append(missing, d.Name+" (recorded as another kind)")
+			continue
+		}
+		if ok || (d.Kind == state.TimeSinceLast && recorded != nil) {
 			continue
 		}
 		missing = append(missing, d.Name)
@@ -176,6 +185,21 @@ func (r *Revision) checkRecordedState(hook string, recorded map[string]any) erro
 		return nil
 	}
 	return &UnrecordedStateError{Hook: hook, Names: missing}
+}
+
+// sameShape reports whether v, a recorded value, is what d reads: an
+// object with happened for happenedBefore, a number for the others.
+func sameShape(d *state.Decl, v any) bool {
+	if d.Kind == state.HappenedBefore {
+		m, ok := v.(map[string]any)
+		_, happened := m["happened"]
+		return ok && happened
+	}
+	switch v.(type) {
+	case json.Number, float64, int, int64:
+		return true
+	}
+	return false
 }
 
 func unknownHook(hook string) error {

@@ -71,8 +71,14 @@ func TestStateCEL(t *testing.T) {
 			t.Errorf("%s: %+v, %v; want %s", tc.input, res, err, tc.want)
 		}
 	}
-	_, err := r.EvalRecorded(context.Background(), policy.HookBeforeTurn, json.RawMessage(`{"turn": {"maxSteps": 10}}`))
-	if _, ok := errors.AsType[*ruleset.UnrecordedStateError](err); !ok {
-		t.Errorf("a record without the state read: %v, want an UnrecordedStateError", err)
+	for _, in := range []string{
+		`{"turn": {"maxSteps": 10}}`,
+		// Recorded under a declaration of another kind by that name.
+		`{"turn": {"maxSteps": 10, "state": {"turns_per_minute": {"happened": true, "at": ""}}}}`,
+	} {
+		_, err := r.EvalRecorded(context.Background(), policy.HookBeforeTurn, json.RawMessage(in))
+		if _, ok := errors.AsType[*ruleset.UnrecordedStateError](err); !ok {
+			t.Errorf("%s: %v, want an UnrecordedStateError", in, err)
+		}
 	}
 }
