@@ -101,6 +101,14 @@ func declaredStates(schema map[string]any) []string {
 	return slices.Sorted(maps.Keys(props))
 }
 
+// stateHint is keyHint for input.state, or that no state is declared.
+func stateHint(key *ast.Term, candidates []ast.Value) string {
+	if len(candidates) == 0 {
+		return "; this rule set declares no state (state.yaml, *.state.yaml)"
+	}
+	return keyHint(stateRoot, key, candidates)
+}
+
 // objectGet is the builtin a rule reads a key with a default through.
 var objectGet = ast.MustParseRef("object.get")
 
@@ -110,7 +118,8 @@ var objectGet = ast.MustParseRef("object.get")
 // default on every call (a limit switched off by a typo). input.state may
 // be named directly, through an import alias or through a variable of
 // the rule bound to it (s := input.state); a key path ["NAME", ...] is
-// checked by its first name. A computed key is not checked.
+// checked by its first name. A computed key is not checked. With no state
+// declared, every input.state.NAME is reported too.
 func (b *build) checkStateGets(parsed map[string]*ast.Module, declared []string) {
 	candidates := make([]ast.Value, len(declared))
 	for i, n := range declared {
@@ -163,7 +172,24 @@ func (b *build) checkStateGets(parsed map[string]*ast.Module, declared []string)
 					loc = args[0].Location
 				}
 				b.errs = append(b.errs, b.src.error(policy.CodeType, loc,
-					fmt.Sprintf("object.get reads undefined state %v: input.state has no key %v", key, key)+keyHint(stateRoot, key, candidates)))
+					fmt.Sprintf("object.get reads undefined state %v: input.state has no key %v", key, key)+stateHint(key, candidates)))
+			}
+			if len(declared) == 0 {
+				// The type checker takes input.state's closed, empty object
+				// for any object: input.state.emails passed, reading nothing.
+				ast.WalkRefs(r, func(ref ast.Ref) bool {
+					if v, ok := ref[0].Value.(ast.Var); ok && aliases[v] {
+						ref = append(stateRoot.Copy(), ref[1:]...)
+					}
+					if ref.HasPrefix(stateRoot) && len(ref) > len(stateRoot) {
+						key := ref[len(stateRoot)]
+						if _, ok := key.Value.(ast.String); ok {
+							b.errs = append(b.errs, b.src.error(policy.CodeType, key.Location,
+								fmt.Sprintf("undefined ref %v: input.state has no key %v", ref[:len(stateRoot)+1], key)+stateHint(key, nil)))
+						}
+					}
+					return false
+				})
 			}
 			ast.WalkExprs(r, func(e *ast.Expr) bool {
 				if e.IsCall() {

@@ -17,7 +17,7 @@ import (
 // misspelt state name are load errors at their file:line:col, with a
 // "did you mean" where a name is close.
 func TestStateLoadErrors(t *testing.T) {
-	for _, dir := range []string{"bad", "typo"} {
+	for _, dir := range []string{"bad", "typo", "undeclared"} {
 		t.Run(dir, func(t *testing.T) {
 			_, errs := ruleset.Load(filepath.Join("testdata", "state", dir), ruleset.Options{})
 			if errs == nil {
