@@ -17,6 +17,7 @@ import (
 
 	"github.com/turngate/turngate/gateway/killswitch"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/internal/sameorigin"
 )
 
 const killSwitchUsage = `usage: turngate killswitch set|list|lift [flags]
@@ -153,7 +154,10 @@ func newKillSwitchClient(base, keyFile string) (*killSwitchClient, error) {
 		}
 		key = strings.TrimSpace(string(data))
 	}
-	return &killSwitchClient{base: strings.TrimRight(base, "/"), key: key, http: &http.Client{Timeout: 30 * time.Second}}, nil
+	// The requests carry the admin key: a redirect is followed only on the
+	// gateway's own origin, so the key never reaches another host.
+	client := sameorigin.Client(&http.Client{Timeout: 30 * time.Second})
+	return &killSwitchClient{base: strings.TrimRight(base, "/"), key: key, http: client}, nil
 }
 
 // do sends a request to the admin API and decodes a 2xx answer into out;

@@ -3,14 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/turngate/turngate/gateway/killswitch"
+	"github.com/turngate/turngate/internal/sameorigin"
 )
 
 // killswitchCLI runs turngate killswitch with args and returns its exit
@@ -103,5 +108,36 @@ func TestKillSwitchCLI(t *testing.T) {
 		if code, _, stderr := killswitchCLI(t, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("killswitch %q: exit %d, want 2 (usage) and %q: %s", tc.args, code, tc.want, stderr)
 		}
+	}
+}
+
+// The CLI sends the admin key with every request: a gateway URL that
+// redirects to another origin gets an error, and the other host never
+// sees the key.
+func TestKillSwitchCLIDoesNotFollowRedirectsAway(t *testing.T) {
+	var leaked atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			leaked.Store(true)
+		}
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"switches":[]}`)
+	}))
+	defer other.Close()
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer gw.Close()
+	t.Setenv("TURNGATE_ADMIN_KEY", "ops-7d2f9a1c5e8b3d6f0a4c7e1b9d2f5a8c")
+	c, err := newKillSwitchClient(gw.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.list(context.Background(), true, io.Discard)
+	if !errors.Is(err, sameorigin.ErrCrossOrigin) {
+		t.Errorf("list through a redirect to another origin: %v, want %v", err, sameorigin.ErrCrossOrigin)
+	}
+	if leaked.Load() {
+		t.Error("the other origin received the admin key")
 	}
 }
