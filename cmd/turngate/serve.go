@@ -224,8 +224,14 @@ func serve(ctx context.Context, p serveParams) error {
 }
 
 // serveMetrics serves GET /metrics alone on ln (metrics.listen) until ln
-// is closed.
+// is closed. Without metrics.key, a listener on a loopback address answers
+// only requests for a loopback Host (DNS rebinding).
 func serveMetrics(ln net.Listener, h http.Handler, cfg *config.Config, log *slog.Logger) {
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() && cfg.Metrics.KeySHA256 == "" {
+		// Keyless on loopback: only programs of this machine may scrape it,
+		// not a web page rebound to 127.0.0.1.
+		h = httpguard.RequireLoopbackHost(h)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout, IdleTimeout: cfg.Limits.IdleTimeout,

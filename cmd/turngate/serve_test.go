@@ -441,6 +441,40 @@ func TestServeMetricsListener(t *testing.T) {
 	}
 }
 
+// A keyless metrics listener on loopback answers programs of this machine,
+// not a web page whose name was rebound to 127.0.0.1 (DNS rebinding).
+func TestServeKeylessMetricsListenerRefusesReboundNames(t *testing.T) {
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := free.Addr().String()
+	free.Close()
+	_, port, _ := net.SplitHostPort(metricsAddr)
+	startServe(t, writeServeConfig(t, "metrics: {listen: \""+metricsAddr+"\"}\n"))
+	for _, tc := range []struct {
+		host string
+		want int
+	}{
+		{metricsAddr, http.StatusOK},
+		{"localhost:" + port, http.StatusOK},
+		{"attacker.example:" + port, http.StatusForbidden},
+		{"127.0.0.1", http.StatusForbidden}, // port 80, not the listener's
+	} {
+		req, _ := http.NewRequest("GET", "http://"+metricsAddr+"/metrics", nil)
+		req.Host = tc.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Host %s: /metrics answered %d, want %d", tc.host, resp.StatusCode, tc.want)
+		}
+	}
+}
+
 // statusOf sends a request (a JSON body, the bearer key when not empty)
 // and returns its status.
 func statusOf(t *testing.T, method, url, key, body string) int {

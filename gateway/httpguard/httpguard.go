@@ -150,3 +150,22 @@ func RequireBearer(hash [sha256.Size]byte, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// RequireLoopbackHost serves next only to requests whose Host header names
+// a loopback address and the port they arrived on (LoopbackHost); the
+// others get a 403 JSON error. It guards a keyless listener bound to
+// loopback against DNS rebinding, as OpenModeRefusal guards a keyless
+// gateway: a web page whose own name was rebound to 127.0.0.1 sends that
+// name.
+func RequireLoopbackHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if port := LocalPort(r); !LoopbackHost(r.Host, port) {
+			SetResponseHeaders(w.Header())
+			w.Header().Set("Content-Type", JSONType)
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"code":"forbidden","message":"this listener answers only requests for its loopback address (Host localhost:` + port + ` or 127.0.0.1:` + port + `); set metrics.key to serve other names"}` + "\n"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
