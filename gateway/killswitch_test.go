@@ -112,9 +112,15 @@ func TestKillSwitchStopsToolCalls(t *testing.T) {
 		t.Errorf("/v1/admin/rules kill switches %+v, want %s", rules.KillSwitches, k.ID)
 	}
 	var ready map[string]any
-	g.doJSON("GET", "/readyz", nil, http.StatusOK, &ready)
+	ops.doJSON("GET", "/readyz", nil, http.StatusOK, &ready)
 	if ready["killSwitches"] != 1.0 || ready["ready"] != true {
-		t.Errorf("/readyz %v: want ready with killSwitches 1", ready)
+		t.Errorf("/readyz with a key %v: want ready with killSwitches 1", ready)
+	}
+	// An anonymous probe learns readiness, not that an incident is under way.
+	var anonymous map[string]any
+	g.doJSON("GET", "/readyz", nil, http.StatusOK, &anonymous)
+	if _, ok := anonymous["killSwitches"]; ok || anonymous["ready"] != true {
+		t.Errorf("anonymous /readyz %v: want ready without killSwitches", anonymous)
 	}
 
 	// A rules reload does not lift it.

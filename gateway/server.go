@@ -530,10 +530,12 @@ func (s *Server) readyz(c *gin.Context) error {
 	if !ready {
 		status = http.StatusServiceUnavailable
 	}
-	body := gin.H{"ready": ready, "checks": checks, "killSwitches": len(s.kill.Active())}
-	// Which replica answers and its revision are for operators: a request
-	// with an API key (any) sees them, an anonymous probe does not.
+	body := gin.H{"ready": ready, "checks": checks}
+	// Which replica answers, its revision and the kill switches in force
+	// (an incident under way) are for operators: a request with an API key
+	// (any) sees them, an anonymous probe does not.
 	if _, err := s.bearerPrincipal(c.GetHeader("Authorization")); err == nil || s.auth.open() {
+		body["killSwitches"] = len(s.kill.Active())
 		body["replica"] = s.cfg.Replica.ID
 		if rev := s.rules.Current(); rev != nil {
 			body["revision"] = rev.ID()

@@ -39,8 +39,8 @@ KEY=acme-demo-0803cf7b2d044192a24b16c8565e68a5 chat restarted assistant "acme-$R
 expect "a restart does not lift it" data/restarted.sse "\"output\":\"$STOPPED\""
 KEY=ops-demo-255485b16c443fec1d4b3e41c9dcb104 get rules /v1/admin/rules >/dev/null
 expect "/v1/admin/rules shows it" data/rules.json "\"killSwitches\":\[\{\"id\":\"$ID\""
-get ready /readyz
-expect "/readyz counts it" data/ready.json '"killSwitches":1'
+KEY=ops-demo-255485b16c443fec1d4b3e41c9dcb104 get ready /readyz
+expect "/readyz counts it (to a request with a key)" data/ready.json '"killSwitches":1'
 
 "$TG" killswitch set --block turns --agent assistant --reason "runaway agent" --expires-in 1h | tee data/turns.txt
 TURNS=$(grep -o 'ks_[0-9a-f-]*' data/turns.txt)
