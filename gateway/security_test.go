@@ -304,6 +304,32 @@ func TestKeylessWebSocketFlood(t *testing.T) {
 	}
 }
 
+// TestKeylessWebSocketsPerSource: one address cannot take the whole
+// keyless budget; a socket that authenticates, or closes, frees its place.
+func TestKeylessWebSocketsPerSource(t *testing.T) {
+	g := newTestGateway(t, "basic", wsAuthConfig, func(c *config.Config) {
+		c.WebSocket.MaxUnauthenticated, c.WebSocket.MaxUnauthenticatedPerSource = 10, 2
+	})
+	var keyless []*wsClient
+	for range 2 {
+		c, status := g.tryDialWS(t, "", nil)
+		if c == nil {
+			t.Fatalf("a keyless handshake within the address's budget got %d", status)
+		}
+		keyless = append(keyless, c)
+	}
+	if _, status := g.tryDialWS(t, "", nil); status != http.StatusTooManyRequests {
+		t.Errorf("a third keyless handshake from one address got %d, want 429", status)
+	}
+	keyless[0].write(sendFrame("r1", "s1", "u1", "hello", map[string]string{"authorization": "Bearer acme-key"}))
+	if r := keyless[0].collect("r1"); r.end != "end" {
+		t.Fatalf("the authenticating request ended %q %v", r.end, r.err)
+	}
+	if c, status := g.tryDialWS(t, "", nil); c == nil {
+		t.Errorf("after one authenticated, a keyless handshake got %d, want its place", status)
+	}
+}
+
 // TestUnauthenticatedWebSocketFrames: until a request of a keyless
 // connection authenticates, its frames are small and few, and a frame
 // that fails is refused before its messages are decoded.

@@ -149,8 +149,11 @@ type wsHub struct {
 	// conns are the open connections; authed counts those that count
 	// against maxConnections (authenticated by the handshake or by a
 	// request), the rest against maxUnauthenticated.
-	conns   map[*wsConn]bool
-	authed  int
+	conns  map[*wsConn]bool
+	authed int
+	// keyless counts the keyless connections of each source
+	// (httpguard.SourceKey), for websocket.maxUnauthenticatedPerSource.
+	keyless map[string]int
 	closing bool
 	// open counts the connections; Add happens under mu and never once
 	// closing is set, so it never races shutdown's Wait.
@@ -181,13 +184,20 @@ func (h *wsHub) add(w *wsConn, cfg config.WebSocket, authed bool) error {
 			"all %d WebSocket connections without a key (websocket.maxUnauthenticated) are in use; authenticate the handshake or retry later", cfg.MaxUnauthenticated)
 		ae.RetryAfter = time.Second
 		return ae
+	case !authed && h.keyless[httpguard.SourceKey(w.source)] >= cfg.MaxUnauthenticatedPerSource:
+		ae := errorf(http.StatusTooManyRequests, CodeTooManyRequests,
+			"this address holds %d WebSocket connections without a key (websocket.maxUnauthenticatedPerSource); authenticate the handshake or retry later", cfg.MaxUnauthenticatedPerSource)
+		ae.RetryAfter = time.Second
+		return ae
 	}
 	if h.conns == nil {
-		h.conns = map[*wsConn]bool{}
+		h.conns, h.keyless = map[*wsConn]bool{}, map[string]int{}
 	}
 	h.conns[w] = authed
 	if authed {
 		h.authed++
+	} else {
+		h.keyless[httpguard.SourceKey(w.source)]++
 	}
 	h.open.Add(1)
 	return nil
@@ -206,13 +216,24 @@ func (h *wsHub) promote(w *wsConn, max int) bool {
 	}
 	h.conns[w] = true
 	h.authed++
+	h.forgetKeyless(w)
 	return true
+}
+
+// forgetKeyless takes w off its source's keyless count; mu is held.
+func (h *wsHub) forgetKeyless(w *wsConn) {
+	k := httpguard.SourceKey(w.source)
+	if h.keyless[k]--; h.keyless[k] <= 0 {
+		delete(h.keyless, k)
+	}
 }
 
 func (h *wsHub) remove(w *wsConn) {
 	h.mu.Lock()
-	if h.conns[w] {
+	if authed, ok := h.conns[w]; ok && authed {
 		h.authed--
+	} else if ok {
+		h.forgetKeyless(w)
 	}
 	delete(h.conns, w)
 	h.mu.Unlock()

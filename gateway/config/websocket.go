@@ -47,6 +47,11 @@ type WebSocket struct {
 	// maxConnections until one of their requests authenticates, so
 	// keyless sockets cannot lock out the clients that have keys.
 	MaxUnauthenticated int `yaml:"maxUnauthenticated"`
+	// MaxUnauthenticatedPerSource caps those of one client address (an
+	// IPv6 address's /64), so one client cannot take the whole keyless
+	// budget from the browsers that authenticate in their first frame; a
+	// keyless handshake beyond it is answered 429.
+	MaxUnauthenticatedPerSource int `yaml:"maxUnauthenticatedPerSource"`
 	// UnauthenticatedFrameBytes caps each frame of such a connection until
 	// one of its requests authenticates (the authenticating frame
 	// included): a larger one closes it with 1009. Clients whose first
@@ -69,6 +74,9 @@ const (
 	// DefaultWSMaxUnauthenticated keyless connections may wait for their
 	// first authenticated request at once: a browser tab opens one.
 	DefaultWSMaxUnauthenticated = 64
+	// DefaultWSMaxUnauthenticatedPerSource is room for a few tabs of one
+	// browser, or several users behind one NAT.
+	DefaultWSMaxUnauthenticatedPerSource = 16
 	// DefaultWSUnauthenticatedFrameBytes is room for a first chat message
 	// of text with headers.authorization; not for attachments.
 	DefaultWSUnauthenticatedFrameBytes = 256 << 10
@@ -89,6 +97,7 @@ func (w *WebSocket) applyDefaults(maxBodyBytes int64) {
 	w.PongTimeout = cmp.Or(w.PongTimeout, DefaultWSPongTimeout)
 	w.AuthTimeout = cmp.Or(w.AuthTimeout, DefaultWSAuthTimeout)
 	w.MaxUnauthenticated = cmp.Or(w.MaxUnauthenticated, DefaultWSMaxUnauthenticated)
+	w.MaxUnauthenticatedPerSource = cmp.Or(w.MaxUnauthenticatedPerSource, DefaultWSMaxUnauthenticatedPerSource)
 	w.UnauthenticatedFrameBytes = cmp.Or(w.UnauthenticatedFrameBytes, min(DefaultWSUnauthenticatedFrameBytes, w.MaxFrameBytes))
 	w.UnauthenticatedFrames = cmp.Or(w.UnauthenticatedFrames, DefaultWSUnauthenticatedFrames)
 }
@@ -98,8 +107,9 @@ func (w *WebSocket) validate(add func(path, format string, args ...any)) {
 	notNegative(add, "websocket", mustNotBeNegative, map[string]any{
 		"maxConnections": w.MaxConnections, "maxFrameBytes": w.MaxFrameBytes, "maxRequestsPerConnection": w.MaxRequestsPerConnection,
 		"sendQueue": w.SendQueue, "writeTimeout": w.WriteTimeout, "pingInterval": w.PingInterval, "pongTimeout": w.PongTimeout,
-		"authTimeout": w.AuthTimeout, "maxUnauthenticated": w.MaxUnauthenticated, "unauthenticatedFrameBytes": w.UnauthenticatedFrameBytes,
-		"unauthenticatedFrames": w.UnauthenticatedFrames,
+		"authTimeout": w.AuthTimeout, "maxUnauthenticated": w.MaxUnauthenticated, "maxUnauthenticatedPerSource": w.MaxUnauthenticatedPerSource,
+		"unauthenticatedFrameBytes": w.UnauthenticatedFrameBytes,
+		"unauthenticatedFrames":     w.UnauthenticatedFrames,
 	})
 	for i, p := range w.OriginPatterns {
 		if _, err := path.Match(p, ""); err != nil || p == "" {

@@ -62,11 +62,11 @@ func Source(r *http.Request) string {
 	return host
 }
 
-// throttleKey is what source's failures count against: an IPv6 address's
-// /64, the block one host is usually given (a guesser would otherwise
-// take a new address for each try, and fill maxFailureSources), and any
-// other source as it is.
-func throttleKey(source string) string {
+// SourceKey is what a source's failures and keyless connections count
+// against: an IPv6 address's /64, the block one host is usually given (a
+// guesser would otherwise take a new address for each try, and fill
+// maxFailureSources), and any other source as it is.
+func SourceKey(source string) string {
 	a, err := netip.ParseAddr(source)
 	if err != nil || !a.Is6() || a.Is4In6() {
 		return source
@@ -92,7 +92,7 @@ func (f *Failures) turn(now time.Time) {
 func (f *Failures) Fail(ctx context.Context, source, kind, where string) {
 	f.mu.Lock()
 	f.turn(f.now())
-	key := throttleKey(source)
+	key := SourceKey(source)
 	if n, ok := f.sources[key]; ok || len(f.sources) < maxFailureSources {
 		f.sources[key] = n + 1
 	}
@@ -122,7 +122,7 @@ func (f *Failures) Throttled(source string) (time.Duration, bool) {
 	defer f.mu.Unlock()
 	now := f.now()
 	f.turn(now)
-	if f.sources[throttleKey(source)] < f.limit {
+	if f.sources[SourceKey(source)] < f.limit {
 		return 0, false
 	}
 	return f.start.Add(FailureWindow).Sub(now), true
