@@ -172,10 +172,9 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 	if err := json.Unmarshal(data, &req); err != nil {
 		return jsonError(err)
 	}
-	ag, ok := s.agents[req.Model]
-	if !ok {
-		return &apiError{Status: http.StatusNotFound, Code: "model_not_found",
-			Message: fmt.Sprintf("The model `%s` does not exist: model names an agent of this gateway.", req.Model)}
+	ag, err := s.oaiAgent(req.Model)
+	if err != nil {
+		return err
 	}
 	if len(req.Messages) == 0 {
 		return errField("messages", "at least one message is required")

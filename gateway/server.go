@@ -405,6 +405,8 @@ func (s *Server) routes() http.Handler {
 
 	oai := r.Group("/v1", func(c *gin.Context) { c.Set(errorFormatKey, formatOpenAI) }, s.jsonBodies, s.authenticate)
 	oai.POST("/chat/completions", s.handle(s.chatCompletions))
+	oai.GET("/models", s.handle(s.listModels))
+	oai.GET("/models/*model", s.handle(s.retrieveModel))
 
 	admin := v1.Group("/admin", s.requireAdmin)
 	admin.GET("/rules", s.handle(s.rulesStatus))
