@@ -99,6 +99,27 @@ test('an unknown model is a NotFoundError', async () => {
   );
 });
 
+// fields is the part of a model object the gateway sets.
+const fields = ({ id, object, created, owned_by }) => ({ id, object, created, owned_by });
+
+test('models.list() and models.retrieve(): the agents are the models', async () => {
+  const ids = [];
+  for await (const model of client.models.list()) {
+    assert.deepEqual(fields(model), { id: model.id, object: 'model', created: 0, owned_by: 'turngate' });
+    ids.push(model.id);
+  }
+  // tests/testdata/node/turngate.yaml's agents, sorted by name.
+  assert.deepEqual(ids, ['demo', 'limited', 'slow', 'upstream']);
+
+  const model = await client.models.retrieve(agent);
+  assert.deepEqual(fields(model), { id: agent, object: 'model', created: 0, owned_by: 'turngate' });
+
+  await assert.rejects(
+    client.models.retrieve('no-such-agent'),
+    err => err instanceof OpenAI.NotFoundError && err.status === 404 && err.code === 'model_not_found',
+  );
+});
+
 // retrying is the client as an application configures it: the SDK's
 // default retries, with short delays.
 const retrying = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'not-needed-on-loopback', maxRetries: 2 });
