@@ -108,6 +108,8 @@ func TestResponseHeaders(t *testing.T) {
 		{"no route", "GET", "/v1/nothing", nil},
 		{"a stream", "POST", "/v1/agents/demo/chat", chatBody("s2", "u1", "hi")},
 		{"openai", "POST", "/v1/chat/completions", map[string]any{"model": "demo", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}},
+		{"models", "GET", "/v1/models", nil},
+		{"a model", "GET", "/v1/models/demo", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := g.do(tc.method, tc.path, tc.body)
