@@ -161,6 +161,9 @@ func FuzzDecodeOpenAIRequest(f *testing.F) {
 		`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c2","type":"function","function":{"name":"w","arguments":"{\"city\":\"Paris\"}"}}]}]}`,
 		`{"model":"m","messages":[{"role":"tool","tool_call_id":"c2","content":"{\"city\":\"Paris\"}"}]}`,
 		`{"model":"m","tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}}]}]}`,
+		`{"model":"m","temperature":0.2,"top_p":1,"n":1,"stop":["a"],"logit_bias":{"1":-100},"seed":7}`,
+		`{"model":"m","temperature":"hot","n":2}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -168,9 +171,24 @@ func FuzzDecodeOpenAIRequest(f *testing.F) {
 		if len(data) > maxFuzzRequest {
 			return
 		}
-		var req oaiRequest
-		if err := json.Unmarshal(data, &req); err != nil {
+		req, err := decodeOAIRequest(data)
+		if rejected(t, "decoder", err) {
+			if ae := toAPIError(err); ae.Status != http.StatusBadRequest {
+				t.Fatalf("decoder error is a %d: %v", ae.Status, err)
+			}
 			return
+		}
+		// What the decoder accepts is well typed and in OpenAI's ranges.
+		var doc map[string]any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatalf("accepted a body that is not a JSON object: %v", err)
+		}
+		for key, bound := range map[string][2]float64{"temperature": {0, 2}, "top_p": {0, 1}, "n": {1, 1}} {
+			if v, ok := doc[key]; ok && v != nil {
+				if f, ok := v.(float64); !ok || f < bound[0] || f > bound[1] {
+					t.Fatalf("accepted %s: %v", key, v)
+				}
+			}
 		}
 		msgs, err := req.toUIMessages()
 		if rejected(t, "conversion", err) {

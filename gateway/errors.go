@@ -52,6 +52,9 @@ type apiError struct {
 	// request body (the body's "pointer" key): a custom body field, or a
 	// file part.
 	Pointer string
+	// Param, when set, is the offending field's JSON path
+	// ("messages[0].content"): the OpenAI error body's param.
+	Param string
 	// RetryAfter, when positive, is sent as Retry-After (whole seconds,
 	// rounded up) and retry-after-ms.
 	RetryAfter time.Duration

@@ -23,7 +23,8 @@ import (
 // call of the turn still goes through beforeToolCall.
 
 // oaiRequest is the part of a chat completions request the gateway reads;
-// other fields (sampling, n, user, …) are accepted and ignored.
+// the other fields OpenAI defines (sampling, n, user, …) are accepted and
+// ignored. decodeOAIRequest type-checks all of them (oaiShape).
 type oaiRequest struct {
 	Model         string       `json:"model"`
 	Messages      []oaiMessage `json:"messages"`
@@ -42,7 +43,6 @@ type oaiMessage struct {
 }
 
 type oaiToolCall struct {
-	Index    *int   `json:"index,omitempty"`
 	ID       string `json:"id,omitempty"`
 	Type     string `json:"type,omitempty"`
 	Function struct {
@@ -61,29 +61,24 @@ type oaiTool struct {
 }
 
 // text returns a message's content as text: a string, or the text parts of
-// an array.
-func (m oaiMessage) text() (string, error) {
-	if len(m.Content) == 0 || string(m.Content) == "null" {
-		return "", nil
-	}
+// an array (decodeOAIRequest checked that it is one of them).
+func (m oaiMessage) text() string {
 	var s string
 	if json.Unmarshal(m.Content, &s) == nil {
-		return s, nil
+		return s
 	}
 	var parts []struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", fmt.Errorf("content must be a string or an array of content parts")
-	}
+	_ = json.Unmarshal(m.Content, &parts) // null or absent: no parts
 	var b strings.Builder
 	for _, p := range parts {
 		if p.Type == "text" {
 			b.WriteString(p.Text)
 		}
 	}
-	return b.String(), nil
+	return b.String()
 }
 
 // toUIMessages converts an OpenAI history to UI messages.
@@ -92,10 +87,7 @@ func (r *oaiRequest) toUIMessages() ([]engine.UIMessage, error) {
 	toolPart := map[string][2]int{} // tool_call_id → (message, part)
 	for i, m := range r.Messages {
 		field := fmt.Sprintf("messages[%d]", i)
-		text, err := m.text()
-		if err != nil {
-			return nil, errField(field+".content", "%v", err)
-		}
+		text := m.text()
 		id := fmt.Sprintf("oai_%d", i)
 		switch m.Role {
 		case "system", "developer":
@@ -168,9 +160,12 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	var req oaiRequest
-	if err := json.Unmarshal(data, &req); err != nil {
-		return jsonError(err)
+	req, err := decodeOAIRequest(data)
+	if err != nil {
+		return err
+	}
+	if req.Model == "" {
+		return errField("model", "is required: the name of one of this gateway's agents")
 	}
 	ag, err := s.oaiAgent(req.Model)
 	if err != nil {
@@ -471,7 +466,10 @@ func writeOpenAIError(c *gin.Context, ae *apiError) {
 	}
 	setRetryAfter(c, ae.RetryAfter)
 	var param any
-	if ae.Code == "model_not_found" {
+	switch {
+	case ae.Param != "":
+		param = ae.Param
+	case ae.Code == "model_not_found":
 		param = "model"
 	}
 	c.AbortWithStatusJSON(ae.Status, gin.H{"error": gin.H{"message": ae.Message, "type": typ, "param": param, "code": ae.Code}})

@@ -194,3 +194,121 @@ func TestOpenAIErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenAIFieldTypes checks that every field the endpoint reads, or
+// accepts and ignores, is type- and range-checked: a wrong value is a 400
+// in OpenAI's error body whose param is the field's JSON path and whose
+// message names the JSON type expected, never a silently ignored value.
+func TestOpenAIFieldTypes(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	const user = `{"role":"user","content":"x"}`
+	body := func(extra string) string { return `{"model":"demo","messages":[` + user + `]` + extra + `}` }
+	part := func(p string) string {
+		return `{"model":"demo","messages":[{"role":"user","content":[{"type":"text","text":"hi"},` + p + `]}]}`
+	}
+	tests := []struct {
+		name, body, param, message string
+	}{
+		{"temperature a word", body(`,"temperature":"hot"`), "temperature", `field temperature: expected a number, got JSON string "hot"`},
+		{"temperature a numeric string", body(`,"temperature":"0.2"`), "temperature", `field temperature: expected a number, got JSON string "0.2"`},
+		{"temperature above 2", body(`,"temperature":2.5`), "temperature", "field temperature: must be between 0 and 2, not 2.5"},
+		{"top_p above 1", body(`,"top_p":1.1`), "top_p", "field top_p: must be between 0 and 1, not 1.1"},
+		{"presence_penalty below -2", body(`,"presence_penalty":-3`), "presence_penalty", "field presence_penalty: must be between -2 and 2, not -3"},
+		{"n above 1", body(`,"n":2`), "n", "field n: must be 1 (the gateway answers one choice), not 2"},
+		{"max_tokens a fraction", body(`,"max_tokens":10.5`), "max_tokens", "field max_tokens: expected an integer, got JSON number 10.5"},
+		{"seed a string", body(`,"seed":"7"`), "seed", `field seed: expected an integer, got JSON string "7"`},
+		{"stream a string", body(`,"stream":"yes"`), "stream", `field stream: expected true or false, got JSON string "yes"`},
+		{"include_usage a number", body(`,"stream_options":{"include_usage":1}`), "stream_options.include_usage", "field stream_options.include_usage: expected true or false, got JSON number 1"},
+		{"stop a number", body(`,"stop":5`), "stop", "field stop: expected a string or an array of strings, got JSON number 5"},
+		{"stop item a number", body(`,"stop":["a",5]`), "stop[1]", "field stop[1]: expected a string, got JSON number 5"},
+		{"logit_bias value out of range", body(`,"logit_bias":{"50256":-101}`), "logit_bias.50256", "field logit_bias.50256: must be between -100 and 100, not -101"},
+		{"metadata value a number", body(`,"metadata":{"k":1}`), "metadata.k", "field metadata.k: expected a string, got JSON number 1"},
+		{"user an object", body(`,"user":{}`), "user", "field user: expected a string, got JSON object"},
+		{"model a number", `{"model":5,"messages":[` + user + `]}`, "model", "field model: expected a string, got JSON number 5"},
+		{"model missing", `{"messages":[` + user + `]}`, "model", "field model: is required: the name of one of this gateway's agents"},
+		{"messages an object", `{"model":"demo","messages":{}}`, "messages", "field messages: expected an array, got JSON object"},
+		{"message a string", `{"model":"demo","messages":["hi"]}`, "messages[0]", `field messages[0]: expected an object, got JSON string "hi"`},
+		{"role a number", `{"model":"demo","messages":[{"role":1,"content":"x"}]}`, "messages[0].role", "field messages[0].role: expected a string, got JSON number 1"},
+		{"content a number", `{"model":"demo","messages":[{"role":"user","content":5}]}`, "messages[0].content", "field messages[0].content: expected a string or an array of content parts, got JSON number 5"},
+		{"image_url a number", part(`{"type":"image_url","image_url":5}`), "messages[0].content[1].image_url", "field messages[0].content[1].image_url: expected an object, got JSON number 5"},
+		{"image_url.url a number", part(`{"type":"image_url","image_url":{"url":5}}`), "messages[0].content[1].image_url.url", "field messages[0].content[1].image_url.url: expected a string, got JSON number 5"},
+		{"text part's text a number", part(`{"type":"text","text":5}`), "messages[0].content[1].text", "field messages[0].content[1].text: expected a string, got JSON number 5"},
+		{"part a string", part(`"hi"`), "messages[0].content[1]", `field messages[0].content[1]: expected a content part object, got JSON string "hi"`},
+		{"part without a type", part(`{"text":"hi"}`), "messages[0].content[1].type", "field messages[0].content[1].type: is required: one of file, image_url, input_audio, refusal, text"},
+		{"part of an unknown type", part(`{"type":"video","video":{}}`), "messages[0].content[1].type", `field messages[0].content[1].type: must be one of file, image_url, input_audio, refusal, text, not "video"`},
+		{"tool call arguments an object", `{"model":"demo","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"w","arguments":{}}}]},` + user + `]}`,
+			"messages[0].tool_calls[0].function.arguments", "field messages[0].tool_calls[0].function.arguments: expected a string, got JSON object"},
+		{"tool_call_id a number", `{"model":"demo","messages":[{"role":"tool","tool_call_id":1,"content":"x"}]}`, "messages[0].tool_call_id", "field messages[0].tool_call_id: expected a string, got JSON number 1"},
+		{"tools an object", body(`,"tools":{}`), "tools", "field tools: expected an array, got JSON object"},
+		{"tool parameters a string", body(`,"tools":[{"type":"function","function":{"name":"f","parameters":"{}"}}]`), "tools[0].function.parameters", `field tools[0].function.parameters: expected an object, got JSON string "{}"`},
+		{"tool strict a string", body(`,"tools":[{"type":"function","function":{"name":"f","strict":"yes"}}]`), "tools[0].function.strict", `field tools[0].function.strict: expected true or false, got JSON string "yes"`},
+		{"tool_choice a number", body(`,"tool_choice":1`), "tool_choice", "field tool_choice: expected a string or an object, got JSON number 1"},
+		{"body an array", `[1]`, "", "the request body must be a JSON object, got JSON array"},
+		{"a number too large", body(`,"temperature":1e400`), "temperature", "field temperature: must be between 0 and 2, not 1e400"},
+		{"an integer too large", body(`,"seed":1e400`), "seed", "field seed: expected an integer, got JSON number 1e400"},
+		{"trailing data", body(``) + ` {}`, "", "request body has data after the JSON value"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := g.do("POST", "/v1/chat/completions", tc.body)
+			defer resp.Body.Close()
+			var out struct {
+				Error struct {
+					Message, Type, Code string
+					Param               *string
+				} `json:"error"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				t.Fatal(err)
+			}
+			e := out.Error
+			if resp.StatusCode != http.StatusBadRequest || e.Type != "invalid_request_error" || e.Code == "" {
+				t.Fatalf("status %d, error %+v", resp.StatusCode, e)
+			}
+			if param := derefOr(e.Param, ""); param != tc.param {
+				t.Errorf("param %q, want %q", param, tc.param)
+			}
+			if tc.message != "" && e.Message != tc.message {
+				t.Errorf("message\n %s\nwant\n %s", e.Message, tc.message)
+			}
+			if goTypeName.MatchString(e.Message) {
+				t.Errorf("message %q names a Go type", e.Message)
+			}
+		})
+	}
+}
+
+func derefOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// TestOpenAIAcceptsDefinedFields checks that the fields OpenAI defines and
+// the gateway ignores, well typed, and keys OpenAI does not define are
+// accepted: an SDK sending them gets an answer.
+func TestOpenAIAcceptsDefinedFields(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	body := `{"model":"demo","messages":[{"role":"system","content":[{"type":"text","text":"Be brief."}]},
+		{"role":"user","name":"ann","content":[{"type":"text","text":"weather in Paris"},
+			{"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"low"}},
+			{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},
+			{"type":"file","file":{"file_id":"f1"}}],"x_extra":1}],
+		"temperature":0.2,"top_p":1,"n":1,"max_tokens":100,"max_completion_tokens":100,"seed":7,
+		"frequency_penalty":-2,"presence_penalty":2,"stop":["\n"],"logprobs":false,"top_logprobs":0,
+		"logit_bias":{"50256":-100},"user":"u","safety_identifier":"s","prompt_cache_key":"k",
+		"metadata":{"k":"v"},"store":false,"service_tier":"auto","reasoning_effort":"low","verbosity":"low",
+		"parallel_tool_calls":true,"tool_choice":"auto","response_format":{"type":"text"},"modalities":["text"],
+		"stream":false,"stream_options":null,"audio":null,"prediction":null,"web_search_options":null,
+		"some_future_field":{"a":[1]}}`
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	g.doJSON("POST", "/v1/chat/completions", body, http.StatusOK, &out)
+	if len(out.Choices) != 1 || !strings.Contains(out.Choices[0].Message.Content, "weather") {
+		t.Errorf("choices %+v", out.Choices)
+	}
+}

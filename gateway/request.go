@@ -166,9 +166,11 @@ func jsonTypeName(t reflect.Type) string {
 	return "a JSON value"
 }
 
-// errField is a 400 about one field.
+// errField is a 400 about one field; field is its JSON path.
 func errField(field, format string, args ...any) error {
-	return errBadRequest("field %s: %s", field, fmt.Sprintf(format, args...))
+	ae := errBadRequest("field %s: %s", field, fmt.Sprintf(format, args...))
+	ae.Param = field
+	return ae
 }
 
 // decodeOptionalBody decodes a JSON body into v when there is one; an
