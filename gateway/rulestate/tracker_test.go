@@ -42,6 +42,34 @@ func mustSet(t *testing.T, decls ...*state.Decl) *state.Set {
 	return s
 }
 
+// payeeDecls declares what both scope tests read: "verified" (a
+// verify_payee of the session's payee) and "sends" (send calls per
+// sendField of the input), both over the last hour.
+func payeeDecls(verifiedName, sendField string) []*state.Decl {
+	verified := &state.Decl{Name: verifiedName, Kind: state.HappenedBefore, Of: state.ToolCalls, Tools: []string{"verify_payee"},
+		Scope:  []state.ScopePart{{Kind: state.ScopeSession}, {Kind: state.ScopeInput, Field: "payee"}},
+		Window: state.Window{Within: time.Hour, Resolution: time.Minute}}
+	sends := &state.Decl{Name: "sends", Kind: state.Count, Of: state.ToolCalls, Tools: []string{"send"},
+		Scope:  []state.ScopePart{{Kind: state.ScopeInput, Field: sendField}},
+		Window: state.Window{Within: time.Hour, Resolution: time.Minute}}
+	return []*state.Decl{verified, sends}
+}
+
+// admitter returns a function admitting alice's call of tool with input
+// on a fresh SQLite tracker reading decls, and returning what it read.
+func admitter(t *testing.T, decls ...*state.Decl) func(tool, input string) state.Values {
+	set := mustSet(t, decls...)
+	tr := rulestate.New(openSQLite(t), rulestate.Options{})
+	return func(tool, input string) state.Values {
+		t.Helper()
+		v, _, err := tr.Admit(context.Background(), &rulestate.Event{Kind: state.EventToolCall, Identity: alice, Tool: tool, Input: json.RawMessage(input)}, decls, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
 // TestPruneKeepsRowsBounded simulates a week of a call every ten minutes
 // with a one-hour window, pruning every hour: the rows never exceed what
 // the window and one pruning interval hold, and the count read is the
@@ -151,23 +179,7 @@ func TestApprovedCallCountsAsExecuted(t *testing.T) {
 // verify_payee without a payee verifies no wire_transfer without one, and
 // such calls are not counted, while calls with the field are.
 func TestCallLackingScopeFieldIsInNoScope(t *testing.T) {
-	verified := &state.Decl{Name: "payee_verified", Kind: state.HappenedBefore, Of: state.ToolCalls, Tools: []string{"verify_payee"},
-		Scope:  []state.ScopePart{{Kind: state.ScopeSession}, {Kind: state.ScopeInput, Field: "payee"}},
-		Window: state.Window{Within: time.Hour, Resolution: time.Minute}}
-	sends := &state.Decl{Name: "sends", Kind: state.Count, Of: state.ToolCalls, Tools: []string{"send"},
-		Scope:  []state.ScopePart{{Kind: state.ScopeInput, Field: "to.address"}},
-		Window: state.Window{Within: time.Hour, Resolution: time.Minute}}
-	set := mustSet(t, verified, sends)
-	tr := rulestate.New(openSQLite(t), rulestate.Options{})
-	ctx := context.Background()
-	call := func(tool, input string) state.Values {
-		t.Helper()
-		v, _, err := tr.Admit(ctx, &rulestate.Event{Kind: state.EventToolCall, Identity: alice, Tool: tool, Input: json.RawMessage(input)}, []*state.Decl{verified, sends}, set)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	call := admitter(t, payeeDecls("payee_verified", "to.address")...)
 	for _, in := range []string{`{}`, `{"payee": null}`} {
 		call("verify_payee", in)
 	}
@@ -197,22 +209,7 @@ func TestCallLackingScopeFieldIsInNoScope(t *testing.T) {
 // one verified the other), and one value however spelt (1, 1.0, 1e0) is
 // one scope, so a limit per account cannot be split by respelling it.
 func TestScopeNumbersExact(t *testing.T) {
-	verified := &state.Decl{Name: "verified", Kind: state.HappenedBefore, Of: state.ToolCalls, Tools: []string{"verify_payee"},
-		Scope:  []state.ScopePart{{Kind: state.ScopeSession}, {Kind: state.ScopeInput, Field: "payee"}},
-		Window: state.Window{Within: time.Hour, Resolution: time.Minute}}
-	sends := &state.Decl{Name: "sends", Kind: state.Count, Of: state.ToolCalls, Tools: []string{"send"},
-		Scope:  []state.ScopePart{{Kind: state.ScopeInput, Field: "account"}},
-		Window: state.Window{Within: time.Hour, Resolution: time.Minute}}
-	set := mustSet(t, verified, sends)
-	tr := rulestate.New(openSQLite(t), rulestate.Options{})
-	call := func(tool, input string) state.Values {
-		t.Helper()
-		v, _, err := tr.Admit(context.Background(), &rulestate.Event{Kind: state.EventToolCall, Identity: alice, Tool: tool, Input: json.RawMessage(input)}, []*state.Decl{verified, sends}, set)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	call := admitter(t, payeeDecls("verified", "account")...)
 	call("verify_payee", `{"payee": 9007199254740992}`)
 	if v := call("wire_transfer", `{"payee": 9007199254740993}`); v["verified"].(map[string]any)["happened"] != false {
 		t.Errorf("payee 9007199254740993 reads %v after verify_payee of 9007199254740992", v["verified"])
