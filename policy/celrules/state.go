@@ -7,12 +7,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agnivade/levenshtein"
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/turngate/turngate/internal/suggest"
 	"gopkg.in/yaml.v3"
 
 	"github.com/turngate/turngate/policy"
@@ -85,16 +85,10 @@ func isStateIdent(x celast.Expr) bool {
 // stateSuggestion is "; did you mean state.X?" for a declared name close
 // to name, else the declared names.
 func stateSuggestion(name string, declared []string) string {
-	best, bestDist := "", -1
-	for _, d := range declared {
-		if dist := levenshtein.ComputeDistance(strings.ToLower(name), strings.ToLower(d)); bestDist < 0 || dist < bestDist {
-			best, bestDist = d, dist
-		}
-	}
-	switch {
-	case bestDist >= 0 && bestDist <= max(2, len(name)/3):
+	if best := suggest.Closest(name, declared); best != "" {
 		return fmt.Sprintf("; did you mean %s.%s?", stateVariable, best)
-	case len(declared) == 0:
+	}
+	if len(declared) == 0 {
 		return " (the rules declare no state: state.yaml, *.state.yaml)"
 	}
 	return fmt.Sprintf(" (declared: %s)", strings.Join(declared, ", "))

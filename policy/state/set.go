@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agnivade/levenshtein"
+	"github.com/turngate/turngate/internal/suggest"
 
 	"github.com/turngate/turngate/policy"
 )
@@ -178,13 +178,7 @@ func (d *Decl) schema() map[string]any {
 // didYouMean returns "; did you mean X?" for the candidate closest to s
 // when it is close enough to be a typo, else the candidates there are.
 func didYouMean(s string, candidates []string) string {
-	best, bestDist := "", -1
-	for _, c := range candidates {
-		if d := levenshtein.ComputeDistance(strings.ToLower(s), strings.ToLower(c)); bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	if bestDist >= 0 && bestDist <= max(2, len(s)/3) {
+	if best := suggest.Closest(s, candidates); best != "" {
 		return fmt.Sprintf("; did you mean %s?", best)
 	}
 	sorted := slices.Clone(candidates)
