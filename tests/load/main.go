@@ -11,6 +11,7 @@
 //	soak          turns for a long duration, sampling goroutines and heap
 //	relay         the per-chunk relay cost: turns at two chunk counts
 //	opa-compare   in-process Rego decisions versus an OPA server on loopback
+//	peer-compare  turns against the AI SDK streamText peer (tests/load/peer)
 //
 // Every mode prints a table, or JSON with -json. docs/PERFORMANCE.md has the
 // commands and the latest figures. Nothing here is asserted in tests.
@@ -62,6 +63,9 @@ type params struct {
 	// environment only (e.g. GOGC=400), not to the load generator's.
 	GatewayEnv envList `json:"gatewayEnv,omitempty"`
 
+	// Rounds is how many turngate/peer pairs of windows peer-compare runs.
+	Rounds int `json:"rounds,omitempty"`
+
 	Streams int           `json:"streams,omitempty"`
 	Hold    time.Duration `json:"hold,omitempty"`
 	Sample  time.Duration `json:"sample,omitempty"`
@@ -81,6 +85,7 @@ const (
 	modeSoak    = "soak"
 	modeRelay   = "relay"
 	modeCompare = "opa-compare"
+	modePeer    = "peer-compare"
 )
 
 func main() {
@@ -116,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (*params, error) {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	p := &params{}
-	fs.StringVar(&p.Mode, "mode", modeTurns, "what to measure: turns, idle-streams, policy, soak, relay or opa-compare")
+	fs.StringVar(&p.Mode, "mode", modeTurns, "what to measure: turns, idle-streams, policy, soak, relay, opa-compare or peer-compare")
 	fs.StringVar(&p.URL, "url", "", "base `URL` of a running gateway (instead of -start)")
 	fs.BoolVar(&p.Start, "start", false, "build and start a gateway on a generated config and rules")
 	fs.IntVar(&p.PID, "pid", 0, "with -url: the gateway's process id, for CPU and RSS from /proc")
@@ -127,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (*params, error) {
 	fs.IntVar(&p.Turns, "turns", 0, "stop after this many measured turns or decisions (0: use -duration)")
 	fs.Float64Var(&p.Rate, "rate", 0, "turns, soak, relay: start this many turns per second across the sessions (0: each session starts its next turn when the last one ends)")
 	fs.DurationVar(&p.Warmup, "warmup", 3*time.Second, "load before measuring starts")
-	fs.IntVar(&p.Chunks, "chunks", 8, "with -start: text chunks the scripted model streams per step")
+	fs.IntVar(&p.Chunks, "chunks", 40, "with -start: text chunks the scripted model streams per step")
 	fs.DurationVar(&p.ChunkDelay, "chunk-delay", time.Millisecond, "with -start: the scripted model's pause between stream parts")
 	fs.IntVar(&p.SessionTurns, "session-turns", 8, "turns per session before a worker starts a new one")
 	fs.IntVar(&p.Rego, "rego", 20, "with -start: generated Rego rules (beforeToolCall)")
@@ -140,6 +145,7 @@ func parseFlags(args []string, stderr io.Writer) (*params, error) {
 	fs.StringVar(&p.Store, "store", storeSQLite, "with -start: the store, sqlite or postgres (a fresh database on -pg-dsn's server, dropped at the end)")
 	fs.IntVar(&p.Replicas, "replicas", 1, "with -start -store postgres: gateway processes on the one database; turns go to a random one")
 	fs.StringVar(&p.PGDSN, "pg-dsn", defaultPGDSN, "with -store postgres: a postgres:// `URL` of the server and a database to connect to for creating the run's database")
+	fs.IntVar(&p.Rounds, "rounds", 3, "peer-compare: turngate/peer pairs of measured windows, interleaved")
 	fs.IntVar(&p.Streams, "n", 10000, "idle-streams: streams to hold open")
 	fs.DurationVar(&p.Hold, "hold", 10*time.Second, "idle-streams: how long to hold them open")
 	fs.DurationVar(&p.Sample, "sample", 10*time.Second, "soak: interval between samples of /metrics")
@@ -159,6 +165,10 @@ func parseFlags(args []string, stderr io.Writer) (*params, error) {
 
 func (p *params) validate() error {
 	switch p.Mode {
+	case modePeer:
+		if !p.Start {
+			return errors.New("-mode peer-compare needs -start: it compares the generated turn")
+		}
 	case modeTurns, modeIdle, modePolicy, modeSoak, modeRelay:
 		if p.Start == (p.URL != "") {
 			return fmt.Errorf("-mode %s needs exactly one of -start and -url", p.Mode)
@@ -168,7 +178,7 @@ func (p *params) validate() error {
 			return errors.New("-mode opa-compare runs in process: it takes neither -start nor -url")
 		}
 	default:
-		return fmt.Errorf("unknown -mode %q (want turns, idle-streams, policy, soak, relay or opa-compare)", p.Mode)
+		return fmt.Errorf("unknown -mode %q (want turns, idle-streams, policy, soak, relay, opa-compare or peer-compare)", p.Mode)
 	}
 	switch {
 	case p.Conc < 1:
@@ -187,6 +197,8 @@ func (p *params) validate() error {
 		return errors.New("-session-turns must be at least 1")
 	case p.Streams < 1:
 		return errors.New("-n must be at least 1")
+	case p.Rounds < 1:
+		return errors.New("-rounds must be at least 1")
 	case p.Sample <= 0:
 		return errors.New("-sample must be positive")
 	case p.Audit != "file" && p.Audit != "none":
@@ -237,6 +249,8 @@ func runMode(ctx context.Context, p *params, log io.Writer) (*report, error) {
 		err = runSoak(ctx, p, gw, rep)
 	case modeRelay:
 		err = runRelay(ctx, p, gw, rep)
+	case modePeer:
+		err = runPeerCompare(ctx, p, gw, rep)
 	}
 	if perr := gw.finishProfile(); perr != nil && err == nil {
 		err = perr

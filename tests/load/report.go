@@ -24,6 +24,7 @@ type report struct {
 	Idle       *idleRun    `json:"idle,omitempty"`
 	Soak       *soakRun    `json:"soak,omitempty"`
 	OPACompare *compareRun `json:"opaCompare,omitempty"`
+	Peer       *peerRun    `json:"peerCompare,omitempty"`
 	// Gateway is the gateway process over the measured window (the sum
 	// of the replicas').
 	Gateway *procRun `json:"gateway,omitempty"`
@@ -247,7 +248,7 @@ func (r *report) write(w io.Writer, asJSON bool) error {
 	}
 	for _, s := range []interface {
 		rows(func(string, string, ...any))
-	}{r.Turns, r.Relay, r.Policy, r.Idle, r.Soak, r.OPACompare, r.Gateway, r.Postgres} {
+	}{r.Turns, r.Relay, r.Policy, r.Idle, r.Soak, r.OPACompare, r.Peer, r.Gateway, r.Postgres} {
 		s.rows(row) // nil sections print nothing
 	}
 	if r.LoadCPUSeconds > 0 {

@@ -16,18 +16,18 @@ import (
 // TestScriptParts checks the part counts the overhead figure subtracts
 // against what the scripted model really streams for each step.
 func TestScriptParts(t *testing.T) {
-	weather := engine.ToolInfo{Name: "weather", Kind: engine.ToolKindBuiltin,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}
+	search := engine.ToolInfo{Name: "search", Kind: engine.ToolKindBuiltin,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"},"limit":{"type":"integer"}},"required":["query"]}`)}
 	for _, tc := range []struct {
 		name   string
 		chunks int
 		prompt string
-		city   string
+		query  string
 	}{
-		{"hi one chunk", 1, promptHi, "Hiville"},
-		{"hi eight chunks", 8, promptHi, "Hiville"},
-		{"hi many chunks", 100, promptHi, "Hiville"},
-		{"lo", 8, promptLo, "Loville"},
+		{"hi one chunk", 1, promptHi, "turngate"},
+		{"hi forty chunks", 40, promptHi, "turngate"},
+		{"hi many chunks", 100, promptHi, "turngate"},
+		{"lo", 40, promptLo, "loville"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScript(tc.chunks)
@@ -37,12 +37,12 @@ func TestScriptParts(t *testing.T) {
 			}
 			model := scripted.New(parsed)
 			user := engine.ModelMessage{Role: engine.RoleUser, Content: []engine.ContentPart{{Type: engine.ContentText, Text: tc.prompt}}}
-			step0 := countParts(t, model, &engine.ModelRequest{Messages: []engine.ModelMessage{user}, Tools: []engine.ToolInfo{weather}})
-			output := fmt.Sprintf(`{"city":%q,"tempC":3,"weather":"sunny"}`, tc.city)
-			step1 := countParts(t, model, &engine.ModelRequest{Tools: []engine.ToolInfo{weather}, Messages: []engine.ModelMessage{
+			step0 := countParts(t, model, &engine.ModelRequest{Messages: []engine.ModelMessage{user}, Tools: []engine.ToolInfo{search}})
+			output := fmt.Sprintf(`{"query":%q,"limit":%d,"results":[]}`, tc.query, clampedLimit)
+			step1 := countParts(t, model, &engine.ModelRequest{Tools: []engine.ToolInfo{search}, Messages: []engine.ModelMessage{
 				user,
-				{Role: engine.RoleAssistant, Content: []engine.ContentPart{{Type: engine.ContentToolCall, ToolCallID: "call_0_0", ToolName: "weather", Input: json.RawMessage(toolInput(tc.city))}}},
-				{Role: engine.RoleTool, Content: []engine.ContentPart{{Type: engine.ContentToolResult, ToolCallID: "call_0_0", ToolName: "weather", Output: json.RawMessage(output)}}},
+				{Role: engine.RoleAssistant, Content: []engine.ContentPart{{Type: engine.ContentToolCall, ToolCallID: "call_0_0", ToolName: "search", Input: json.RawMessage(toolInput(tc.query))}}},
+				{Role: engine.RoleTool, Content: []engine.ContentPart{{Type: engine.ContentToolResult, ToolCallID: "call_0_0", ToolName: "search", Output: json.RawMessage(output)}}},
 			}})
 			if want := s.parts(tc.prompt); step0.parts != want[0] || step1.parts != want[1] {
 				t.Errorf("parts per step = [%d %d], want %v", step0.parts, step1.parts, want)

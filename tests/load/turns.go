@@ -197,6 +197,10 @@ func (l *turnLoad) turn(ctx context.Context, session, msgID string) (turnSample,
 		return s, "no-tool-call", errors.New("the turn made no tool call")
 	case st.firstText == 0:
 		return s, "no-text", errors.New("the turn streamed no text")
+	case l.gw.model.known && st.clamped == 0:
+		// The generated turn's search asks for a limit the policy clamps:
+		// a tool output without the clamped limit means no rule ran.
+		return s, "not-clamped", fmt.Errorf("the search tool's output does not show its limit clamped to %d", clampedLimit)
 	}
 	return s, "", nil
 }
@@ -206,6 +210,8 @@ type streamStats struct {
 	events      int
 	firstText   time.Duration
 	toolOutputs int
+	// clamped counts tool outputs that show the search limit clamped.
+	clamped int
 	// toolErrorText is the last tool-output-error's text: a failed or
 	// fail-closed call.
 	toolErrorText string
@@ -218,6 +224,8 @@ var (
 	dataPrefix = []byte("data: ")
 	typePrefix = []byte(`{"type":"`)
 	doneData   = []byte("[DONE]")
+	// clampedOutput is in a search output whose limit the policy clamped.
+	clampedOutput = []byte(fmt.Sprintf(`"limit":%d,`, clampedLimit))
 )
 
 // readers are readStream's line readers, reused so that the load
@@ -272,6 +280,9 @@ func readStream(r io.Reader, start time.Time, onEvent func(string)) (streamStats
 			}
 		case "tool-output-available":
 			st.toolOutputs++
+			if bytes.Contains(data, clampedOutput) {
+				st.clamped++
+			}
 		case "error":
 			st.errorText = "error event: " + errorText(data)
 		case "tool-output-error":
