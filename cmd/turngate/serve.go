@@ -25,6 +25,7 @@ import (
 	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/internal/startupmem"
 	"github.com/turngate/turngate/policy/opa"
 	"github.com/turngate/turngate/policy/ruleset"
 	defaultrules "github.com/turngate/turngate/rules"
@@ -192,6 +193,11 @@ func serve(ctx context.Context, p serveParams) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	// Start-up read most of the binary and left its garbage on the heap:
+	// give both back, so idle RSS is what serving uses.
+	if _, err := startupmem.Release(); err != nil {
+		log.Debug("startup memory not released", "err", err)
+	}
 	log.Info("turngate serving", "addr", ln.Addr().String(), "agents", len(cfg.Agents), "rules", rules.Current().ID())
 	if p.Ready != nil {
 		p.Ready(ln.Addr().String())
