@@ -298,8 +298,12 @@ func engineOptions(cfg *config.Config, models engine.ModelResolver, log *slog.Lo
 // rulesOptions are the options cfg loads its rules with (serve and
 // check-config).
 func rulesOptions(cfg *config.Config) ruleset.Options {
+	spec := opa.SpecialiseOff
+	if cfg.Rules.SpecialiseRules() {
+		spec = opa.SpecialiseOn
+	}
 	return ruleset.Options{
-		OPA:          opa.Options{BodySchema: cfg.BodySchema()},
+		OPA:          opa.Options{BodySchema: cfg.BodySchema(), Specialise: spec},
 		PollInterval: cfg.Rules.PollInterval,
 		Tests:        testGate(cfg.Rules.RequireTests),
 	}

@@ -253,7 +253,14 @@ type Rules struct {
 	// tests is rejected too. false: they are not run on load (only
 	// `turngate test` runs them).
 	RequireTests *bool `yaml:"requireTests"`
+	// Specialise evaluates the Rego decision rules with residuals
+	// specialised per (tool, tenant) (default true; false: every call
+	// evaluates the generic query). Decisions are the same either way.
+	Specialise *bool `yaml:"specialise"`
 }
+
+// SpecialiseRules reports whether rules.specialise is on (unset: on).
+func (r Rules) SpecialiseRules() bool { return r.Specialise == nil || *r.Specialise }
 
 // Store drivers.
 const (

@@ -16,6 +16,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/opa"
 )
 
 // Metrics is one registry of turngate's collectors. Each gateway has its
@@ -144,8 +145,24 @@ func New() *Metrics {
 	m.StoreUp.Set(1)
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
 		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.KillSwitchStops, m.QuotaExceeded,
-		m.StoreUnavailable, m.StoreUp, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.StoreUnavailable, m.StoreUp, specialisedCounter("hits", func(s opa.SpecialisedStats) uint64 { return s.Hits }),
+		specialisedCounter("misses", func(s opa.SpecialisedStats) uint64 { return s.Misses }),
+		specialisedCounter("fallbacks", func(s opa.SpecialisedStats) uint64 { return s.Fallbacks }),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// specialisedCounter exports one of policy/opa's specialised evaluation
+// counters (process-wide, over every rule revision) as
+// turngate_rego_specialised_NAME_total.
+func specialisedCounter(name string, read func(opa.SpecialisedStats) uint64) prometheus.CounterFunc {
+	help := map[string]string{
+		"hits":      "Rego decisions a residual specialised per (tool, tenant) answered.",
+		"misses":    "Rego decisions of a (tool, tenant) without a residual yet: the generic query answered while one is built.",
+		"fallbacks": "Rego decisions the generic query answered because the residual failed or the (tool, tenant) cannot be specialised.",
+	}[name]
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "turngate", Name: "rego_specialised_" + name + "_total", Help: help},
+		func() float64 { return float64(read(opa.Specialised())) })
 }
 
 // Handler serves the registry in the Prometheus text format.

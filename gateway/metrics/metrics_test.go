@@ -62,3 +62,13 @@ turngate_tool_calls_total{decision="allow",tool="weather"} 1
 		t.Errorf("ignored approvals of other tools = %v, want 1", got)
 	}
 }
+
+// TestSpecialisedCounters exports policy/opa's specialised evaluation
+// counters.
+func TestSpecialisedCounters(t *testing.T) {
+	n, err := testutil.GatherAndCount(New().Gatherer(), "turngate_rego_specialised_hits_total",
+		"turngate_rego_specialised_misses_total", "turngate_rego_specialised_fallbacks_total")
+	if err != nil || n != 3 {
+		t.Fatalf("%d series, %v; want 3", n, err)
+	}
+}

@@ -47,6 +47,10 @@ type Options struct {
 	// Set.Schema): the declared state, so that reading an undeclared
 	// name is a load error. Nil declares none: input.state has no keys.
 	StateSchema map[string]any
+	// Specialise selects specialised evaluation (specialise.go): on by
+	// default; the TURNGATE_OPA_SPECIALISE environment variable overrides
+	// it.
+	Specialise Specialise
 }
 
 func (o Options) timeout() time.Duration {
@@ -81,6 +85,9 @@ type Policy struct {
 	opts       Options
 	toolCall   *rego.PreparedEvalQuery // nil when no module declares the package
 	toolResult *rego.PreparedEvalQuery
+	// toolCallSpec and toolResultSpec specialise the two queries; nil
+	// when off or when the rule set cannot be specialised exactly.
+	toolCallSpec, toolResultSpec *specialiser
 	src        sources
 	schemas    *schemaCache
 	// rules maps each decision rule (data.turngate.tool_call.block, …) to
@@ -125,6 +132,10 @@ func Compile(modules, data []policy.File, opts Options) (*Policy, policy.Errors)
 // compile is Compile; typed false skips the schema type checking, the
 // baseline BenchmarkCompile measures its cost against.
 func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, policy.Errors) {
+	mode, err := specialiseMode(opts)
+	if err != nil {
+		return nil, policy.Errors{{Code: policy.CodeCompile, Message: err.Error()}}
+	}
 	b := newBuild(opts)
 	parsed := b.parseModules(modules, typed)
 	doc := b.loadData(data)
@@ -148,9 +159,14 @@ func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, po
 		stateReads: stateReadsOf(parsed, declaredStates(opts.StateSchema))}
 	store := newStore(doc)
 	for _, q := range []struct {
-		ref ast.Ref
-		dst **rego.PreparedEvalQuery
-	}{{toolCallRef, &p.toolCall}, {toolResultRef, &p.toolResult}} {
+		ref   ast.Ref
+		dst   **rego.PreparedEvalQuery
+		spec  **specialiser
+		probe ast.Value
+	}{
+		{toolCallRef, &p.toolCall, &p.toolCallSpec, probeToolCallInput()},
+		{toolResultRef, &p.toolResult, &p.toolResultSpec, probeToolResultInput()},
+	} {
 		if !declaresPackage(c, q.ref) {
 			continue
 		}
@@ -160,6 +176,7 @@ func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, po
 			return nil, b.result()
 		}
 		*q.dst = &pq
+		*q.spec = newSpecialiser(c, doc, store, q.ref, specialisedUnknowns(q.probe), mode, opts, b.caps)
 	}
 	if p.shadows = b.prepareShadows(parsed, shadow, doc, store); len(b.errs) > 0 {
 		return nil, b.result()
@@ -200,8 +217,14 @@ func newStore(doc map[string]any) storage.Store {
 }
 
 func prepare(c *ast.Compiler, store storage.Store, ref ast.Ref) (rego.PreparedEvalQuery, error) {
+	return prepareQuery(c, store, ast.NewBody(ast.NewExpr(ast.NewTerm(ref))))
+}
+
+// prepareQuery prepares a decision query (or a residual of one) compiled
+// in c.
+func prepareQuery(c *ast.Compiler, store storage.Store, query ast.Body) (rego.PreparedEvalQuery, error) {
 	r := rego.New(
-		rego.ParsedQuery(ast.NewBody(ast.NewExpr(ast.NewTerm(ref)))),
+		rego.ParsedQuery(query),
 		rego.Compiler(c),
 		rego.Store(store),
 		rego.StoreReadAST(true),

@@ -48,7 +48,7 @@ func (p *Policy) ToolCall(ctx context.Context, tc *engine.ToolCallContext) (*eng
 	if err != nil {
 		return nil, Trace{}, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("building tool_call input: %v", err)}
 	}
-	doc, tr, err := p.eval(ctx, p.toolCall, ToolCallPackage, in)
+	doc, tr, err := p.eval(ctx, p.toolCall, p.toolCallSpec, ToolCallPackage, in)
 	tr.input, tr.raws = in, raws
 	if err != nil {
 		return nil, tr, err
@@ -74,7 +74,7 @@ func (p *Policy) ToolResult(ctx context.Context, rc *engine.ToolCallResultContex
 	if err != nil {
 		return nil, Trace{}, &policy.Error{Code: policy.CodeValidation, Message: fmt.Sprintf("building tool_result input: %v", err)}
 	}
-	doc, tr, err := p.eval(ctx, p.toolResult, ToolResultPackage, in)
+	doc, tr, err := p.eval(ctx, p.toolResult, p.toolResultSpec, ToolResultPackage, in)
 	tr.input, tr.raws = in, raws
 	if err != nil {
 		return nil, tr, err
@@ -112,8 +112,9 @@ func (p *Policy) locate(err error) error {
 }
 
 // eval runs a prepared decision query under the policy's deadline and
-// returns the decision document.
-func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, pkg string, input ast.Value) (ast.Value, Trace, error) {
+// returns the decision document: the key's residual answers when spec has
+// one that succeeds, the generic query pq otherwise.
+func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, spec *specialiser, pkg string, input ast.Value) (ast.Value, Trace, error) {
 	var tr Trace
 	if pq == nil {
 		return nil, tr, &policy.Error{Code: policy.CodeUndefined, Message: fmt.Sprintf("data.%s is undefined: no module declares package %s", pkg, pkg)}
@@ -123,6 +124,8 @@ func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, pkg strin
 		// still succeed for a turn that is already over.
 		return nil, tr, p.evalError(ctx, false, pkg, err)
 	}
+	// A residual built for this call (forced) has a deadline of its own.
+	residual := spec.query(ctx, keyOf(input))
 	// The deadline is a timer that cancels the evaluation, as is the
 	// caller's context. With a Cancel of its own, OPA starts no goroutine
 	// per evaluation to watch a context.
@@ -142,6 +145,9 @@ func (p *Policy) eval(ctx context.Context, pq *rego.PreparedEvalQuery, pkg strin
 		var cancel context.CancelFunc
 		evalCtx, cancel = context.WithTimeout(ctx, p.opts.timeout())
 		defer cancel()
+	}
+	if doc, ok := spec.eval(evalCtx, residual, input, stopper); ok {
+		return doc, tr, nil
 	}
 	prints := &printHook{}
 	rs, err := pq.Eval(evalCtx, rego.EvalParsedInput(input), rego.EvalPrintHook(prints),

@@ -325,7 +325,7 @@ func (sp *shadowPolicy) fired(doc ast.Value) ([]string, map[string]string) {
 // never changes the enforced decision.
 func evalShadow[D any](ctx context.Context, p *Policy, sp *shadowPolicy, pkg string, in ast.Value,
 	enforced *D, decide func(ast.Value) (*D, []string, error)) *policy.Shadow {
-	doc, _, err := p.eval(ctx, sp.query, pkg, in)
+	doc, _, err := p.eval(ctx, sp.query, nil, pkg, in)
 	if err != nil {
 		return &policy.Shadow{Error: err.Error()}
 	}
