@@ -88,8 +88,8 @@ type Policy struct {
 	// toolCallSpec and toolResultSpec specialise the two queries; nil
 	// when off or when the rule set cannot be specialised exactly.
 	toolCallSpec, toolResultSpec *specialiser
-	src        sources
-	schemas    *schemaCache
+	src                          sources
+	schemas                      *schemaCache
 	// rules maps each decision rule (data.turngate.tool_call.block, …) to
 	// its definitions, in module order.
 	rules map[string][]*ast.Location
