@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/console"
 	"github.com/turngate/turngate/gateway/httpguard"
 )
 
@@ -113,7 +115,7 @@ func (s *Server) authenticate(c *gin.Context) {
 		c.Abort()
 		return
 	}
-	p, err := s.bearerPrincipal(c.GetHeader("Authorization"))
+	p, err := s.requestPrincipal(c.Request)
 	if err != nil {
 		s.authFailed(c.Request.Context(), httpguard.Source(c.Request), err, c.Request.Method+" "+c.FullPath())
 		s.writeError(c, err)
@@ -122,6 +124,34 @@ func (s *Server) authenticate(c *gin.Context) {
 	}
 	c.Set(principalKey, p)
 	c.Next()
+}
+
+// requestPrincipal returns the principal of r: its bearer key, or, for a
+// request without an Authorization header that carries the console's
+// session cookie, the console session's (a 401 when it ended, a 403 when
+// a request that changes something lacks its CSRF token).
+func (s *Server) requestPrincipal(r *http.Request) (engine.Principal, error) {
+	h := r.Header.Get("Authorization")
+	if h != "" || !console.HasCookie(r) {
+		return s.bearerPrincipal(h)
+	}
+	p, err := s.console.Principal(r)
+	switch {
+	case errors.Is(err, console.ErrCSRF):
+		return p, errorf(http.StatusForbidden, CodeForbidden, "%v", err)
+	case err != nil:
+		return p, errorf(http.StatusUnauthorized, CodeUnauthorized, "%v", err)
+	}
+	return p, nil
+}
+
+// newConsole returns the console of s: without keys it needs no sign-in.
+func (s *Server) newConsole() *console.Console {
+	opts := console.Options{Anonymous: anonymous, Failures: s.failures, Logger: s.log}
+	if !s.auth.open() {
+		opts.Lookup = s.auth.lookup
+	}
+	return console.New(opts)
 }
 
 // throttled is the 429 of a client address that failed to authenticate

@@ -36,6 +36,7 @@ import (
 	"github.com/turngate/turngate/engine/tools/mcptool"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/console"
 	"github.com/turngate/turngate/gateway/extension"
 	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/killswitch"
@@ -116,7 +117,9 @@ type Server struct {
 	log     *slog.Logger
 	auth    *authenticator
 	// failures logs and throttles failed authentications.
-	failures      *httpguard.Failures
+	failures *httpguard.Failures
+	// console serves /console and its sessions (auth.go takes its cookie).
+	console       *console.Console
 	agents        map[string]*agent
 	locks         *sessionLocks
 	recorder      policy.Recorder
@@ -199,6 +202,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.failures = httpguard.NewFailures(s.log, opts.Config.Auth.MaxFailuresPerMinute, nil)
+	s.console = s.newConsole()
 	if s.tools, err = s.buildTools(opts.Config, opts.MCP); err != nil {
 		return nil, err
 	}
@@ -386,6 +390,11 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.Metrics.Listen == "" {
 		r.GET("/metrics", gin.WrapH(s.MetricsHandler()))
 	}
+
+	// The console authenticates its own pages (gateway/console); the API
+	// it calls takes its session cookie in authenticate.
+	r.Any(console.Path, gin.WrapH(s.console))
+	r.Any(console.Path+"/*page", gin.WrapH(s.console))
 
 	v1 := r.Group("/v1", s.jsonBodies, s.authenticate)
 	ag := v1.Group("/agents/:agent")

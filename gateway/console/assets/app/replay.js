@@ -1,0 +1,54 @@
+// replay.js: a candidate rules directory against the recorded decisions of
+// a time range (POST /v1/admin/replay): the counts and examples of
+// `turngate replay`, each changed decision linked to its record.
+import { h, mount, json, errorBox } from '/console/static/dom.js';
+import { api } from './api.js';
+import { editor } from './candidate.js';
+import { table } from './overview.js';
+
+export async function render(main, { params }) {
+  const since = h('input', { id: 'since', placeholder: 'since (RFC 3339)', value: params.get('since') || new Date(Date.now() - 24 * 3600e3).toISOString() });
+  const until = h('input', { id: 'until', placeholder: 'until (RFC 3339, default now)', value: params.get('until') || '' });
+  const limit = h('input', { id: 'limit', placeholder: 'examples (default 20)', value: params.get('limit') || '' });
+  const cand = editor('candidate');
+  const out = h('div', { id: 'results' });
+  const run = async (ev) => {
+    ev.preventDefault();
+    const files = cand.files();
+    if (!files) { mount(out, errorBox({ code: 'invalid_request', message: 'add the candidate rules first' })); return; }
+    const body = { candidate: { files }, since: since.value.trim() };
+    if (until.value.trim()) body.until = until.value.trim();
+    if (limit.value.trim()) body.limit = Number(limit.value.trim());
+    mount(out, h('p', { class: 'muted' }, 'Replaying…'));
+    try {
+      mount(out, report(await api('POST', '/v1/admin/replay', body)));
+    } catch (e) {
+      mount(out, errorBox(e));
+    }
+    out.dataset.done = 'true';
+  };
+  mount(main, h('h1', {}, 'Replay'),
+    h('form', { id: 'replay', onsubmit: run },
+      h('section', { class: 'card filters' },
+        h('label', {}, h('span', {}, 'Since'), since), h('label', {}, h('span', {}, 'Until'), until), h('label', {}, h('span', {}, 'Examples'), limit),
+        h('button', { type: 'submit', id: 'run' }, 'Replay')),
+      cand.el),
+    out);
+}
+
+// report renders the replay summary: counts first, then the changed
+// decisions with links.
+function report(r) {
+  const counts = Object.entries(r).filter(([, v]) => typeof v === 'number');
+  const examples = r.examples || r.changed || [];
+  return h('section', { class: 'card', id: 'report' },
+    h('h2', {}, 'Counts'),
+    table(['', 'decisions'], counts.map(([k, v]) => [k, h('span', { class: 'count', dataset: { count: k } }, String(v))])),
+    Object.entries(r).filter(([k, v]) => v && typeof v === 'object' && !Array.isArray(v)).map(([k, v]) => [h('h3', {}, k), json(v)]),
+    h('h2', {}, 'Changed decisions'),
+    examples.length ? table(['Decision', 'Hook', 'Tool', 'Recorded', 'Candidate'], examples.map(e => [
+      e.id ? h('a', { href: '#/decision/' + encodeURIComponent(e.id), class: 'changed' }, h('code', {}, e.id)) : '—',
+      e.hook || '', e.tool || e.toolName || '',
+      h('code', {}, e.recorded?.outcome || e.recorded || e.before || ''), h('code', {}, e.candidate?.outcome || e.candidate || e.after || '')]))
+      : h('p', { class: 'muted' }, 'No decision changes.'));
+}
