@@ -11,6 +11,10 @@ const (
 	HookBeforeStep     = "beforeStep"
 	HookBeforeToolCall = "beforeToolCall"
 	HookToolResult     = "toolResult"
+	// HookBeforePersist is evaluated on every message before the store
+	// writes it; what it changes is stored, never shown to the model of
+	// the running turn.
+	HookBeforePersist = "beforePersist"
 )
 
 // Outcomes of one hook evaluation. "No rule matched" and "not evaluated" are

@@ -43,7 +43,7 @@ type testCase struct {
 //
 //	cases:
 //	  - name: cheap model on continuations
-//	    hook: beforeTurn            # or beforeStep
+//	    hook: beforeTurn            # or beforeStep, beforePersist
 //	    input: {turn: {continuation: true}}   # an Input (see Input)
 //	    expect: {model: fast}       # these fields have these values
 //	  - name: nothing for first turns
@@ -56,7 +56,9 @@ type testCase struct {
 //	    expectError: cost           # evaluation fails with this substring
 //
 // expect is a subset check: fields it does not name may be set by other
-// rules. Values are compared as JSON (toolChoice as "auto" or a map).
+// rules. Values are compared as JSON (toolChoice as "auto" or a map). A
+// beforePersist case expects message (the message as stored, whole) and
+// masked (how many matches were replaced).
 // Cases see shadow rules as enforced, as Rego tests do: a shadow rule's
 // tests are written as they will hold once it is promoted, so promoting
 // it changes no test's outcome (rules/README.md, "Shadow rules"). Test
@@ -191,6 +193,7 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 	}
 	c := &testCase{node: cn}
 	outcomes := 0
+	var expectNode *yaml.Node
 	for i := 0; i+1 < len(cn.Content); i += 2 {
 		key, val := cn.Content[i], cn.Content[i+1]
 		var err error
@@ -199,8 +202,8 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 			c.name = val.Value
 		case "hook":
 			c.hook = val.Value
-			if c.hook != policy.HookBeforeTurn && c.hook != policy.HookBeforeStep {
-				return nil, src.nodeError(policy.CodeSchema, val, fmt.Sprintf("hook %q is not beforeTurn or beforeStep", c.hook))
+			if c.hook != policy.HookBeforeTurn && c.hook != policy.HookBeforeStep && c.hook != policy.HookBeforePersist {
+				return nil, src.nodeError(policy.CodeSchema, val, fmt.Sprintf("hook %q is not beforeTurn, beforeStep or beforePersist", c.hook))
 			}
 		case "input":
 			var doc any
@@ -212,6 +215,7 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 			if err = decodeExpect(key.Value, val, &c.expect); err != nil {
 				return nil, src.nodeError(policy.CodeSchema, val, err.Error())
 			}
+			expectNode = val
 		case "expectShadow":
 			return nil, src.nodeError(policy.CodeSchema, key,
 				"expectShadow is gone: test cases see shadow rules as enforced, as Rego tests do (rules/README.md, \"Shadow rules\"), so expect checks what expectShadow did; move its fields into expect")
@@ -238,11 +242,19 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 		return nil, src.nodeError(policy.CodeSchema, cn, fmt.Sprintf(
 			"test case %q needs exactly one of expect, expectNoMatch or expectError", c.name))
 	}
+	for k := range c.expect {
+		if (c.hook == policy.HookBeforePersist) != persistResults[k] {
+			return nil, src.nodeError(policy.CodeSchema, expectNode, fmt.Sprintf("expect: unknown field %q for %s", k, c.hook))
+		}
+	}
 	if c.input == nil {
 		c.input = &Input{}
 	}
 	return c, nil
 }
+
+// persistResults are the results a beforePersist case may expect.
+var persistResults = map[string]bool{"message": true, "masked": true}
 
 // decodeExpect reads expected field values (the value of key, expect),
 // normalised through JSON so they compare equal to Fields'
@@ -253,7 +265,7 @@ func decodeExpect(key string, n *yaml.Node, dst *map[string]any) error {
 		return fmt.Errorf("%s must map field names to values: %w", key, err)
 	}
 	for k := range raw {
-		if f := fields[k]; f == nil || f.decode == nil {
+		if f := fields[k]; (f == nil || f.decode == nil) && !persistResults[k] {
 			return fmt.Errorf("%s: unknown field %q", key, k)
 		}
 	}
@@ -273,12 +285,12 @@ func decodeExpect(key string, n *yaml.Node, dst *map[string]any) error {
 // promoted returns s with its shadow rules enforced, as test cases see
 // them; s itself when it has none.
 func (s *Set) promoted() *Set {
-	if !s.turnShadow && !s.stepShadow {
+	if !s.turnShadow && !s.stepShadow && !s.persistShadow {
 		return s
 	}
 	p := *s
-	p.turnRules, p.stepRules = enforced(s.turnRules), enforced(s.stepRules)
-	p.turnShadow, p.stepShadow = false, false
+	p.turnRules, p.stepRules, p.persistRules = enforced(s.turnRules), enforced(s.stepRules), enforced(s.persistRules)
+	p.turnShadow, p.stepShadow, p.persistShadow = false, false, false
 	return &p
 }
 

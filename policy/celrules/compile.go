@@ -77,8 +77,11 @@ type Set struct {
 	opts      Options
 	turnRules []*rule
 	stepRules []*rule
-	// turnShadow and stepShadow say whether the hook has shadow rules.
-	turnShadow, stepShadow bool
+	// persistRules are the beforePersist rules (persist.go).
+	persistRules []*rule
+	// turnShadow, stepShadow and persistShadow say whether the hook has
+	// shadow rules.
+	turnShadow, stepShadow, persistShadow bool
 	// warnings are the statically visible conflicts (see conflictWarnings).
 	warnings policy.Errors
 	// toolNames are the tool names the rules spell out (toolnames.go).
@@ -137,8 +140,11 @@ type RuleInfo struct {
 // Rules returns a hook's rules in evaluation order.
 func (s *Set) Rules(hook string) []RuleInfo {
 	rules := s.turnRules
-	if hook == policy.HookBeforeStep {
+	switch hook {
+	case policy.HookBeforeStep:
 		rules = s.stepRules
+	case policy.HookBeforePersist:
+		rules = s.persistRules
 	}
 	out := make([]RuleInfo, len(rules))
 	for i, r := range rules {
@@ -179,8 +185,11 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 			}
 			all = append(all, compiledRule{src, spec, r})
 			rules, shadow := &s.turnRules, &s.turnShadow
-			if spec.hook == policy.HookBeforeStep {
+			switch spec.hook {
+			case policy.HookBeforeStep:
 				rules, shadow = &s.stepRules, &s.stepShadow
+			case policy.HookBeforePersist:
+				rules, shadow = &s.persistRules, &s.persistShadow
 			}
 			r.index = len(*rules)
 			*rules = append(*rules, r)
@@ -228,9 +237,9 @@ func (c *compiler) compileRule(src *source, spec *ruleSpec) *rule {
 		})
 	}
 	for _, set := range spec.sets {
-		f := fields[set.field]
+		f := fieldFor(spec.hook, set.field)
 		switch {
-		case f == nil || (spec.hook == policy.HookBeforeStep && f.step == nil):
+		case f == nil:
 			c.add(src.nodeError(policy.CodeSchema, set.key,
 				fmt.Sprintf("unknown field %q for %s (want one of: %s)", set.field, spec.hook, fieldNames(spec.hook))), spec.name, set.field)
 			continue
@@ -247,6 +256,9 @@ func (c *compiler) compileRule(src *source, spec *ruleSpec) *rule {
 		if e != nil {
 			r.sets = append(r.sets, ruleSet{field: f, expr: e, value: c.decodeConstant(src, spec, f, e)})
 		}
+	}
+	if spec.hook == policy.HookBeforePersist {
+		c.checkPersistRule(src, spec, r)
 	}
 	if len(c.errs) > before {
 		return nil
@@ -358,7 +370,8 @@ func readsVariables(ast *cel.Ast) bool {
 }
 
 // hookVariables are the names rules read the hook context through.
-var hookVariables = map[string]bool{"turn": true, "step": true, "principal": true, "now": true, stateVariable: true}
+var hookVariables = map[string]bool{"turn": true, "step": true, "principal": true, "now": true, stateVariable: true,
+	"message": true, "agent": true, "sessionId": true}
 
 // decodeConstant validates, at load, a field value that does not depend on
 // the hook context (a literal toolChoice, timeout, maxSteps …), so a bad
@@ -394,6 +407,9 @@ func (c *compiler) celErrors(src *source, spec *ruleSpec, field string, n *yaml.
 		msg := e.Message
 		if spec.hook == policy.HookBeforeTurn && strings.Contains(msg, "undeclared reference to 'step'") {
 			msg += " (step is only available in beforeStep rules)"
+		}
+		if spec.hook == policy.HookBeforePersist && (strings.Contains(msg, "undeclared reference to 'turn'") || strings.Contains(msg, "undeclared reference to 'step'")) {
+			msg += " (beforePersist rules see message, principal, agent, sessionId and now)"
 		}
 		if hint != nil {
 			msg += hint(e)
@@ -450,28 +466,39 @@ var hookEnvs = sync.OnceValues(func() (map[string]*cel.Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]*cel.Env{policy.HookBeforeTurn: turnEnv, policy.HookBeforeStep: stepEnv}, nil
+	persistEnv, err := newEnv(policy.HookBeforePersist)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]*cel.Env{policy.HookBeforeTurn: turnEnv, policy.HookBeforeStep: stepEnv, policy.HookBeforePersist: persistEnv}, nil
 })
 
-// newEnv declares the variables a hook's rules see: turn, principal and now
-// everywhere, step in beforeStep only.
+// newEnv declares the variables a hook's rules see: principal and now
+// everywhere; turn and state in beforeTurn and beforeStep, step in
+// beforeStep only; message, agent and sessionId in beforePersist.
 func newEnv(hook string) (*cel.Env, error) {
 	p := newProvider()
 	opts := []cel.EnvOption{
 		cel.CustomTypeProvider(p),
 		cel.CustomTypeAdapter(p),
-		cel.Variable("turn", turnType.typ),
 		cel.Variable("principal", principalType.typ),
 		cel.Variable("now", cel.TimestampType),
-		cel.Variable(stateVariable, dynMapType),
-		ext.Strings(), ext.Lists(), ext.Math(), ext.Sets(), ext.Encoders(),
+		cel.OptionalTypes(), // regex.extract returns an optional
+		ext.Strings(), ext.Lists(), ext.Math(), ext.Sets(), ext.Encoders(), ext.Regex(),
 		library(),
 		// After the extensions: their estimates of the same overloads are
 		// replaced.
 		pairwiseEstimates(),
 	}
-	if hook == policy.HookBeforeStep {
-		opts = append(opts, cel.Variable("step", stepType.typ))
+	switch hook {
+	case policy.HookBeforePersist:
+		opts = append(opts, cel.Variable("message", messageType.typ),
+			cel.Variable("agent", cel.StringType), cel.Variable("sessionId", cel.StringType))
+	case policy.HookBeforeStep:
+		opts = append(opts, cel.Variable("turn", turnType.typ), cel.Variable(stateVariable, dynMapType),
+			cel.Variable("step", stepType.typ))
+	default:
+		opts = append(opts, cel.Variable("turn", turnType.typ), cel.Variable(stateVariable, dynMapType))
 	}
 	return cel.NewEnv(opts...)
 }

@@ -17,8 +17,8 @@ func TestCookbook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dirs) != 13 {
-		t.Errorf("found %d cookbook examples, want 13", len(dirs))
+	if len(dirs) != 14 {
+		t.Errorf("found %d cookbook examples, want 14", len(dirs))
 	}
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {

@@ -239,7 +239,10 @@ func (e *expr) fail(ruleID, field, code, msg string) *policy.Error {
 // activations cost several).
 type activation struct {
 	turn, step, principal object
-	now                   types.Timestamp
+	// message, agent and sessionId are beforePersist's (persist.go).
+	message          object
+	agent, sessionID types.String
+	now              types.Timestamp
 	// stateVals are the declared state values read (the step's in
 	// beforeStep, the turn's in beforeTurn), converted when first read.
 	stateVals map[string]any
@@ -271,6 +274,12 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return &a.principal, true
 	case "now":
 		return a.now, true
+	case "message":
+		return &a.message, a.message.ptr != nil
+	case "agent":
+		return a.agent, true
+	case "sessionId":
+		return a.sessionID, true
 	case stateVariable:
 		return stateValue(a.stateVals), true
 	}

@@ -161,6 +161,9 @@ func init() {
 
 // fieldNames lists the fields a hook accepts, for "unknown field" messages.
 func fieldNames(hook string) string {
+	if hook == policy.HookBeforePersist {
+		return strings.Join(persistFieldOrder, ", ")
+	}
 	var names []string
 	for _, n := range fieldOrder {
 		if f := fields[n]; n != "tools" && (hook != policy.HookBeforeStep || f.step != nil) {
@@ -168,6 +171,19 @@ func fieldNames(hook string) string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// fieldFor returns the field hook's rules may set under name, nil when
+// there is none.
+func fieldFor(hook, name string) *fieldSpec {
+	if hook == policy.HookBeforePersist {
+		return persistFields[name]
+	}
+	f := fields[name]
+	if f == nil || (hook == policy.HookBeforeStep && f.step == nil) {
+		return nil
+	}
+	return f
 }
 
 func ptr[T any](v T) *T { return &v }

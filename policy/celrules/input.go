@@ -26,6 +26,9 @@ import (
 //	             # steps, model, system, messages, activeTools
 //	principal:   # tenant, subject, roles; copied into the turn's and step's identity
 //	now: "2025-01-01T12:00:00Z"   # the clock; default 1970-01-01T00:00:00Z
+//	message:     # beforePersist only: the engine.UIMessage to store (id, role, parts)
+//	agent:       # beforePersist only: the session's agent
+//	sessionId:   # beforePersist only
 //
 // Unknown keys are errors, so a misspelt input field is not silently empty.
 type Input struct {
@@ -33,6 +36,9 @@ type Input struct {
 	Step      *engine.PrepareStepContext `json:"step,omitempty"`
 	Principal *engine.Principal          `json:"principal,omitempty"`
 	Now       *time.Time                 `json:"now,omitempty"`
+	Message   *engine.UIMessage          `json:"message,omitempty"`
+	Agent     string                     `json:"agent,omitempty"`
+	SessionID string                     `json:"sessionId,omitempty"`
 }
 
 // TurnInput is what the beforeTurn rules see when they evaluate tc at now,
@@ -119,8 +125,8 @@ func (in *Input) Clock() time.Time {
 }
 
 // Eval runs one hook's rules on a dry-run input. The config is a
-// *engine.TurnConfig for beforeTurn and a *engine.StepConfig for
-// beforeStep, nil when no rule fired.
+// *engine.TurnConfig for beforeTurn, a *engine.StepConfig for beforeStep
+// and a *Persisted for beforePersist, nil when no rule fired.
 func (s *Set) Eval(ctx context.Context, hook string, in *Input) (any, Trace, error) {
 	switch hook {
 	case policy.HookBeforeTurn:
@@ -135,8 +141,21 @@ func (s *Set) Eval(ctx context.Context, hook string, in *Input) (any, Trace, err
 			return nil, tr, err
 		}
 		return cfg, tr, err
+	case policy.HookBeforePersist:
+		if in.Message == nil {
+			return nil, Trace{}, errNoMessage
+		}
+		id := &engine.Identity{Agent: in.Agent, SessionID: in.SessionID}
+		if in.Principal != nil {
+			id.Principal = *in.Principal
+		}
+		p, tr, err := s.BeforePersist(ctx, id, in.Message, in.Clock())
+		if p == nil {
+			return nil, tr, err
+		}
+		return p, tr, err
 	}
-	return nil, Trace{}, fmt.Errorf("evaluating rules: hook %q is not beforeTurn or beforeStep", hook)
+	return nil, Trace{}, fmt.Errorf("evaluating rules: hook %q is not beforeTurn, beforeStep or beforePersist", hook)
 }
 
 // Fields renders the fields a config from Eval sets as JSON-ready values
@@ -145,6 +164,12 @@ func (s *Set) Eval(ctx context.Context, hook string, in *Input) (any, Trace, err
 func Fields(cfg any) map[string]any {
 	if cfg == nil {
 		return nil
+	}
+	if p, ok := cfg.(*Persisted); ok {
+		return configFields(struct {
+			Message engine.UIMessage `json:"message"`
+			Masked  int              `json:"masked"`
+		}{p.Message, p.Masked})
 	}
 	return configFields(cfg)
 }
