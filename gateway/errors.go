@@ -35,6 +35,9 @@ const (
 	CodeUnsupportedType  = "unsupported_media_type"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInvalidBody      = "invalid_body"
+	// CodePersistRulesFailed: the beforePersist rules failed on a message,
+	// which was therefore not stored.
+	CodePersistRulesFailed = "persist_rules_failed"
 )
 
 // storeRetryAfter is the Retry-After of a 503 store_unavailable.

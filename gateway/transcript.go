@@ -3,6 +3,9 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/store"
@@ -23,6 +26,19 @@ type transcript struct {
 	// pending, when not nil, is the admission not stored yet: the first
 	// write stores it (see admit).
 	pending *admission
+	// persist returns a message as the store must keep it: the
+	// beforePersist rules' masking applied (Server.persister). The local
+	// copy, what the running turn's model sees, keeps the original. Nil
+	// stores messages as they are.
+	persist func(ctx context.Context, m engine.UIMessage) (engine.UIMessage, error)
+}
+
+// stored returns m as the store must keep it.
+func (t *transcript) stored(ctx context.Context, m engine.UIMessage) (engine.UIMessage, error) {
+	if t.persist == nil {
+		return m, nil
+	}
+	return t.persist(ctx, m)
 }
 
 // admission is what admitting a turn stores before its first change to the
@@ -39,6 +55,13 @@ type admission struct {
 func (t *transcript) admit(ctx context.Context, user *engine.UIMessage) error {
 	if t.pending == nil {
 		return nil
+	}
+	if user != nil {
+		m, err := t.stored(ctx, *user)
+		if err != nil {
+			return err
+		}
+		user = &m
 	}
 	var sess *store.Session
 	err := store.RetryWrite(ctx, false, func() (err error) {
@@ -79,7 +102,10 @@ func (t *transcript) append(ctx context.Context, m engine.UIMessage) error {
 		if t.pending != nil {
 			err = t.admit(ctx, &m)
 		} else {
-			err = store.RetryWrite(ctx, false, func() error { return t.st.AppendMessage(ctx, t.tenant, t.session, m) })
+			var sm engine.UIMessage
+			if sm, err = t.stored(ctx, m); err == nil {
+				err = store.RetryWrite(ctx, false, func() error { return t.st.AppendMessage(ctx, t.tenant, t.session, sm) })
+			}
 		}
 		if err != nil {
 			return err
@@ -95,7 +121,11 @@ func (t *transcript) upsert(ctx context.Context, m engine.UIMessage) error {
 		if err := t.admit(ctx, nil); err != nil {
 			return err
 		}
-		if err := store.RetryWrite(ctx, true, func() error { return t.st.UpsertMessage(ctx, t.tenant, t.session, m) }); err != nil {
+		sm, err := t.stored(ctx, m)
+		if err != nil {
+			return err
+		}
+		if err := store.RetryWrite(ctx, true, func() error { return t.st.UpsertMessage(ctx, t.tenant, t.session, sm) }); err != nil {
 			return err
 		}
 	}
@@ -133,4 +163,38 @@ func (t *transcript) truncateAfter(ctx context.Context, id string, inclusive boo
 // result persists it.
 func (t *transcript) replaceLast(m engine.UIMessage) {
 	t.messages[len(t.messages)-1] = m
+}
+
+// errPersistRules marks a message the beforePersist rules failed on: it is
+// not stored, and the request or turn fails (whatever the failure
+// policy: storing it unmasked would be the leak the rules prevent).
+var errPersistRules = errors.New("beforePersist rules failed")
+
+// errPersistRulesText is what the client is told.
+const errPersistRulesText = "the beforePersist rules failed on this message, so it was not stored; the decision record says why"
+
+// persister returns the function that gives a message of the turn in as
+// the store must keep it: masked by the beforePersist rules of the turn's
+// revision, each evaluation recorded. Its error is a 500
+// persist_rules_failed that wraps errPersistRules.
+func (s *Server) persister(in *turnInput) func(ctx context.Context, m engine.UIMessage) (engine.UIMessage, error) {
+	return func(ctx context.Context, m engine.UIMessage) (engine.UIMessage, error) {
+		id := &engine.Identity{RequestID: in.requestID, SessionID: in.sessionID, Agent: in.agent.name,
+			Principal: in.principal, EntryPath: in.entry}
+		out, err := in.rev.BeforePersist(ctx, s.recorder, id, m)
+		if err != nil {
+			return engine.UIMessage{}, &persistError{err: err}
+		}
+		return out, nil
+	}
+}
+
+// persistError is a beforePersist failure: a 500 persist_rules_failed to
+// the client, the rule's error in the log only.
+type persistError struct{ err error }
+
+func (e *persistError) Error() string { return fmt.Sprintf("%v: %v", errPersistRules, e.err) }
+
+func (e *persistError) Unwrap() []error {
+	return []error{errPersistRules, &apiError{Status: http.StatusInternalServerError, Code: CodePersistRulesFailed, Message: errPersistRulesText}}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/gateway/uistream"
 	"github.com/turngate/turngate/internal/tracing"
+	"github.com/turngate/turngate/policy/ruleset"
 )
 
 // errShuttingDown refuses new turns once shutdown began; it maps to 503.
@@ -61,6 +62,10 @@ type turnInput struct {
 	// holding is the session's lease when replicas share the store (see
 	// replicas); nil otherwise.
 	holding *holding
+	// rev is the rule revision of the turn, taken when it is admitted
+	// under the session's lock: its beforePersist rules mask what prepare
+	// stores, and the turn runs on it.
+	rev *ruleset.Revision
 }
 
 // plan is what prepare decided.
@@ -178,10 +183,12 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 			s.turns.Done()
 		}
 	}()
+	in.rev = s.rules.Current()
 	tx := &transcript{tenant: in.principal.Tenant, session: in.sessionID, principal: in.principal, answer: s.answerPlan}
 	body := in.body
 	if !in.ephemeral {
 		tx.st = s.store
+		tx.persist = s.persister(in)
 		sess, msgs, err := s.session(ctx, in)
 		if err != nil {
 			return nil, err
@@ -221,7 +228,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 		t.result = &engine.TurnResult{Status: StatusSkipped, Message: engine.UIMessage{ID: p.skipMessageID, Role: engine.RoleAssistant, Parts: []engine.UIPart{}},
 			PendingApprovals: p.waiting}
 		now := time.Now()
-		if err := s.recordTurn(ctx, in, s.rules.Current().ID(), t.result, now, now); err != nil {
+		if err := s.recordTurn(ctx, in, t.result, now, now); err != nil {
 			return nil, err // begin releases the lock
 		}
 		release()
@@ -316,7 +323,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	defer abort(nil)
 	failed := &writeFailure{cancel: abort}
 	start := time.Now()
-	rev := s.rules.Current()
+	rev := in.rev
 	catcher := &responseCatcher{}
 	var held [][]byte
 	// finish is the engine's finish event, held back until the turn's
@@ -387,7 +394,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
 	s.recordApprovals(pctx, in, res)
-	werr := cmp.Or(s.recordTurn(s.rep.finishing(pctx, in), in, rev.ID(), res, start, time.Now()), jerr)
+	werr := cmp.Or(s.recordTurn(s.rep.finishing(pctx, in), in, res, start, time.Now()), jerr)
 	t.buf.Append(endFrames(finish, res, werr)...)
 	s.observeSession(pctx, in, req, res)
 
@@ -429,8 +436,9 @@ func (s *Server) runEngine(ctx context.Context, req *engine.TurnRequest) (res *e
 // that failed on an unavailable store is tried again while ctx lasts; when it still fails, res becomes an error (the audit
 // and the metrics say so) and the caller tells the client. Ephemeral
 // turns store nothing.
-func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string, res *engine.TurnResult, start, end time.Time) error {
+func (s *Server) recordTurn(ctx context.Context, in *turnInput, res *engine.TurnResult, start, end time.Time) error {
 	var err error
+	revision := in.rev.ID()
 	if !in.ephemeral {
 		rec := &store.TurnRecord{
 			RequestID: in.requestID, Tenant: in.principal.Tenant, SessionID: in.sessionID, Agent: in.agent.name,
@@ -441,13 +449,23 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, revision string,
 		// upsert of the message is made under the turn's lock (and
 		// fenced by its lease): trying them again cannot store anything
 		// twice.
-		err = store.RetryWrite(ctx, true, func() error {
-			if len(res.Message.Parts) > 0 {
-				return s.store.FinishTurn(ctx, in.principal.Tenant, in.sessionID, res.Message, rec)
-			}
-			return s.store.RecordTurn(ctx, rec)
-		})
+		var stored engine.UIMessage
+		if len(res.Message.Parts) > 0 {
+			stored, err = s.persister(in)(ctx, res.Message)
+		}
+		if err == nil {
+			err = store.RetryWrite(ctx, true, func() error {
+				if len(res.Message.Parts) > 0 {
+					return s.store.FinishTurn(ctx, in.principal.Tenant, in.sessionID, stored, rec)
+				}
+				return s.store.RecordTurn(ctx, rec)
+			})
+		}
 		switch {
+		case errors.Is(err, errPersistRules):
+			s.log.Error("the beforePersist rules failed on the turn's message; nothing of the turn was stored", "requestId", in.requestID,
+				"session", in.sessionID, "messageId", res.Message.ID, "err", err)
+			res.Status, res.FinishReason, res.Error = engine.StatusError, engine.FinishError, errPersistRulesText
 		case errors.Is(err, store.ErrFenced):
 			s.log.Error("recording turn", "requestId", in.requestID, "session", in.sessionID, "err", err)
 			fenced(res) // nothing of the turn is stored: it is an error

@@ -375,6 +375,13 @@ func nonNilStrings(s []string) []string {
 // the decision is the same.
 func classify(hook string, old, cur side) []string {
 	oc, nc := class(hook, old), class(hook, cur)
+	if hook == policy.HookBeforePersist {
+		// The record's input is the message as stored, masked already:
+		// the recorded rules left nothing more to mask in it. A candidate
+		// that would mask more is allow-to-patch; one that would mask less
+		// cannot be told from the record.
+		oc = classAllow
+	}
 	if oc != nc {
 		return []string{oc + "-to-" + nc}
 	}
@@ -410,6 +417,13 @@ func class(hook string, s side) string {
 		return classOK
 	case policy.HookToolResult:
 		if s.Decision == nil {
+			return classAllow
+		}
+		return classPatch
+	case policy.HookBeforePersist:
+		// A message stored as it is allows; one masked is patched.
+		var p struct{ Masked int }
+		if s.Decision == nil || json.Unmarshal(s.Decision, &p) != nil || p.Masked == 0 {
 			return classAllow
 		}
 		return classPatch

@@ -86,6 +86,12 @@ func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalRe
 			return nil, err
 		}
 		return r.evalCEL(ctx, hook, in), nil
+	case policy.HookBeforePersist:
+		in, err := celrules.DecodeInput(input)
+		if err != nil {
+			return nil, err
+		}
+		return r.evalPersist(ctx, in)
 	case policy.HookBeforeToolCall:
 		var tc engine.ToolCallContext
 		if err := DecodeInput(input, &tc); err != nil {
@@ -124,6 +130,12 @@ func (r *Revision) EvalRecorded(ctx context.Context, hook string, input json.Raw
 			return nil, err
 		}
 		return r.evalCEL(ctx, hook, in), nil
+	case policy.HookBeforePersist:
+		in, err := celrules.DecodeInput(input)
+		if err != nil {
+			return nil, err
+		}
+		return r.evalPersist(ctx, in)
 	case policy.HookBeforeToolCall:
 		tc, err := opa.DecodeToolCallInput(input)
 		if err != nil {
@@ -203,8 +215,21 @@ func sameShape(d *state.Decl, v any) bool {
 }
 
 func unknownHook(hook string) error {
-	return fmt.Errorf("unknown hook %q (want %s, %s, %s or %s)", hook,
-		policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult)
+	return fmt.Errorf("unknown hook %q (want %s, %s, %s, %s or %s)", hook,
+		policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult, policy.HookBeforePersist)
+}
+
+// evalPersist runs the beforePersist rules on a dry-run input
+// ({message, principal, agent, sessionId, now}) at its clock.
+func (r *Revision) evalPersist(ctx context.Context, in *celrules.Input) (*EvalResult, error) {
+	if in.Message == nil {
+		return nil, errors.New("decoding input: a beforePersist input needs message")
+	}
+	id := &engine.Identity{Agent: in.Agent, SessionID: in.SessionID}
+	if in.Principal != nil {
+		id.Principal = *in.Principal
+	}
+	return r.withClock(in.Clock()).evalHook(func(h *hooks) { _, _ = h.BeforePersist(ctx, id, in.Message) }), nil
 }
 
 // evalCEL runs a CEL hook on a dry-run input at the input's clock (the

@@ -223,6 +223,52 @@ func (h *hooks) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext
 		}, func(time.Time) json.RawMessage { return orNil(opa.ToolResultInputJSON(rc)) })
 }
 
+// BeforePersist runs the revision's CEL beforePersist rules on m, a
+// message the store is about to write for the turn id, and returns the
+// message to store: m itself when no rule fired. An error means m must not
+// be stored, whatever the gateway's failure policy: a message the rules
+// failed to mask, stored as it is, would be the silent leak the rules exist
+// to prevent (the record says so).
+//
+// The record's input is the message as stored when a rule masked it: the
+// audit log is one more store, and an unmasked copy there would undo the
+// rule. Such a record replays on the masked message; a record of a message
+// no rule changed replays exactly.
+func (r *Revision) BeforePersist(ctx context.Context, rec policy.Recorder, id *engine.Identity, m engine.UIMessage) (engine.UIMessage, error) {
+	if !r.cel.HasBeforePersist() {
+		return m, nil // nothing to evaluate, nothing to record per message
+	}
+	h := r.hooks(rec, FailClosed)
+	out, err := h.BeforePersist(ctx, id, &m)
+	if err != nil {
+		return engine.UIMessage{}, err
+	}
+	if out == nil {
+		return m, nil
+	}
+	return out.Message, nil
+}
+
+// BeforePersist evaluates the beforePersist rules and records the
+// evaluation (see Revision.BeforePersist for its input).
+func (h *hooks) BeforePersist(ctx context.Context, id *engine.Identity, m *engine.UIMessage) (*celrules.Persisted, error) {
+	r := newRecord(policy.HookBeforePersist, id)
+	stored := m
+	return evaluate(ctx, h, r, h.rev.cel.HasBeforePersist(),
+		func(ctx context.Context, now time.Time) (*celrules.Persisted, trace, error) {
+			p, tr, err := h.rev.cel.BeforePersist(ctx, id, m, now)
+			if p != nil && p.Masked > 0 && !h.dryRun {
+				stored = &p.Message
+			}
+			return p, celTrace(tr), err
+		}, func(now time.Time) json.RawMessage {
+			if r.Outcome == policy.OutcomeError && !h.dryRun {
+				return nil // the message the rules failed on is not stored anywhere
+			}
+			return h.marshalInput(celrules.PersistInput(id, stored, now))
+		})
+}
+
 // celTrace and regoTrace adapt the two evaluators' traces.
 func celTrace(tr celrules.Trace) trace {
 	return trace{fired: tr.RulesFired, setBy: tr.SetBy, conflicts: tr.Conflicts, shadow: tr.Shadow}
