@@ -155,7 +155,7 @@ type decisionRecord struct {
 	Decision struct {
 		Masked int `json:"masked"`
 	} `json:"decision"`
-	raw     []byte
+	raw []byte
 }
 
 // decisionRecords returns the audit log's decision records of hook.
