@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -439,6 +440,12 @@ func (s *Server) runEngine(ctx context.Context, req *engine.TurnRequest) (res *e
 func (s *Server) recordTurn(ctx context.Context, in *turnInput, res *engine.TurnResult, start, end time.Time) error {
 	var err error
 	revision := in.rev.ID()
+	// stored is the message as the store, and the audit log's turn
+	// record, keep it: masked by the beforePersist rules.
+	stored, perr := res.Message, error(nil)
+	if len(res.Message.Parts) > 0 {
+		stored, perr = s.persister(in)(ctx, res.Message)
+	}
 	if !in.ephemeral {
 		rec := &store.TurnRecord{
 			RequestID: in.requestID, Tenant: in.principal.Tenant, SessionID: in.sessionID, Agent: in.agent.name,
@@ -449,11 +456,7 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, res *engine.Turn
 		// upsert of the message is made under the turn's lock (and
 		// fenced by its lease): trying them again cannot store anything
 		// twice.
-		var stored engine.UIMessage
-		if len(res.Message.Parts) > 0 {
-			stored, err = s.persister(in)(ctx, res.Message)
-		}
-		if err == nil {
+		if err = perr; err == nil {
 			err = store.RetryWrite(ctx, true, func() error {
 				if len(res.Message.Parts) > 0 {
 					return s.store.FinishTurn(ctx, in.principal.Tenant, in.sessionID, stored, rec)
@@ -476,10 +479,7 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, res *engine.Turn
 		}
 	}
 	s.metrics.Turns.WithLabelValues(in.agent.name, res.Status).Inc()
-	var calls []engine.ToolResult
-	for _, st := range res.Steps {
-		calls = append(calls, st.ToolResults...)
-	}
+	calls := storedCalls(res.Steps, res.Message, stored, perr)
 	s.audit.Turn(&audit.Turn{
 		Time: end, RequestID: in.requestID, Tenant: in.principal.Tenant, Subject: in.principal.Subject,
 		SessionID: in.sessionID, Agent: in.agent.name, EntryPath: in.entry, Revision: revision, Replica: s.cfg.Replica.ID,
@@ -487,6 +487,42 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, res *engine.Turn
 		ToolCalls: calls, Usage: res.Usage, DurationMs: float64(end.Sub(start).Microseconds()) / 1000,
 	})
 	return err
+}
+
+// storedCalls are the turn's tool calls as its audit record keeps them:
+// what the beforePersist rules masked in a call's stored part (its input,
+// output or error) masked there too, and none of them when the rules
+// failed on the message.
+func storedCalls(steps []engine.StepResult, sent, stored engine.UIMessage, perr error) []engine.ToolResult {
+	type change struct{ was, is *engine.UIPart }
+	changed := map[string]change{}
+	for i := range min(len(sent.Parts), len(stored.Parts)) {
+		if p := &stored.Parts[i]; p.IsTool() {
+			changed[p.ToolCallID] = change{&sent.Parts[i], p}
+		}
+	}
+	var calls []engine.ToolResult
+	for _, st := range steps {
+		for _, c := range st.ToolResults {
+			ch, ok := changed[c.ToolCallID]
+			switch {
+			case perr != nil:
+				c.Input, c.Output, c.ErrorText = nil, nil, ""
+			case ok:
+				if !bytes.Equal(ch.was.Input, ch.is.Input) {
+					c.Input = ch.is.Input
+				}
+				if !bytes.Equal(ch.was.Output, ch.is.Output) {
+					c.Output = ch.is.Output
+				}
+				if ch.was.ErrorText != ch.is.ErrorText {
+					c.ErrorText = ch.is.ErrorText
+				}
+			}
+			calls = append(calls, c)
+		}
+	}
+	return calls
 }
 
 // errNotStoredText is the error of a turn whose end the store did not

@@ -62,6 +62,7 @@ var exampleCases = []exampleCase{
 	{"require-approval", exampleRequireApproval, nil},
 	{"recovery-turn", exampleRecoveryTurn, nil},
 	{"redact-pii-in-tool-input", exampleRedactPIIInToolInput, nil},
+	{"redact-before-persist", exampleRedactBeforePersist, nil},
 	{"redact-secrets-in-tool-output", exampleRedactSecretsInToolOutput, accountsService},
 	{"restrict-active-tools", exampleRestrictActiveTools, nil},
 	{"shadow-rollout", exampleShadowRollout, nil},

@@ -1,5 +1,6 @@
 // Package celrules compiles and evaluates turngate's CEL rules: the
-// beforeTurn and beforeStep hooks, written by operators in YAML.
+// beforeTurn and beforeStep hooks, and beforePersist, which masks what
+// the store keeps of a message (persist.go), written by operators in YAML.
 //
 // # Rule files
 //
@@ -72,7 +73,8 @@
 //     the listed tools; messages left empty are dropped.
 //   - lastMessages(messages, n): the last n messages (messages.slice(-n)).
 //   - textMessage(role, text): a message with one text part.
-//   - cel-go's strings, lists, math, sets and encoders extensions.
+//   - cel-go's strings, lists, math, sets, encoders and regex extensions
+//     (regex.replace, regex.extract, regex.extractAll).
 //
 // # Merge
 //
