@@ -14,6 +14,7 @@ const (
 	EntryToolResult       = "toolResult"
 	EntrySubAgent         = "subAgent"
 	EntryOpenAI           = "openai"
+	EntryAnthropic        = "anthropic"
 )
 
 // Principal is the authenticated caller a turn runs for.

@@ -57,4 +57,9 @@ type Event struct {
 	ProviderExecuted bool `json:"providerExecuted,omitempty"`
 	// MessageMetadata rides on start, finish and message-metadata chunks.
 	MessageMetadata json.RawMessage `json:"messageMetadata,omitempty"`
+	// ProviderMetadata rides on reasoning-end: the provider's metadata of
+	// the block (an Anthropic thinking block's signature). The UI message
+	// stream leaves it out (MarshalJSON); the Anthropic endpoint sends the
+	// signature.
+	ProviderMetadata json.RawMessage `json:"-"`
 }

@@ -431,6 +431,9 @@ func (t *turn) prepareStep(ctx context.Context, n int) (stepPlan, string, error)
 		SystemBlocks:     t.systemBlocks(t.system),
 		CachePrompt:      t.req.Session != nil && t.req.Session.CachePrompt,
 	}
+	if rc := t.req.RequestToolChoice; cfg.ToolChoice == nil && rc != nil && (rc.Type == ToolChoiceNone || n == 0) {
+		req.ToolChoice = rc
+	}
 	if cfg.StopSequences != nil {
 		req.StopSequences = *cfg.StopSequences
 	}
@@ -614,7 +617,7 @@ func (t *turn) handlePart(st *stepState, p StreamPart) {
 		st.text = append(st.text, p.Text...)
 		t.emit(Event{Type: EventTextDelta, ID: p.ID, Delta: p.Text})
 	case StreamTextEnd:
-		t.endBlock(p.ID, false, st)
+		t.endBlock(p.ID, false, st, nil)
 	case StreamReasoningStart:
 		t.openBlock(p.ID, true)
 	case StreamReasoningDelta:
@@ -624,7 +627,7 @@ func (t *turn) handlePart(st *stepState, p StreamPart) {
 			t.emit(Event{Type: EventReasoningDelta, ID: p.ID, Delta: p.Text})
 		}
 	case StreamReasoningEnd:
-		t.endBlock(p.ID, true, st)
+		t.endBlock(p.ID, true, st, p.ProviderMetadata)
 	case StreamToolInputStart:
 		t.toolPart(st, p.ToolCallID, p.ToolName)
 		t.emit(Event{Type: EventToolInputStart, ToolCallID: p.ToolCallID, ToolName: p.ToolName, Dynamic: t.isDynamic(p.ToolName)})
@@ -715,11 +718,13 @@ func (t *turn) block(id string, reasoning bool) *textBlock {
 	return t.openBlock(id, reasoning)
 }
 
-// endBlock closes the block with id, writing its text into its part.
-func (t *turn) endBlock(id string, reasoning bool, st *stepState) {
+// endBlock closes the block with id, writing its text into its part and
+// meta, the provider's metadata of its end (a thinking block's signature),
+// into the part and its end event.
+func (t *turn) endBlock(id string, reasoning bool, st *stepState, meta json.RawMessage) {
 	for i, b := range t.blocks {
 		if b.id == id && b.reasoning == reasoning {
-			t.finishBlock(b, true, st)
+			t.finishBlock(b, true, st, meta)
 			t.blocks = append(t.blocks[:i], t.blocks[i+1:]...)
 			t.free = append(t.free, b)
 			return
@@ -734,13 +739,13 @@ func (t *turn) endBlock(id string, reasoning bool, st *stepState) {
 // (the message's metadata says why, see markInterrupted).
 func (t *turn) closeBlocks(events bool) {
 	for _, b := range t.blocks {
-		t.finishBlock(b, events, nil)
+		t.finishBlock(b, events, nil, nil)
 		t.free = append(t.free, b)
 	}
 	t.blocks = t.blocks[:0]
 }
 
-func (t *turn) finishBlock(b *textBlock, events bool, st *stepState) {
+func (t *turn) finishBlock(b *textBlock, events bool, st *stepState, meta json.RawMessage) {
 	if b.reasoning && st != nil {
 		st.reasoning = append(st.reasoning, string(b.buf))
 	}
@@ -754,7 +759,10 @@ func (t *turn) finishBlock(b *textBlock, events bool, st *stepState) {
 	}
 	p.State = StateDone
 	if b.reasoning {
-		t.emit(Event{Type: EventReasoningEnd, ID: b.id})
+		if len(meta) > 0 {
+			p.ProviderMetadata = meta
+		}
+		t.emit(Event{Type: EventReasoningEnd, ID: b.id, ProviderMetadata: meta})
 	} else {
 		t.emit(Event{Type: EventTextEnd, ID: b.id})
 	}

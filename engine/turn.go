@@ -28,6 +28,13 @@ type TurnRequest struct {
 	// Defaults are the agent's configured TurnConfig defaults (maxSteps,
 	// sampling…); beforeTurn overrides apply on top.
 	Defaults TurnConfig
+	// RequestToolChoice is the client's tool choice (an API request's
+	// tool_choice). It applies only where neither Defaults nor beforeTurn
+	// set a ToolChoice, and beforeStep's still overrides it: "none" to
+	// every step; a choice that forces a call (required, tool) to the
+	// turn's first step only, as it forces the one model call of the API —
+	// on every step, a forced server tool would run until maxSteps.
+	RequestToolChoice *ToolChoice
 	// Continuation marks a turn that continues the last assistant message
 	// (after client tool results, or continueLastTurn).
 	Continuation bool

@@ -116,6 +116,9 @@ func (s *Server) authenticate(c *gin.Context) {
 		return
 	}
 	p, err := s.requestPrincipal(c.Request)
+	if c.GetString(errorFormatKey) == formatAnthropic && c.GetHeader("X-Api-Key") != "" {
+		p, err = s.xAPIKeyPrincipal(c.Request)
+	}
 	if err != nil {
 		s.authFailed(c.Request.Context(), httpguard.Source(c.Request), err, c.Request.Method+" "+c.FullPath())
 		s.writeError(c, err)
@@ -173,6 +176,21 @@ func (s *Server) throttled(r *http.Request) error {
 // source.
 func (s *Server) authFailed(ctx context.Context, source string, err error, where string) {
 	s.failures.Fail(ctx, source, toAPIError(err).Message, where)
+}
+
+// xAPIKeyPrincipal returns the principal of r's x-api-key header, as
+// Anthropic's clients send their key (the Anthropic endpoint only). A
+// request with an Authorization header too must carry the same key in
+// both (401 otherwise: which key is meant would be a guess).
+func (s *Server) xAPIKeyPrincipal(r *http.Request) (engine.Principal, error) {
+	key := r.Header.Get("X-Api-Key")
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, bearer, _ := strings.Cut(h, " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(bearer)), []byte(key)) != 1 {
+			return engine.Principal{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "x-api-key and Authorization carry different API keys")
+		}
+	}
+	return s.keyPrincipal(key)
 }
 
 // bearerPrincipal returns the principal of an Authorization header value

@@ -87,7 +87,8 @@ var errSessionNotFound = &apiError{Status: http.StatusNotFound, Code: CodeNotFou
 // handlerFunc is a gin handler that returns its error; handle maps it.
 type handlerFunc func(c *gin.Context) error
 
-// errorFormatKey marks a route whose errors use the OpenAI error body.
+// errorFormatKey marks a route whose errors use the OpenAI or the
+// Anthropic error body.
 const errorFormatKey = "turngate.errorFormat"
 
 const formatOpenAI = "openai"
@@ -164,8 +165,12 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	for k, v := range ae.Headers {
 		c.Header(k, v)
 	}
-	if c.GetString(errorFormatKey) == formatOpenAI {
+	switch c.GetString(errorFormatKey) {
+	case formatOpenAI:
 		writeOpenAIError(c, ae)
+		return
+	case formatAnthropic:
+		writeAnthropicError(c, ae)
 		return
 	}
 	body := gin.H{"code": ae.Code, "message": ae.Message}

@@ -200,6 +200,11 @@ func TestKillSwitchStopsTurns(t *testing.T) {
 	if e, _ := got["error"].(map[string]any); e["code"] != CodeKillSwitch || e["type"] != "permission_error" || e["message"] != killswitch.TurnReason {
 		t.Errorf("openai: body %v, want OpenAI's error body with code %s", got, CodeKillSwitch)
 	}
+	got = refused("anthropic", acme.do("POST", "/v1/messages", map[string]any{"model": "demo", "max_tokens": 10,
+		"messages": []any{map[string]any{"role": "user", "content": "hello"}}}))
+	if e, _ := got["error"].(map[string]any); got["type"] != "error" || e["type"] != "permission_error" || e["message"] != killswitch.TurnReason {
+		t.Errorf("anthropic: body %v, want Anthropic's permission_error", got)
+	}
 
 	ws := g.dialWS(t, "demo", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + ksAcmeKey}}})
 	ws.write(sendFrame("r1", "s3", "u1", "hello", nil))
@@ -211,8 +216,8 @@ func TestKillSwitchStopsTurns(t *testing.T) {
 	for _, s := range []string{"s1", "s2", "s3"} {
 		acme.doJSON("GET", "/v1/agents/demo/sessions/"+s+"/messages", nil, http.StatusNotFound, nil)
 	}
-	if n := strings.Count(g.audit.String(), `"hook":"beforeTurn"`); n != 4 {
-		t.Errorf("%d beforeTurn decision records, want 4 (one per refused turn)", n)
+	if n := strings.Count(g.audit.String(), `"hook":"beforeTurn"`); n != 5 {
+		t.Errorf("%d beforeTurn decision records, want 5 (one per refused turn)", n)
 	}
 	// Another agent's turns run.
 	acme.doJSON("POST", "/v1/agents/other/sessions/s9/messages", map[string]any{"text": "hello"}, http.StatusOK, nil)

@@ -197,33 +197,58 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 			return &plan{}, nil
 		},
 	}
-	if req.Stream {
-		in.onEvent = enc.event
+	if !req.Stream {
+		return s.answerStateless(c, in, oaiTurnError, func(res *engine.TurnResult) any { return enc.completion(res) })
 	}
+	in.onEvent = enc.event
+	return s.streamStateless(c, in, enc, oaiTurnError, func(res *engine.TurnResult, _ error) { enc.end(res) })
+}
+
+// statelessStream is the stream of an ephemeral turn's answer (the OpenAI
+// and Anthropic endpoints' encoders).
+type statelessStream interface {
+	// Content is closed when the first content is encoded.
+	Content() <-chan struct{}
+	HasContent() bool
+	// Buffer holds the frames; the end function closes it.
+	Buffer() *uistream.Buffer
+}
+
+// answerStateless runs an ephemeral turn and answers it with body, or with
+// turnError's answer when the turn failed.
+func (s *Server) answerStateless(c *gin.Context, in *turnInput, turnError func(error, string) *apiError, body func(*engine.TurnResult) any) error {
 	t, err := s.begin(c.Request.Context(), in)
 	if err != nil {
 		return err
 	}
-	if !req.Stream {
-		if err := t.wait(c.Request.Context()); err != nil {
-			t.cancel()
-			return err
-		}
-		if t.result.Status == engine.StatusError {
-			return oaiTurnError(t.err, t.result.Error)
-		}
-		c.JSON(http.StatusOK, enc.completion(t.result))
-		return nil
+	if err := t.wait(c.Request.Context()); err != nil {
+		t.cancel()
+		return err
 	}
-	// The response's status waits for the first content: a turn that fails
-	// before any (an upstream 429, 5xx or timeout) is answered with its own
-	// status, which the SDKs retry, rather than with a 200 stream that
-	// holds only an error.
+	if t.result.Status == engine.StatusError {
+		return turnError(t.err, t.result.Error)
+	}
+	c.JSON(http.StatusOK, body(t.result))
+	return nil
+}
+
+// streamStateless runs an ephemeral turn whose events in.onEvent encodes
+// into st, and streams st's frames; end adds the last ones after the turn
+// (its result and error).
+// The response's status waits for the first content: a turn that fails
+// before any (an upstream 429, 5xx or timeout) is answered with its own
+// status (turnError's), which the SDKs retry, rather than with a 200
+// stream that holds only an error.
+func (s *Server) streamStateless(c *gin.Context, in *turnInput, st statelessStream, turnError func(error, string) *apiError, end func(*engine.TurnResult, error)) error {
+	t, err := s.begin(c.Request.Context(), in)
+	if err != nil {
+		return err
+	}
 	select {
-	case <-enc.content:
+	case <-st.Content():
 	case <-t.done:
-		if t.result.Status == engine.StatusError && !enc.hasContent() {
-			return oaiTurnError(t.err, t.result.Error)
+		if t.result.Status == engine.StatusError && !st.HasContent() {
+			return turnError(t.err, t.result.Error)
 		}
 	case <-c.Request.Context().Done():
 		t.cancel()
@@ -237,7 +262,7 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 			t.cancel() // nobody can resume an ephemeral turn
 			<-t.done
 		}
-		enc.end(t.result)
+		end(t.result, t.err)
 	}()
 	s.metrics.ActiveStreams.Inc()
 	defer s.metrics.ActiveStreams.Dec()
@@ -246,7 +271,7 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 	h.Set("Cache-Control", "no-cache, no-store")
 	h.Set("Connection", "keep-alive")
 	c.Status(http.StatusOK)
-	_ = enc.buf.Follow(c.Request.Context(), c.Writer)
+	_ = st.Buffer().Follow(c.Request.Context(), c.Writer)
 	return nil
 }
 
@@ -273,8 +298,14 @@ func newOAIEncoder(model string, usage bool) *oaiEncoder {
 		buf: uistream.NewBuffer(), content: make(chan struct{})}
 }
 
-// hasContent reports whether a content delta was encoded.
-func (e *oaiEncoder) hasContent() bool {
+// Content is closed with the first content delta.
+func (e *oaiEncoder) Content() <-chan struct{} { return e.content }
+
+// Buffer holds the stream's frames.
+func (e *oaiEncoder) Buffer() *uistream.Buffer { return e.buf }
+
+// HasContent reports whether a content delta was encoded.
+func (e *oaiEncoder) HasContent() bool {
 	select {
 	case <-e.content:
 		return true
@@ -334,7 +365,7 @@ func (e *oaiEncoder) end(res *engine.TurnResult) {
 		return
 	}
 	if note := approvalNotice(res); note != "" {
-		if e.hasContent() {
+		if e.HasContent() {
 			note = "\n\n" + note
 		}
 		e.chunk(map[string]any{"content": note}, nil)

@@ -79,6 +79,14 @@ func TestQuotaRefusesTurns(t *testing.T) {
 	if h.Get("x-should-retry") != "true" || h.Get("retry-after-ms") != "3660000" || h.Get("x-ratelimit-reset-requests") != "1h1m0s" {
 		t.Errorf("openai refusal headers %v", h)
 	}
+	h, body = refusal(t, "anthropic", acme.do("POST", "/v1/messages", map[string]any{"model": "demo", "max_tokens": 10,
+		"messages": []any{map[string]any{"role": "user", "content": "hello"}}}), http.StatusTooManyRequests)
+	if e, _ := body["error"].(map[string]any); body["type"] != "error" || e["type"] != "rate_limit_error" || !strings.Contains(e["message"].(string), "principal-turns") {
+		t.Errorf("anthropic refusal %v: want Anthropic's rate_limit_error", body)
+	}
+	if h.Get("Retry-After") != "3660" || h.Get("x-should-retry") != "true" || h.Get("request-id") == "" {
+		t.Errorf("anthropic refusal headers %v", h)
+	}
 	ws := g.dialWS(t, "demo", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + ksAcmeKey}}})
 	ws.write(sendFrame("r1", "s5", "u1", "hello", nil))
 	if r := ws.collect("r1"); r.end != "error" || r.err["code"] != CodeQuotaExceeded || r.err["status"] != 429.0 || r.err["retryAfterMs"] != 3660000.0 {
@@ -87,11 +95,11 @@ func TestQuotaRefusesTurns(t *testing.T) {
 	for _, s := range []string{"s3", "s4", "s5"} {
 		acme.doJSON("GET", "/v1/agents/demo/sessions/"+s+"/messages", nil, http.StatusNotFound, nil)
 	}
-	if m := g.metricsText(); !strings.Contains(m, `turngate_quota_exceeded_total{at="turn",per="principal",quota="principal-turns"} 4`) {
+	if m := g.metricsText(); !strings.Contains(m, `turngate_quota_exceeded_total{at="turn",per="principal",quota="principal-turns"} 5`) {
 		t.Errorf("metrics lack the refusals:\n%s", grepLines(m, "quota"))
 	}
-	if n := strings.Count(g.audit.String(), `"rulesFired":["quota/principal-turns"]`); n != 4 {
-		t.Errorf("%d decision records of the quota, want 4", n)
+	if n := strings.Count(g.audit.String(), `"rulesFired":["quota/principal-turns"]`); n != 5 {
+		t.Errorf("%d decision records of the quota, want 5", n)
 	}
 	// Another principal has a quota of its own.
 	globex.doJSON("POST", "/v1/agents/demo/sessions/s1/messages", map[string]any{"text": "hello"}, http.StatusOK, nil)

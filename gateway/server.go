@@ -416,6 +416,8 @@ func (s *Server) routes() http.Handler {
 	oai.POST("/chat/completions", s.handle(s.chatCompletions))
 	oai.GET("/models", s.handle(s.listModels))
 	oai.GET("/models/*model", s.handle(s.retrieveModel))
+	claude := r.Group("/v1", func(c *gin.Context) { c.Set(errorFormatKey, formatAnthropic) }, s.jsonBodies, s.authenticate)
+	claude.POST("/messages", s.handle(s.messages))
 
 	admin := v1.Group("/admin", s.requireAdmin)
 	admin.GET("/rules", s.handle(s.rulesStatus))

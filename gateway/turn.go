@@ -56,8 +56,11 @@ type turnInput struct {
 	// prepare changes the transcript under the turn lock (persisting the
 	// request's user message before the model runs) and returns the plan.
 	prepare func(ctx context.Context, tx *transcript) (*plan, error)
-	// extraTools are per-request tools (OpenAI client tools).
+	// extraTools are per-request tools (OpenAI and Anthropic client tools).
 	extraTools []engine.Tool
+	// toolChoice is the request's tool_choice (engine.TurnRequest's
+	// RequestToolChoice).
+	toolChoice *engine.ToolChoice
 	// onEvent also receives every event (the OpenAI encoder).
 	onEvent func(engine.Event)
 	// holding is the session's lease when replicas share the store (see
@@ -356,6 +359,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		Messages:          messages,
 		Tools:             append(s.agentTools(in.agent), in.extraTools...),
 		Defaults:          in.agent.defaults,
+		RequestToolChoice: in.toolChoice,
 		Continuation:      p.continuation,
 		ClientToolResults: p.clientResults,
 		ApprovalResponses: p.approvals,

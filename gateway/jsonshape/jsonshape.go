@@ -2,7 +2,8 @@
 // shape — the JSON type of every known field, number ranges, unions and
 // objects tagged by their "type" key — and names the first violation by
 // its JSON path (messages[0].content[1].image_url) and the JSON type
-// expected, never a Go type. Keys a shape does not declare are accepted;
+// expected, never a Go type. Keys a shape does not declare are accepted,
+// except in a Strict object, where they are errors with a did-you-mean;
 // null is accepted for every value (an API's "not given").
 //
 // Documents are decoded with json.Decoder.UseNumber, so a number too
@@ -16,6 +17,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/turngate/turngate/internal/suggest"
 )
 
 // Error is a violation: Path is the value's JSON path ("" for the
@@ -52,6 +55,8 @@ type Shape struct {
 	items  *Shape
 	oneOf  []*Shape
 	byType map[string]*Shape
+	// strict refuses an object's keys that fields does not declare.
+	strict bool
 }
 
 // String is a string.
@@ -100,6 +105,15 @@ func Tagged(what string, byType Fields) *Shape {
 func (s *Shape) Named(what string) *Shape {
 	c := *s
 	c.what = what
+	return &c
+}
+
+// Strict returns s, an Object or Tagged shape, refusing the keys it does
+// not declare: a misspelt key is an error naming the closest declared one,
+// never a value silently ignored.
+func (s *Shape) Strict() *Shape {
+	c := *s
+	c.strict = true
 	return &c
 }
 
@@ -166,6 +180,9 @@ func (s *Shape) checkObject(v map[string]any, path string) *Error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		sub := fields[k]
+		if sub == nil && s.strict && (s.byType == nil || k != "type") {
+			return unknownKey(fields, k, path)
+		}
 		if sub == nil {
 			sub = s.values
 		}
@@ -257,6 +274,19 @@ func Describe(v any) string {
 func numberValue(n json.Number) float64 {
 	f, _ := strconv.ParseFloat(string(n), 64)
 	return f
+}
+
+// unknownKey is the error of key k, which fields does not declare.
+func unknownKey(fields Fields, k, path string) *Error {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	if guess := suggest.Closest(k, names); guess != "" {
+		return errorf(join(path, k), "is not a known field; did you mean %q?", guess)
+	}
+	sort.Strings(names)
+	return errorf(join(path, k), "is not a known field (known: %s)", strings.Join(names, ", "))
 }
 
 func fmtNumber(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

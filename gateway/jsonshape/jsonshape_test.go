@@ -67,6 +67,30 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// A Strict object refuses keys it does not declare, naming the closest
+// declared one; a Strict tagged object takes its "type" key.
+func TestStrict(t *testing.T) {
+	shape := Object(Fields{
+		"max_tokens": Integer(),
+		"model":      String(),
+		"blocks":     Array(Tagged("a block", Fields{"text": Object(Fields{"text": String()})}).Strict()),
+	}).Strict()
+	for _, tc := range []struct{ doc, path, message string }{
+		{`{"model":"m","max_tokens":1,"blocks":[{"type":"text","text":"x"}]}`, "", ""},
+		{`{"max_token":1}`, "max_token", `is not a known field; did you mean "max_tokens"?`},
+		{`{"temperature":1}`, "temperature", "is not a known field (known: blocks, max_tokens, model)"},
+		{`{"blocks":[{"type":"text","txt":"x"}]}`, "blocks[0].txt", `is not a known field; did you mean "text"?`},
+	} {
+		err := shape.Check(decode(t, tc.doc))
+		switch {
+		case tc.message == "" && err != nil:
+			t.Errorf("%s: %v", tc.doc, err)
+		case tc.message != "" && (err == nil || err.Path != tc.path || err.Message != tc.message):
+			t.Errorf("%s: got %v, want %s: %s", tc.doc, err, tc.path, tc.message)
+		}
+	}
+}
+
 // FuzzCheck: no document panics the checker, and every violation says
 // what is wrong.
 func FuzzCheck(f *testing.F) {

@@ -62,13 +62,22 @@ func (b *Buffer) Append(frames ...[]byte) {
 }
 
 // Close appends the [DONE] frame and ends the buffer; followers finish.
-func (b *Buffer) Close() {
+func (b *Buffer) Close() { b.end(Done) }
+
+// End ends the buffer without a [DONE] frame, for a protocol whose stream
+// has none (Anthropic's ends with its message_stop event); followers
+// finish.
+func (b *Buffer) End() { b.end(nil) }
+
+func (b *Buffer) end(last []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
-	b.frames = append(b.frames, Done)
+	if last != nil {
+		b.frames = append(b.frames, last)
+	}
 	b.closed = true
 	close(b.wake)
 }
@@ -126,7 +135,8 @@ func (b *Buffer) Follow(ctx context.Context, w http.ResponseWriter) error {
 
 // Walk calls fn with the frames from index from on, batch by batch as they
 // are appended, until the buffer is closed or ctx is done; the last call
-// has closed set and ends with the [DONE] frame. A call with no frames
+// has closed set (and ends with the [DONE] frame when Close ended the
+// buffer). A call with no frames
 // means fn has caught up and Walk is about to wait. An error of fn ends
 // the walk with it; the turn behind the buffer is unaffected.
 func (b *Buffer) Walk(ctx context.Context, from int, fn func(frames [][]byte, closed bool) error) error {

@@ -37,6 +37,19 @@ func TestFollowReplaysThenFollows(t *testing.T) {
 	}
 }
 
+// End ends a buffer without [DONE]: its followers finish after the last
+// frame.
+func TestEndWithoutDone(t *testing.T) {
+	b := NewBuffer()
+	b.Append([]byte("event: message_stop\ndata: {}\n\n"))
+	b.End()
+	b.Close() // already ended: no [DONE] after all
+	rec := httptest.NewRecorder()
+	if err := b.Follow(context.Background(), rec); err != nil || rec.Body.String() != "event: message_stop\ndata: {}\n\n" {
+		t.Errorf("followed %q, %v", rec.Body.String(), err)
+	}
+}
+
 // flushRecorder records the body and, on every flush, sends the body
 // written so far.
 type flushRecorder struct {
