@@ -271,8 +271,13 @@ func (s *specialiser) prepareResidual(ctx context.Context, known ast.Value, stop
 	if err == nil && len(pq.Queries) == 1 {
 		modules = copyModules(s.modules, len(pq.Support))
 		query = pq.Queries[0].Copy()
+		support := make([]*ast.Module, len(pq.Support))
 		for i, m := range pq.Support {
-			modules[fmt.Sprintf("__turngate_residual_%d.rego", i)] = m.Copy()
+			support[i] = m.Copy()
+			modules[fmt.Sprintf("__turngate_residual_%d.rego", i)] = support[i]
+		}
+		if shared := shareWalks(support); shared != nil {
+			modules["__turngate_shared.rego"] = shared
 		}
 	}
 	s.partialMu.Unlock()
@@ -293,6 +298,65 @@ func (s *specialiser) prepareResidual(ctx context.Context, known ast.Value, stop
 		return nil, err
 	}
 	return &q, nil
+}
+
+// sharedWalks is the package of the string walks residuals share.
+var sharedWalks = ast.MustParseRef("data.__turngate_shared")
+
+// shareWalks rewrites every `walk(input.…, [p, v]); is_string(v)` of the
+// residual's rules, which rule sets repeat per rule (one regex each), to a
+// lookup in one partial set of the [path, string] pairs of that walk,
+// which an evaluation computes once: the same pairs, so the same
+// solutions, and neither call can fail. It returns the module of the sets,
+// nil when nothing was rewritten.
+func shareWalks(support []*ast.Module) *ast.Module {
+	sets := map[string]*ast.Term{}
+	src := "package __turngate_shared\n"
+	for _, m := range support {
+		for _, r := range m.Rules {
+			for i := 0; i+1 < len(r.Body); i++ {
+				e, next := r.Body[i], r.Body[i+1]
+				if e.Negated || next.Negated || !e.IsCall() || !next.IsCall() || len(e.With)+len(next.With) > 0 ||
+					!e.Operator().Equal(ast.WalkBuiltin.Ref()) || !next.Operator().Equal(ast.IsString.Ref()) || len(e.Operands()) != 2 {
+					continue
+				}
+				root, ok := e.Operand(0).Value.(ast.Ref)
+				pair, isArr := e.Operand(1).Value.(*ast.Array)
+				if !ok || !root.HasPrefix(ast.InputRootRef) || !root.IsGround() || !isArr || pair.Len() != 2 ||
+					!pair.Elem(1).Equal(next.Operand(0)) {
+					continue
+				}
+				if _, ok := pair.Elem(1).Value.(ast.Var); !ok {
+					continue
+				}
+				set, ok := sets[root.String()]
+				if !ok {
+					set = ast.VarTerm(fmt.Sprintf("strings%d", len(sets)))
+					sets[root.String()] = set
+					src += fmt.Sprintf("%v contains [p, v] if { walk(%v, [p, v]); is_string(v) }\n", set, root)
+				}
+				// The whole set, a ground ref, is evaluated once per
+				// evaluation (OPA caches it); a lookup with a variable
+				// key would evaluate the set's rule again.
+				w := ast.VarTerm(fmt.Sprintf("__turngate_w%d", i))
+				whole := ast.Equality.Expr(w, ast.NewTerm(append(sharedWalks.Copy(), set)))
+				lookup := ast.NewExpr(ast.NewTerm(ast.Ref{w, ast.ArrayTerm(pair.Elem(0), pair.Elem(1))}))
+				whole.Location, lookup.Location = e.Location, e.Location
+				r.Body = append(append(r.Body[:i:i], whole, lookup), r.Body[i+2:]...)
+				for j := range r.Body {
+					r.Body[j].Index = j
+				}
+			}
+		}
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	m, err := ast.ParseModuleWithOpts("__turngate_shared.rego", src, ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		return nil // unreachable: the source is built from refs and names
+	}
+	return m
 }
 
 // copyModules deep-copies modules, with room for extra more.
