@@ -21,7 +21,8 @@ import (
 const nodeTimeout = 10 * time.Minute
 
 // TestNodeClients runs the Node.js suite in tests/node (the ai package's
-// transport and Chat class, and the official openai client) against the
+// transport and Chat class, the official openai client and @anthropic-ai/sdk)
+// against the
 // built gateway serving testdata/node.
 func TestNodeClients(t *testing.T) {
 	for _, tool := range []string{"node", "npm"} {

@@ -7,3 +7,9 @@ import rego.v1
 block contains "delete is disabled" if {
 	input.tool.name == "delete"
 }
+
+# anthropic.test.js: a client tool call the rules block never reaches the
+# client.
+block contains "deleting files is not allowed here" if {
+	input.tool.name == "delete_file"
+}
