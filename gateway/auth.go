@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/console"
 	"github.com/turngate/turngate/gateway/httpguard"
+	"github.com/turngate/turngate/gateway/identity"
 )
 
 // RoleAdmin is the role the admin endpoints require.
@@ -33,15 +35,19 @@ type keyEntry struct {
 	principal engine.Principal
 }
 
-// authenticator maps bearer keys to principals.
+// authenticator maps bearer credentials to principals: API keys, and
+// JWTs when auth.jwt is configured.
 type authenticator struct {
 	keys []keyEntry
+	// jwt verifies tokens; nil without auth.jwt.
+	jwt *identity.Authenticator
 }
 
-// newAuthenticator hashes the configured keys.
-func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
+// newAuthenticator hashes the configured keys and starts the JWT
+// verifier of auth.jwt.
+func newAuthenticator(auth config.Auth, log *slog.Logger) (*authenticator, error) {
 	a := &authenticator{}
-	for i, k := range keys {
+	for i, k := range auth.APIKeys {
 		var e keyEntry
 		if k.Key != "" {
 			e.hash = sha256.Sum256([]byte(k.Key))
@@ -62,11 +68,24 @@ func newAuthenticator(keys []config.APIKey) (*authenticator, error) {
 		}
 		a.keys = append(a.keys, e)
 	}
+	if auth.JWT != nil {
+		var err error
+		if a.jwt, err = identity.New(*auth.JWT, identity.Options{Logger: log}); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
 
-// open reports whether no keys are configured.
-func (a *authenticator) open() bool { return len(a.keys) == 0 }
+// close stops the JWT verifier's JWKS refreshing.
+func (a *authenticator) close() {
+	if a.jwt != nil {
+		a.jwt.Close()
+	}
+}
+
+// open reports whether neither keys nor auth.jwt are configured.
+func (a *authenticator) open() bool { return len(a.keys) == 0 && a.jwt == nil }
 
 // lookup returns the principal of key. It compares against every entry in
 // constant time and does not stop at the first match, so timing reveals
@@ -136,7 +155,7 @@ func (s *Server) authenticate(c *gin.Context) {
 func (s *Server) requestPrincipal(r *http.Request) (engine.Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h != "" || !console.HasCookie(r) {
-		return s.bearerPrincipal(h)
+		return s.bearerPrincipal(r.Context(), h)
 	}
 	p, err := s.console.Principal(r)
 	switch {
@@ -152,7 +171,12 @@ func (s *Server) requestPrincipal(r *http.Request) (engine.Principal, error) {
 func (s *Server) newConsole() *console.Console {
 	opts := console.Options{Anonymous: anonymous, Failures: s.failures, Logger: s.log}
 	if !s.auth.open() {
-		opts.Lookup = s.auth.lookup
+		// A key or, with auth.jwt, a JWT signs in (console.Options has no
+		// room for the refusal's code: the sign-in says only that it failed).
+		opts.Lookup = func(key string) (engine.Principal, bool) {
+			p, err := s.keyPrincipal(context.Background(), key)
+			return p, err == nil
+		}
 	}
 	return console.New(opts)
 }
@@ -194,22 +218,44 @@ func (s *Server) xAPIKeyPrincipal(r *http.Request) (engine.Principal, error) {
 }
 
 // bearerPrincipal returns the principal of an Authorization header value
-// "Bearer KEY", or a 401.
-func (s *Server) bearerPrincipal(h string) (engine.Principal, error) {
+// "Bearer KEY" (or "Bearer JWT"), or a 401.
+func (s *Server) bearerPrincipal(ctx context.Context, h string) (engine.Principal, error) {
 	scheme, key, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
 		return engine.Principal{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer API key")
 	}
-	return s.keyPrincipal(strings.TrimSpace(key))
+	return s.keyPrincipal(ctx, strings.TrimSpace(key))
 }
 
-// keyPrincipal returns the principal of an API key, or a 401.
-func (s *Server) keyPrincipal(key string) (engine.Principal, error) {
+// keyPrincipal returns the principal of a bearer credential, or a 401:
+// with auth.jwt, a credential shaped like a JWT is verified as one (its
+// refusal says why: token_expired, token_signature…); any other is
+// looked up among the API keys.
+func (s *Server) keyPrincipal(ctx context.Context, key string) (engine.Principal, error) {
+	if s.auth.jwt != nil && identity.LooksLikeJWT(key) {
+		p, err := s.auth.jwt.Authenticate(ctx, key)
+		if ie := (*identity.Error)(nil); errors.As(err, &ie) {
+			return p, &apiError{Status: ie.Status, Code: ie.Code, Message: ie.Message, Retryable: ie.Status >= 500}
+		}
+		return p, err
+	}
 	p, ok := s.auth.lookup(key)
 	if !ok {
 		return engine.Principal{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid API key")
 	}
 	return p, nil
+}
+
+// Authenticate returns the principal of a bearer credential (an API key
+// or, with auth.jwt, a JWT) as every endpoint does, or an error whose
+// Error() names the status and code ("401 token_expired: …"); the
+// console's sign-in calls it. On a gateway without either it returns the
+// anonymous admin.
+func (s *Server) Authenticate(ctx context.Context, credential string) (engine.Principal, error) {
+	if s.auth.open() {
+		return anonymous, nil
+	}
+	return s.keyPrincipal(ctx, strings.TrimSpace(credential))
 }
 
 // requireAdmin answers 403 unless the principal has the admin role.

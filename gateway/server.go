@@ -198,7 +198,7 @@ func New(opts Options) (*Server, error) {
 		input: opts.Audit != nil && opts.Config.Audit.Sink != config.SinkNone && opts.Config.Audit.RecordsInput()}
 	s.observers = engine.Compose(s.metrics.Hooks(), s.audit.Hooks(), opts.Observer)
 	var err error
-	if s.auth, err = newAuthenticator(opts.Config.Auth.APIKeys); err != nil {
+	if s.auth, err = newAuthenticator(opts.Config.Auth, s.log); err != nil {
 		return nil, err
 	}
 	s.failures = httpguard.NewFailures(s.log, opts.Config.Auth.MaxFailuresPerMinute, nil)
@@ -353,6 +353,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.stopKill != nil {
 		s.stopKill()
 	}
+	s.auth.close()
 	return err
 }
 
@@ -547,7 +548,7 @@ func (s *Server) readyz(c *gin.Context) error {
 	// Which replica answers, its revision and the kill switches in force
 	// (an incident under way) are for operators: a request with an API key
 	// (any) sees them, an anonymous probe does not.
-	if _, err := s.bearerPrincipal(c.GetHeader("Authorization")); err == nil || s.auth.open() {
+	if _, err := s.bearerPrincipal(c.Request.Context(), c.GetHeader("Authorization")); err == nil || s.auth.open() {
 		body["killSwitches"] = len(s.kill.Active())
 		body["replica"] = s.cfg.Replica.ID
 		if rev := s.rules.Current(); rev != nil {

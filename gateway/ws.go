@@ -117,11 +117,11 @@ func (s *Server) wsHandshakeAuth(r *http.Request) (p engine.Principal, authed bo
 	}
 	switch h := r.Header.Get("Authorization"); {
 	case h != "":
-		p, err = s.bearerPrincipal(h)
+		p, err = s.bearerPrincipal(r.Context(), h)
 	case !hasKey:
 		return p, false, nil
 	default:
-		p, err = s.keyPrincipal(key)
+		p, err = s.keyPrincipal(r.Context(), key)
 	}
 	if err != nil {
 		s.authFailed(r.Context(), httpguard.Source(r), err, "WebSocket handshake")
@@ -462,7 +462,7 @@ func (w *wsConn) requestPrincipal(h map[string]string) (engine.Principal, error)
 		return anonymous, nil
 	}
 	if a, ok := h["authorization"]; ok {
-		p, err := w.s.bearerPrincipal(a)
+		p, err := w.s.bearerPrincipal(w.ctx, a)
 		if err != nil {
 			w.s.authFailed(w.ctx, w.source, err, "WebSocket request")
 			return p, err

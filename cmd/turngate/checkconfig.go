@@ -56,7 +56,7 @@ func checkConfig(ctx context.Context, path string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := checkListen(cfg.Listen, len(cfg.Auth.APIKeys) > 0); err != nil {
+	if err := checkListen(cfg.Listen, cfg.Authenticated()); err != nil {
 		return cfg.ErrorAt("listen", err)
 	}
 	if _, err := ruleset.NewManager(cfg.Rules.Dir, rulesOptions(cfg), log); err != nil {

@@ -85,13 +85,13 @@ func serve(ctx context.Context, p serveParams) error {
 	if p.Listen != "" {
 		cfg.Listen = p.Listen
 	}
-	if err := checkListen(cfg.Listen, len(cfg.Auth.APIKeys) > 0); err != nil {
+	if err := checkListen(cfg.Listen, cfg.Authenticated()); err != nil {
 		if p.Listen != "" {
 			return err // the flag's, not the file's
 		}
 		return cfg.ErrorAt("listen", err)
 	}
-	if len(cfg.Auth.APIKeys) == 0 {
+	if !cfg.Authenticated() {
 		log.Warn("NO API KEYS CONFIGURED: every request is the anonymous admin of tenant \"default\"; serving on loopback only", "listen", cfg.Listen)
 	}
 
@@ -386,7 +386,7 @@ func rulesDirError(cfg *config.Config, err error) error {
 // every request would be the anonymous admin.
 func checkListen(listen string, keys bool) error {
 	if !keys && !loopback(listen) {
-		return fmt.Errorf("refusing to listen on %s without API keys: configure auth.apiKeys or listen on loopback (127.0.0.1)", listen)
+		return fmt.Errorf("refusing to listen on %s without API keys: configure auth.apiKeys or auth.jwt, or listen on loopback (127.0.0.1)", listen)
 	}
 	return nil
 }

@@ -319,9 +319,13 @@ func (st *Store) validate(add func(path, format string, args ...any)) {
 	notNegative(add, "store", "must be positive", map[string]any{"timeout": st.Timeout})
 }
 
-// Auth configures API keys. With none, the gateway serves loopback only.
+// Auth configures API keys and JWT bearer authentication. With neither,
+// the gateway serves loopback only.
 type Auth struct {
 	APIKeys []APIKey `yaml:"apiKeys"`
+	// JWT, when set, also accepts JSON Web Tokens of an OIDC identity
+	// provider (jwt.go).
+	JWT *JWT `yaml:"jwt"`
 	// MaxFailuresPerMinute, when positive, refuses (429) the requests of a
 	// client address that failed to authenticate this many times in the
 	// current minute, until the minute ends. Off by default: clients
@@ -586,7 +590,12 @@ func (c *Config) applyDefaults() {
 	l.MaxQueuedSubmissionsPerSession = cmp.Or(l.MaxQueuedSubmissionsPerSession, DefaultMaxQueuedSubmissionsPerSession)
 	l.MaxQueuedSubmissionsPerTenant = cmp.Or(l.MaxQueuedSubmissionsPerTenant, DefaultMaxQueuedSubmissionsPerTenant)
 	c.Replica.applyDefaults()
+	c.Auth.JWT.applyDefaults()
 }
+
+// Authenticated reports whether requests must authenticate: API keys or
+// auth.jwt are configured.
+func (c *Config) Authenticated() bool { return len(c.Auth.APIKeys) > 0 || c.Auth.JWT != nil }
 
 // Agent returns the agent named name.
 func (c *Config) Agent(name string) (*Agent, bool) {
@@ -690,6 +699,7 @@ func (c *Config) Validate() error {
 			add(item+".tenant", "%s: tenant is required", item)
 		}
 	}
+	c.Auth.JWT.validate(add)
 	switch c.Audit.Sink {
 	case SinkStdout, SinkNone:
 	case SinkFile:

@@ -152,15 +152,18 @@ func (c *Config) validateQuotas(add func(path, format string, args ...any)) {
 const DefaultTenant = "default"
 
 // Tenants returns the tenants a request can belong to, sorted: those of
-// auth.apiKeys, or "default" (every request's tenant) without keys. A
-// quota or kill switch for another tenant would apply to no one.
+// auth.apiKeys and auth.jwt, or "default" (every request's tenant) without
+// either. A quota or kill switch for another tenant would apply to no one.
 func (c *Config) Tenants() []string {
-	if len(c.Auth.APIKeys) == 0 {
+	if !c.Authenticated() {
 		return []string{DefaultTenant}
 	}
 	seen := map[string]bool{}
 	for _, k := range c.Auth.APIKeys {
 		seen[k.Tenant] = true
+	}
+	for _, t := range c.Auth.JWT.tenants() {
+		seen[t] = true
 	}
 	return slices.Sorted(maps.Keys(seen))
 }
