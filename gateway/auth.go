@@ -214,7 +214,7 @@ func (s *Server) xAPIKeyPrincipal(r *http.Request) (engine.Principal, error) {
 			return engine.Principal{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "x-api-key and Authorization carry different API keys")
 		}
 	}
-	return s.keyPrincipal(key)
+	return s.keyPrincipal(r.Context(), key)
 }
 
 // bearerPrincipal returns the principal of an Authorization header value
