@@ -44,6 +44,7 @@ type exampleRun struct {
 // exampleCases lists every example; TestExamplesIndexed checks that the
 // list, the folders and examples/README.md agree.
 var exampleCases = []exampleCase{
+	{"anthropic-client", exampleAnthropicClient, nil},
 	{"audit-every-tool-call", exampleAuditEveryToolCall, nil},
 	{"cached-weather", exampleCachedWeather, nil},
 	{"clamp-search-limit", exampleClampSearchLimit, nil},

@@ -22,8 +22,7 @@ const nodeTimeout = 10 * time.Minute
 
 // TestNodeClients runs the Node.js suite in tests/node (the ai package's
 // transport and Chat class, the official openai client and @anthropic-ai/sdk)
-// against the
-// built gateway serving testdata/node.
+// against the built gateway serving testdata/node.
 func TestNodeClients(t *testing.T) {
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
