@@ -58,6 +58,9 @@ type apiError struct {
 	// Param, when set, is the offending field's JSON path
 	// ("messages[0].content"): the OpenAI error body's param.
 	Param string
+	// QueryParam, when set, names the offending query parameter (the
+	// body's "param" key).
+	QueryParam string
 	// RetryAfter, when positive, is sent as Retry-After (whole seconds,
 	// rounded up) and retry-after-ms.
 	RetryAfter time.Duration
@@ -179,6 +182,9 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	}
 	if ae.Code == CodeInvalidBody || ae.Pointer != "" {
 		body["pointer"] = ae.Pointer
+	}
+	if ae.QueryParam != "" {
+		body["param"] = ae.QueryParam
 	}
 	setRetryAfter(c, ae.RetryAfter)
 	c.AbortWithStatusJSON(ae.Status, body)

@@ -37,6 +37,7 @@ import (
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/console"
+	"github.com/turngate/turngate/gateway/decisions"
 	"github.com/turngate/turngate/gateway/extension"
 	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/killswitch"
@@ -141,6 +142,9 @@ type Server struct {
 	state *rulestate.Tracker
 	// pruning runs the state's pruning from Start until Shutdown.
 	pruning sync.WaitGroup
+	// decisions copies every hook's audit record into the store
+	// (admin_decisions.go); nil when decisions.store is false.
+	decisions *decisions.Writer
 
 	// baseCtx is every turn's parent; baseCancel aborts all turns.
 	baseCtx    context.Context
@@ -191,6 +195,7 @@ func New(opts Options) (*Server, error) {
 		s.metrics = metrics.New()
 	}
 	s.store = s.boundStore(opts.Store)
+	s.decisions = s.newDecisionWriter(opts.Now)
 	if opts.Config.Rules.FailOpen {
 		s.failurePolicy = ruleset.FailOpen
 	}
@@ -319,6 +324,9 @@ func (s *Server) Start(ctx context.Context) error {
 		s.stopRep = s.rep.start()
 	}
 	s.pruning.Go(func() { s.state.Run(s.baseCtx) })
+	if s.decisions != nil {
+		s.pruning.Go(func() { s.decisions.Run(s.baseCtx) })
+	}
 	return s.subs.start(ctx)
 }
 
@@ -343,6 +351,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wsShutdownGrace)
 	s.ws.shutdown(wctx)
 	cancel()
+	s.flushDecisions(ctx)
 	s.baseCancel()
 	s.pruning.Wait()
 	s.subs.wait()
@@ -427,6 +436,8 @@ func (s *Server) routes() http.Handler {
 	admin.POST("/killswitch", s.handle(s.setKillSwitch))
 	admin.GET("/killswitch", s.handle(s.listKillSwitches))
 	admin.DELETE("/killswitch/:id", s.handle(s.liftKillSwitch))
+	admin.GET("/decisions", s.handle(s.listDecisions))
+	admin.GET("/decisions/:id", s.handle(s.getDecision))
 
 	if s.cfg.Debug.Pprof {
 		routePprof(r.Group("/debug/pprof", s.authenticate, s.requireAdmin))

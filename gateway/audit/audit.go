@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gopkg.in/natefinch/lumberjack.v2"
@@ -135,6 +136,25 @@ type Log struct {
 	errOnce sync.Once
 	// now stamps the chain-start and hook records.
 	now func() time.Time
+	// tap, when set, sees every record the writer writes (SetTap).
+	tap atomic.Pointer[Tap]
+}
+
+// Tap sees one record the writer has written (or failed to write) to the
+// audit log: its kind, the value handed over (a *policy.Record, an
+// *AfterToolCall, …) and its line as the log has it, chain members and
+// redactions in, without the newline. It runs on the Log's writer, in
+// the order of the log, so it must be quick and must not keep line, which
+// is valid only during the call.
+type Tap func(kind string, v any, line []byte)
+
+// SetTap makes f see every record written from now on (nil: none).
+func (l *Log) SetTap(f Tap) {
+	if f == nil {
+		l.tap.Store(nil)
+		return
+	}
+	l.tap.Store(&f)
 }
 
 // New returns a Log writing to w, redacting the dotted field paths of
@@ -248,7 +268,11 @@ func (l *Log) writeLine(kind string, v any) {
 	line, at, err := l.encodeChained(b, kind, v)
 	if err == nil {
 		l.mu.Lock()
-		err = l.put(line, at)
+		var out []byte
+		out, err = l.put(line, at)
+		if tap := l.tap.Load(); tap != nil {
+			(*tap)(kind, v, out[:len(out)-1])
+		}
 		l.mu.Unlock()
 	}
 	b.release(line)

@@ -110,19 +110,21 @@ func insertMember(out []byte, next byte, key string, val []byte) []byte {
 }
 
 // put writes line as the chain's next record, rotating the file first
-// when it would grow past its limit. It runs under l.mu.
-func (l *Log) put(line []byte, at chainAt) error {
+// when it would grow past its limit, and returns the line as linked (its
+// chain members in, its newline at the end; valid until the next put),
+// also when writing it failed. It runs under l.mu.
+func (l *Log) put(line []byte, at chainAt) ([]byte, error) {
 	out := l.link(line, at)
 	if l.full(len(out)) {
 		if err := l.rotateFile(); err != nil {
-			return err
+			return out, err
 		}
 		if err := l.startChain(ChainRotated); err != nil {
-			return err
+			return out, err
 		}
 		out = l.link(line, at)
 	}
-	return l.emit(out)
+	return out, l.emit(out)
 }
 
 // startChain writes a chain-start record. It runs under l.mu (or before

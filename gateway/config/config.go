@@ -66,6 +66,8 @@ type Config struct {
 	// Quotas are usage limits: turns and token budgets per tenant,
 	// principal or agent (quotas.go).
 	Quotas []Quota `yaml:"quotas"`
+	// Decisions configures the decision store (decisions.go).
+	Decisions Decisions `yaml:"decisions"`
 
 	// source is the file c was parsed from, for ErrorAt.
 	source *source
@@ -555,6 +557,7 @@ func (c *Config) applyDefaults() {
 	c.Listen = cmp.Or(c.Listen, DefaultListen)
 	c.Store.Driver = cmp.Or(c.Store.Driver, StoreSQLite)
 	c.Store.Timeout = cmp.Or(c.Store.Timeout, DefaultStoreTimeout)
+	c.Decisions.Retention = cmp.Or(c.Decisions.Retention, DefaultDecisionRetention)
 	if c.Store.Driver == StoreSQLite {
 		c.Store.Path = cmp.Or(c.Store.Path, "data/turngate.db")
 		c.Store.Synchronous = cmp.Or(c.Store.Synchronous, "full")
@@ -686,6 +689,7 @@ func (c *Config) Validate() error {
 	c.Store.validate(add)
 	c.Replica.validate(add)
 	c.Metrics.validate(c.Listen, add)
+	c.Decisions.validate(add)
 	notNegative(add, "auth", mustNotBeNegative, map[string]any{"maxFailuresPerMinute": c.Auth.MaxFailuresPerMinute})
 	for i, k := range c.Auth.APIKeys {
 		item := fmt.Sprintf("auth.apiKeys[%d]", i)

@@ -71,6 +71,12 @@ type Metrics struct {
 	// StoreUp is 1 while the store answers, 0 from a call that found it
 	// unavailable until one succeeds again.
 	StoreUp prometheus.Gauge
+	// DecisionRecords counts the hook records the decision store took, by
+	// outcome: stored, or dropped (its queue full through a long store
+	// outage; the JSONL audit log still has them).
+	DecisionRecords *prometheus.CounterVec
+	// DecisionsPending is how many hook records wait to be stored.
+	DecisionsPending prometheus.Gauge
 
 	// knownTool, when set, says which tool names are labels (ToolLabel).
 	knownTool atomic.Pointer[func(string) bool]
@@ -141,11 +147,15 @@ func New() *Metrics {
 			Help: "Store calls that failed because the store was unavailable (unreachable, or no answer within store.timeout), by store method."}, []string{"op"}),
 		StoreUp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "store_up",
 			Help: "1 while the store answers; 0 from a call that found it unavailable until a call succeeds again."}),
+		DecisionRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "decision_records_total",
+			Help: "Hook records the decision store took, by outcome: stored, or dropped (its queue full through a long store outage; the JSONL audit log has them)."}, []string{"outcome"}),
+		DecisionsPending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "decision_records_pending",
+			Help: "Hook records waiting to be written to the decision store."}),
 	}
 	m.StoreUp.Set(1)
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
 		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.KillSwitchStops, m.QuotaExceeded,
-		m.StoreUnavailable, m.StoreUp, specialisedCounter("hits", func(s opa.SpecialisedStats) uint64 { return s.Hits }),
+		m.StoreUnavailable, m.StoreUp, m.DecisionRecords, m.DecisionsPending, specialisedCounter("hits", func(s opa.SpecialisedStats) uint64 { return s.Hits }),
 		specialisedCounter("misses", func(s opa.SpecialisedStats) uint64 { return s.Misses }),
 		specialisedCounter("fallbacks", func(s opa.SpecialisedStats) uint64 { return s.Fallbacks }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -246,6 +246,10 @@ type Store interface {
 	// KillSwitches keeps the operators' kill switches (killswitch.go).
 	KillSwitches
 
+	// Decisions keeps every hook's audit record for querying
+	// (decisions.go).
+	Decisions
+
 	// Close releases the store.
 	Close() error
 }

@@ -1,0 +1,362 @@
+// Package decisions is the queryable decision store: every hook's audit
+// record (the decision hooks' decision records and the observation hooks'
+// records) is also kept in the gateway's store, indexed for the admin
+// API's decisions list, a decision's record, a turn's timeline and replay
+// over a time range. The JSONL audit log stays the record of truth and is
+// written as before; this package only copies what it writes.
+//
+// Records reach the store off the request path: the audit log's writer
+// hands each written line to Writer.Tap, which queues it; Writer.Run
+// stores the queue in batches (on SQLite one request of the writer's
+// group commit, on PostgreSQL one statement per batch) and prunes what is
+// older than the retention, a bounded batch at a time. A store outage
+// holds the records in memory, up to MaxQueued, and stores them once the
+// store answers again; beyond that bound records are dropped from the
+// store only (the JSONL log has them), counted and logged.
+package decisions
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/gateway/metrics"
+	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/policy"
+)
+
+// Bounds of the writer. MaxQueued holds about a minute of a busy
+// gateway's records (a few thousand turns, each with a handful of hooks)
+// in tens of megabytes at most; a batch of maxBatch rows is one insert.
+const (
+	// DefaultMaxQueued bounds the records waiting for the store.
+	DefaultMaxQueued = 65536
+	maxBatch         = 512
+	// pruneBatch bounds the rows one prune deletes, so the writer (SQLite)
+	// is never held for long; maxPrunePasses bounds one round of pruning.
+	pruneBatch     = 5000
+	maxPrunePasses = 20
+	// The retry delays after a failed write.
+	minRetry = 100 * time.Millisecond
+	maxRetry = 10 * time.Second
+)
+
+// Options configure a Writer.
+type Options struct {
+	// Retention is how long a stored record is kept; 0 keeps them all.
+	Retention time.Duration
+	// PruneInterval is how often Run prunes (default a minute).
+	PruneInterval time.Duration
+	// MaxQueued bounds the records waiting for the store (default
+	// DefaultMaxQueued).
+	MaxQueued int
+	// Now is the clock of the retention (default time.Now).
+	Now     func() time.Time
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+}
+
+// Writer copies the audit log's hook records into the store. Create it
+// with New, give Tap to audit.Log.SetTap, and Run it.
+type Writer struct {
+	st   store.Decisions
+	opts Options
+
+	mu      sync.Mutex
+	pending []store.DecisionRow
+	// posted and stored count the records queued and those that left the
+	// queue (stored or dropped); progress is closed and replaced whenever
+	// stored moves.
+	posted, stored uint64
+	progress       chan struct{}
+	// overflowing is set while records are dropped for a full queue,
+	// failing while writes fail: each is logged once when it starts.
+	overflowing, failing bool
+	wake                 chan struct{}
+}
+
+// New returns a Writer storing into st.
+func New(st store.Decisions, opts Options) *Writer {
+	if opts.PruneInterval <= 0 {
+		opts.PruneInterval = time.Minute
+	}
+	if opts.MaxQueued <= 0 {
+		opts.MaxQueued = DefaultMaxQueued
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Writer{st: st, opts: opts, progress: make(chan struct{}), wake: make(chan struct{}, 1)}
+}
+
+// Tap is the audit.Tap that queues the hook records: decision records and
+// the observation hooks' records; turn, approval, kill switch and chain
+// records are not hook records and are left out.
+func (w *Writer) Tap(kind string, v any, line []byte) {
+	row, ok := Row(kind, v)
+	if !ok {
+		return
+	}
+	row.Record = append([]byte(nil), line...)
+	w.mu.Lock()
+	if len(w.pending) >= w.opts.MaxQueued {
+		first := !w.overflowing
+		w.overflowing = true
+		w.mu.Unlock()
+		if first {
+			w.opts.Logger.Error("decision store: queue full, records are dropped from the store until it drains (the JSONL audit log has them)",
+				"maxQueued", w.opts.MaxQueued)
+		}
+		if m := w.opts.Metrics; m != nil {
+			m.DecisionRecords.WithLabelValues("dropped").Inc()
+		}
+		return
+	}
+	w.pending = append(w.pending, row)
+	w.posted++
+	n := len(w.pending)
+	w.mu.Unlock()
+	if m := w.opts.Metrics; m != nil {
+		m.DecisionsPending.Set(float64(n))
+	}
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Row returns the indexed columns of a record the audit log wrote (kind
+// and v as audit.Tap gets them), without its Record; false for a record
+// that is not a hook's.
+func Row(kind string, v any) (store.DecisionRow, bool) {
+	switch r := v.(type) {
+	case *policy.Record:
+		row := store.DecisionRow{Time: r.Time, Tenant: r.Tenant, Agent: r.Agent, SessionID: r.SessionID, RequestID: r.RequestID,
+			Hook: r.Hook, Tool: r.ToolName, ToolCallID: r.ToolCallID, Outcome: r.Outcome, Revision: r.Revision,
+			ShadowChanged: r.Shadow != nil && r.Shadow.Changed, RulesFired: r.RulesFired}
+		if r.StepNumber != nil {
+			n := *r.StepNumber
+			row.Step = &n
+		}
+		if r.Hook == policy.HookBeforeToolCall {
+			row.Action = toolAction(r)
+		}
+		return row, true
+	case *audit.AfterToolCall:
+		step := r.StepNumber
+		return observed(kind, r.Identity, store.DecisionRow{Tool: r.ToolName, ToolCallID: r.ToolCallID, Step: &step, Action: r.Decision}), true
+	case *audit.OnStepFinish:
+		step := r.StepNumber
+		return observed(kind, r.Identity, store.DecisionRow{Step: &step}), true
+	case *audit.OnChatResponse:
+		return observed(kind, r.Identity, store.DecisionRow{}), true
+	}
+	return store.DecisionRow{}, false
+}
+
+// observed fills row in from an observation record's identity.
+func observed(hook string, id audit.Identity, row store.DecisionRow) store.DecisionRow {
+	row.Time, row.Tenant, row.Agent, row.SessionID, row.RequestID, row.Hook = id.Time, id.Tenant, id.Agent, id.SessionID, id.RequestID, hook
+	return row
+}
+
+// toolAction is what a beforeToolCall record decided for its call: the
+// decision's action, "error" for a failed evaluation without one, and
+// allow when no rule decided anything.
+func toolAction(r *policy.Record) string {
+	switch d := r.Decision.(type) {
+	case *engine.ToolCallDecision:
+		if d != nil && d.Action != "" {
+			return d.Action
+		}
+	case engine.ToolCallDecision:
+		if d.Action != "" {
+			return d.Action
+		}
+	}
+	if r.Outcome == policy.OutcomeError {
+		return policy.OutcomeError
+	}
+	return engine.ActionAllow
+}
+
+// Run stores the queued records and prunes the old ones until ctx is
+// done. Flush before cancelling it stores what is queued.
+func (w *Writer) Run(ctx context.Context) {
+	prune := time.NewTicker(w.opts.PruneInterval)
+	defer prune.Stop()
+	w.prune(ctx)
+	retry := minRetry
+	var timer <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-timer:
+		case <-prune.C:
+			w.prune(ctx)
+			continue
+		}
+		timer = nil
+		if err := w.drain(ctx); err != nil {
+			timer = time.After(retry)
+			retry = min(2*retry, maxRetry)
+			continue
+		}
+		retry = minRetry
+	}
+}
+
+// drain stores the queue, batch by batch, until it is empty or a write
+// fails.
+func (w *Writer) drain(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		batch := append([]store.DecisionRow(nil), w.pending[:min(len(w.pending), maxBatch)]...)
+		w.mu.Unlock()
+		if len(batch) == 0 {
+			return nil
+		}
+		err := w.st.InsertDecisions(ctx, batch)
+		refused := errors.Is(err, store.ErrInvalid)
+		if refused {
+			err = w.oneByOne(ctx, batch) // takes its rows off the queue itself
+		}
+		if err != nil {
+			w.mu.Lock()
+			first := !w.failing
+			w.failing = true
+			n := len(w.pending)
+			w.mu.Unlock()
+			if first && ctx.Err() == nil {
+				w.opts.Logger.Error("decision store: storing records failed; they wait in memory and are retried (the JSONL audit log has them)",
+					"pending", n, "err", err)
+			}
+			return err
+		}
+		if !refused {
+			w.done(len(batch), "stored")
+		}
+	}
+}
+
+// oneByOne stores the rows of a batch the store refused one at a time,
+// dropping those it refuses (logged, counted) so that one bad row does not
+// hold the others back.
+func (w *Writer) oneByOne(ctx context.Context, batch []store.DecisionRow) error {
+	stored := 0
+	for i := range batch {
+		err := w.st.InsertDecisions(ctx, batch[i:i+1])
+		if errors.Is(err, store.ErrInvalid) {
+			w.opts.Logger.Error("decision store: a record was refused and is not stored (the JSONL audit log has it)",
+				"hook", batch[i].Hook, "requestId", batch[i].RequestID, "err", err)
+			if m := w.opts.Metrics; m != nil {
+				m.DecisionRecords.WithLabelValues("dropped").Inc()
+			}
+			continue
+		}
+		if err != nil {
+			// The rows before i are stored or dropped: they leave the queue.
+			w.done(i, "")
+			w.count(stored)
+			return err
+		}
+		stored++
+	}
+	w.done(len(batch), "")
+	w.count(stored)
+	return nil
+}
+
+// done takes n stored rows off the front of the queue and counts them
+// under outcome ("" counts them elsewhere).
+func (w *Writer) done(n int, outcome string) {
+	w.mu.Lock()
+	w.pending = append(w.pending[:0], w.pending[n:]...)
+	left := len(w.pending)
+	w.stored += uint64(n)
+	if w.failing {
+		w.failing = false
+		w.opts.Logger.Info("decision store: storing records again", "pending", left)
+	}
+	if w.overflowing && left < w.opts.MaxQueued/2 {
+		w.overflowing = false
+	}
+	close(w.progress)
+	w.progress = make(chan struct{})
+	w.mu.Unlock()
+	if m := w.opts.Metrics; m != nil {
+		if outcome != "" {
+			m.DecisionRecords.WithLabelValues(outcome).Add(float64(n))
+		}
+		m.DecisionsPending.Set(float64(left))
+	}
+}
+
+// count counts n stored rows.
+func (w *Writer) count(n int) {
+	if m := w.opts.Metrics; m != nil {
+		m.DecisionRecords.WithLabelValues("stored").Add(float64(n))
+	}
+}
+
+// Flush returns once every record queued before it has left the queue,
+// or ctx's error.
+func (w *Writer) Flush(ctx context.Context) error {
+	w.mu.Lock()
+	target := w.posted
+	w.mu.Unlock()
+	for {
+		w.mu.Lock()
+		stored, progress := w.stored, w.progress
+		w.mu.Unlock()
+		if stored >= target {
+			return nil
+		}
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Pending returns how many records wait for the store.
+func (w *Writer) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.pending)
+}
+
+// prune deletes the records older than the retention, pruneBatch at a
+// time, at most maxPrunePasses batches a round (the next round goes on).
+func (w *Writer) prune(ctx context.Context) {
+	if w.opts.Retention <= 0 {
+		return
+	}
+	before := w.opts.Now().Add(-w.opts.Retention)
+	for range maxPrunePasses {
+		n, err := w.st.PruneDecisions(ctx, before, pruneBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.opts.Logger.Warn("decision store: pruning failed; the next round retries", "err", err)
+			}
+			return
+		}
+		if n < pruneBatch {
+			return
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package decisions
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/policy"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func openSQLite(t *testing.T) store.Store {
+	t.Helper()
+	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "turngate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// record is a decision record of tenant at t.
+func record(tenant string, at time.Time) *policy.Record {
+	return &policy.Record{Time: at, Hook: policy.HookBeforeTurn, Tenant: tenant, RequestID: "req-1", SessionID: "s1", Agent: "a",
+		Outcome: policy.OutcomeNoMatch, Revision: "sha256:x"}
+}
+
+func line(r *policy.Record) []byte {
+	b, _ := json.Marshal(r)
+	return b
+}
+
+func run(t *testing.T, w *Writer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func flush(t *testing.T, w *Writer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func count(t *testing.T, st store.Store) int {
+	t.Helper()
+	rows, err := st.QueryDecisions(context.Background(), store.DecisionQuery{Limit: store.MaxDecisionPage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(rows)
+}
+
+// TestWriterRetention: records older than the retention are pruned by
+// Run, newer ones kept.
+func TestWriterRetention(t *testing.T) {
+	st := openSQLite(t)
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	w := New(st, Options{Retention: 24 * time.Hour, PruneInterval: time.Hour, Now: func() time.Time { return now }, Logger: quiet})
+	for i := range 10 {
+		r := record("acme", now.Add(-time.Duration(i)*6*time.Hour)) // 0h … 54h old
+		w.Tap(audit.KindDecision, r, line(r))
+	}
+	run(t, w) // prunes when it starts, perhaps before the records are stored
+	flush(t, w)
+	w.prune(context.Background())
+	if n := count(t, st); n != 5 { // 0, 6, 12, 18 and 24 hours old: the edge is kept
+		t.Fatalf("after pruning %d records left, want 5", n)
+	}
+}
+
+// TestWriterQueueBound: beyond MaxQueued records are dropped from the
+// store (the audit log has them); a record the store refuses is dropped
+// alone, the others of its batch stored.
+func TestWriterQueueBound(t *testing.T) {
+	st := openSQLite(t)
+	w := New(st, Options{MaxQueued: 5, Logger: quiet})
+	now := time.Now()
+	for i := range 8 {
+		r := record(fmt.Sprintf("t%d", i), now)
+		w.Tap(audit.KindDecision, r, line(r))
+	}
+	if w.Pending() != 5 {
+		t.Fatalf("%d records queued, want the bound 5", w.Pending())
+	}
+	w.opts.MaxQueued = 10
+	bad := record("bad\x00tenant", now)
+	w.Tap(audit.KindDecision, bad, line(bad))
+	good := record("after", now)
+	w.Tap(audit.KindDecision, good, line(good))
+	run(t, w)
+	flush(t, w)
+	if n := count(t, st); n != 6 {
+		t.Errorf("stored %d records, want 6 (5 queued and the one after the refused one)", n)
+	}
+	// A record that is not a hook's is not stored.
+	w.Tap(audit.KindTurn, &audit.Turn{}, []byte(`{}`))
+	if w.Pending() != 0 {
+		t.Error("a turn record was queued")
+	}
+}
