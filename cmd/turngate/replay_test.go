@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
-	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/ruleset"
 )
 
@@ -155,36 +153,3 @@ func TestReplayErrors(t *testing.T) {
 	}
 }
 
-// An approval is its own class: a change to or from it is X-to-approval
-// or approval-to-X, and other reasons, approvers or input within it are
-// approval-changed.
-func TestReplayClassifiesApprovals(t *testing.T) {
-	mk := func(decision string) side {
-		s := side{Outcome: policy.OutcomeMatched}
-		if decision != "" {
-			s.Decision = json.RawMessage(decision)
-		}
-		return s
-	}
-	approval := `{"action":"approval","approvals":[{"reason":"moves money","approvers":["role:finance"]}]}`
-	tests := []struct {
-		old, cur string
-		want     []string
-	}{
-		{"", approval, []string{"allow-to-approval"}},
-		{approval, `{"action":"block","reason":"no"}`, []string{"approval-to-block"}},
-		{approval, approval, nil},
-		{approval, `{"action":"approval","approvals":[{"reason":"moves money","approvers":["role:ops"]}]}`, []string{"approval-changed"}},
-		{approval, `{"action":"approval","input":{"amount":1},"approvals":[{"reason":"moves money","approvers":["role:finance"]}]}`, []string{"approval-changed"}},
-	}
-	for _, tt := range tests {
-		if got := classify(policy.HookBeforeToolCall, mk(tt.old), mk(tt.cur)); !slices.Equal(got, tt.want) {
-			t.Errorf("%s → %s: %q, want %q", tt.old, tt.cur, got, tt.want)
-		}
-	}
-	for _, k := range []string{"allow-to-approval", "approval-to-block", "approval-changed"} {
-		if !failOnKinds[k] {
-			t.Errorf("--fail-on does not accept %s", k)
-		}
-	}
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/rulestate"
 	"github.com/turngate/turngate/gateway/store"
+	replaypkg "github.com/turngate/turngate/policy/replay"
 	"github.com/turngate/turngate/policy/ruleset"
 )
 
@@ -72,7 +73,7 @@ func TestReplayState(t *testing.T) {
 	if code := run(context.Background(), []string{"replay", "--audit", "audit.jsonl", "--rules", rules, "--format", "json", "--fail-on", "any"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("replay against the recording rules: exit %d\n%s%s", code, &stdout, &stderr)
 	}
-	var rep replayReport
+	var rep replaypkg.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestReplayState(t *testing.T) {
 	if code := run(context.Background(), []string{"replay", "--audit", "audit.jsonl", "--rules", candidate, "--format", "json"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("replay against the candidate: exit %d\n%s%s", code, &stdout, &stderr)
 	}
-	rep = replayReport{}
+	rep = replaypkg.Report{}
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
