@@ -152,4 +152,3 @@ func TestReplayErrors(t *testing.T) {
 		})
 	}
 }
-

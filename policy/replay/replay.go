@@ -130,8 +130,8 @@ type Report struct {
 
 // ChangeKind is one kind of change, its count and its first examples.
 type ChangeKind struct {
-	Kind     string           `json:"kind"`
-	Count    int              `json:"count"`
+	Kind     string     `json:"kind"`
+	Count    int        `json:"count"`
 	Examples []*Example `json:"examples"`
 }
 
@@ -289,7 +289,6 @@ func overrideChanges(old, cur json.RawMessage) []string {
 	slices.Sort(changes)
 	return changes
 }
-
 
 // Where locates a recorded decision: a line of an audit log file, or a
 // record of the decision store.
