@@ -41,8 +41,8 @@ func (s *Server) flushDecisions(ctx context.Context) {
 	}
 }
 
-// decisionScope is whose records p may see: a global admin every
-// tenant's, a tenant admin its own tenant's.
+// decisionScope is whose records p, an admin, may see: a global admin
+// (RoleGlobalAdmin too) every tenant's, a tenant admin its own tenant's.
 func decisionScope(p engine.Principal) decisions.Scope {
 	return decisions.Scope{AllTenants: slices.Contains(p.Roles, RoleGlobalAdmin), Tenant: p.Tenant}
 }

@@ -23,15 +23,17 @@ const (
 	dkGlobexAdm  = "globexadm-key-3c4d5e6f7a8b49c0d1e2f3a4b5c6d7e8"
 	dkAcmeUser   = "acmeuser-key-4d5e6f7a8b9c40d1e2f3a4b5c6d7e8f9"
 	dkGlobexUser = "globexuser-key-5e6f7a8b9c0d41e2f3a4b5c6d7e8f9a0"
+	dkGlobalOnly = "globalonly-key-6f7a8b9c0d1e42f3a4b5c6d7e8f9a0b1"
 )
 
 func decisionKeys(cfg *config.Config) {
 	cfg.Auth.APIKeys = []config.APIKey{
-		{Key: dkGlobal, Tenant: "ops", Subject: "sec", Roles: []string{RoleGlobalAdmin}},
+		{Key: dkGlobal, Tenant: "ops", Subject: "sec", Roles: []string{RoleAdmin, RoleGlobalAdmin}},
 		{Key: dkAcmeAdmin, Tenant: "acme", Subject: "acme-admin", Roles: []string{RoleAdmin}},
 		{Key: dkGlobexAdm, Tenant: "globex", Subject: "globex-admin", Roles: []string{RoleAdmin}},
 		{Key: dkAcmeUser, Tenant: "acme", Subject: "alice"},
 		{Key: dkGlobexUser, Tenant: "globex", Subject: "gus"},
+		{Key: dkGlobalOnly, Tenant: "ops", Subject: "no-admin", Roles: []string{RoleGlobalAdmin}},
 	}
 }
 
@@ -200,6 +202,7 @@ func TestDecisionsAPIRefusals(t *testing.T) {
 		{"wrong-key-0000000000000000000000000000", "/v1/admin/decisions", http.StatusUnauthorized},
 		{dkAcmeUser, "/v1/admin/decisions", http.StatusForbidden},
 		{dkAcmeUser, "/v1/admin/decisions/1", http.StatusForbidden},
+		{dkGlobalOnly, "/v1/admin/decisions", http.StatusForbidden},
 		{dkAcmeAdmin, "/v1/admin/decisions/999999", http.StatusNotFound},
 		{dkAcmeAdmin, "/v1/admin/decisions/01", http.StatusNotFound},
 		{dkAcmeAdmin, "/v1/admin/decisions/-1", http.StatusNotFound},

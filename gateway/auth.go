@@ -26,8 +26,8 @@ import (
 // approvals history) are those of its key's tenant only.
 const RoleAdmin = "admin"
 
-// RoleGlobalAdmin is a global admin's role: it passes every admin check as
-// RoleAdmin does, and the admin API's records span every tenant.
+// RoleGlobalAdmin makes an admin key a global admin: with RoleAdmin, the
+// admin API's records span every tenant. Alone it grants nothing.
 const RoleGlobalAdmin = "global-admin"
 
 // anonymous is every request's principal when no API keys are configured
@@ -35,10 +35,6 @@ const RoleGlobalAdmin = "global-admin"
 // its admin role sees every record there is.
 var anonymous = engine.Principal{Tenant: config.DefaultTenant, Subject: "anonymous", Roles: []string{RoleAdmin}}
 
-// isAdmin reports whether p holds an admin role, tenant or global.
-func isAdmin(p engine.Principal) bool {
-	return slices.Contains(p.Roles, RoleAdmin) || slices.Contains(p.Roles, RoleGlobalAdmin)
-}
 
 // keyEntry is one configured key: its SHA-256 and its principal. The key
 // itself is never kept.
@@ -272,8 +268,8 @@ func (s *Server) Authenticate(ctx context.Context, credential string) (engine.Pr
 
 // requireAdmin answers 403 unless the principal has the admin role.
 func (s *Server) requireAdmin(c *gin.Context) {
-	if !isAdmin(principal(c)) {
-		s.writeError(c, errorf(http.StatusForbidden, CodeForbidden, "this endpoint needs the %q or %q role", RoleAdmin, RoleGlobalAdmin))
+	if !slices.Contains(principal(c).Roles, RoleAdmin) {
+		s.writeError(c, errorf(http.StatusForbidden, CodeForbidden, "this endpoint needs the %q role", RoleAdmin))
 		c.Abort()
 		return
 	}
