@@ -35,7 +35,6 @@ const RoleGlobalAdmin = "global-admin"
 // its admin role sees every record there is.
 var anonymous = engine.Principal{Tenant: config.DefaultTenant, Subject: "anonymous", Roles: []string{RoleAdmin}}
 
-
 // keyEntry is one configured key: its SHA-256 and its principal. The key
 // itself is never kept.
 type keyEntry struct {
