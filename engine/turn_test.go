@@ -524,3 +524,39 @@ func TestStepMessagesOverride(t *testing.T) {
 		t.Errorf("step 2 sent %d messages starting %+v", n, reqs[2].Messages[0])
 	}
 }
+
+// TestRequestToolChoice: a request's forcing tool choice binds the turn's
+// first step only, "none" every step, and the agent's or a rule's choice
+// wins over it.
+func TestRequestToolChoice(t *testing.T) {
+	forced := &engine.ToolChoice{Type: engine.ToolChoiceTool, ToolName: "A"}
+	none := &engine.ToolChoice{Type: engine.ToolChoiceNone}
+	for _, tt := range []struct {
+		name     string
+		request  *engine.ToolChoice
+		defaults *engine.ToolChoice
+		want     [2]*engine.ToolChoice
+	}{
+		{"forced: first step only", forced, nil, [2]*engine.ToolChoice{forced, nil}},
+		{"none: every step", none, nil, [2]*engine.ToolChoice{none, none}},
+		{"the agent's choice wins", forced, none, [2]*engine.ToolChoice{none, none}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := newFake(callStep(`A={"q":"1"}`), textStep("done"))
+			h := newHarness(t, fake, echoTool("A"))
+			h.req.RequestToolChoice, h.req.Defaults.ToolChoice = tt.request, tt.defaults
+			if res := h.run(context.Background()); res.Status != engine.StatusCompleted {
+				t.Fatalf("status %s: %s", res.Status, res.Error)
+			}
+			reqs := fake.requests()
+			if len(reqs) != 2 {
+				t.Fatalf("%d model requests, want 2", len(reqs))
+			}
+			for i, want := range tt.want {
+				if got := reqs[i].ToolChoice; (got == nil) != (want == nil) || got != nil && *got != *want {
+					t.Errorf("step %d: tool choice %+v, want %+v", i, got, want)
+				}
+			}
+		})
+	}
+}
