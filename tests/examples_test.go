@@ -53,6 +53,7 @@ var exampleCases = []exampleCase{
 	{"fast-model-after-tool-results", exampleFastModelAfterToolResults, nil},
 	{"force-search-first-step", exampleForceSearchFirstStep, nil},
 	{"inbound-guards", exampleInboundGuards, inboundMetricsPort},
+	{"jwt-auth", exampleJWTAuth, jwtIDP},
 	{"kill-switch", exampleKillSwitch, nil},
 	{"long-chat-step-budget", exampleLongChatStepBudget, nil},
 	{"outbound-guards", exampleOutboundGuards, outboundPartner},
@@ -176,12 +177,13 @@ func runCheckScript(t *testing.T, src string) {
 	}
 	// The copy keeps the repository's layout: lib.sh one level up, and a
 	// module root (go.mod) two levels up for the Go programs an example
-	// builds (its binary comes from $TURNGATE), with the one package of
-	// the module they use (the tracing example's collector).
+	// builds (its binary comes from $TURNGATE), with the packages of
+	// the module they use (the tracing example's collector, the jwt-auth
+	// example's identity provider).
 	root := t.TempDir()
 	dir := filepath.Join(root, "examples", filepath.Base(src))
 	copyDir(t, src, dir)
-	for _, f := range []string{"go.mod", "go.sum", "examples/lib.sh", "internal/tracing/otlptest/receiver.go"} {
+	for _, f := range []string{"go.mod", "go.sum", "examples/lib.sh", "internal/tracing/otlptest/receiver.go", "gateway/identity/idptest/idptest.go"} {
 		data, err := os.ReadFile(filepath.Join(repoRoot, f))
 		if err != nil {
 			t.Fatal(err)
