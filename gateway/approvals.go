@@ -13,6 +13,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/gateway/notify"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/internal/tracing"
 	"github.com/turngate/turngate/policy/opa"
@@ -82,9 +83,26 @@ func (s *Server) recordApprovals(ctx context.Context, in *turnInput, res *engine
 }
 
 // auditApproval writes an approval event to the audit log and the metrics.
+// Requests, decisions and expiries are also queued for the approval
+// webhooks (gateway/notify).
 func (s *Server) auditApproval(a *store.Approval, outcome, by, why string) {
 	s.metrics.Approvals.WithLabelValues(s.metrics.ToolLabel(a.ToolName), outcome).Inc()
 	s.audit.Approval(approvalRecord(a, outcome, by, why))
+	typ := map[string]string{approvalRequested: notify.TypeRequested, store.ApprovalApproved: notify.TypeDecided,
+		store.ApprovalDenied: notify.TypeDecided, store.ApprovalExpired: notify.TypeExpired}[outcome]
+	if typ == "" {
+		return
+	}
+	ev := notify.Event{Type: typ, Time: time.Now().UTC(), Approval: notify.Approval{
+		ID: a.ID, Tenant: a.Tenant, Agent: a.Agent, SessionID: a.SessionID, RequestID: a.RequestID,
+		ToolCallID: a.ToolCallID, ToolName: a.ToolName, Approvers: a.Approvers, State: outcome, DecidedBy: a.DecidedBy,
+		Reason: a.Reason, RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt}}
+	if outcome == approvalRequested {
+		ev.Approval.State = store.ApprovalPending
+	} else if !a.DecidedAt.IsZero() {
+		ev.Approval.DecidedAt = &a.DecidedAt
+	}
+	s.notify.Approval(ev)
 }
 
 // approvalRecord is the audit record of an approval event.

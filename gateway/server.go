@@ -42,6 +42,7 @@ import (
 	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/killswitch"
 	"github.com/turngate/turngate/gateway/metrics"
+	"github.com/turngate/turngate/gateway/notify"
 	"github.com/turngate/turngate/gateway/quota"
 	"github.com/turngate/turngate/gateway/rulestate"
 	"github.com/turngate/turngate/gateway/sessionctx"
@@ -61,6 +62,9 @@ func init() {
 type Options struct {
 	// Config is the validated configuration (limits, agents, tools, auth).
 	Config *config.Config
+	// NotifyRetryBase is the approval webhooks' first retry delay (zero:
+	// notify.DefaultRetryBase); tests shorten it.
+	NotifyRetryBase time.Duration
 	// Engine runs turns. Required.
 	Engine *engine.Engine
 	// Store persists sessions. Required.
@@ -129,6 +133,9 @@ type Server struct {
 	handler       http.Handler
 	tools         map[string]engine.Tool
 	mcp           *mcptool.Manager
+	// notify tells the approval webhooks of approval events; Shutdown
+	// stops it.
+	notify *notify.Notifier
 	// extensions run after the rules on every turn; Shutdown stops them.
 	extensions *extension.Set
 	// kill holds the kill switches (killswitch.go); stopKill stops their
@@ -222,6 +229,11 @@ func New(opts Options) (*Server, error) {
 	}
 	// Started last: a failed New leaves no extension worker or process.
 	s.extensions = extension.New(opts.Config.Extensions, extension.Options{Logger: s.log, Metrics: s.metrics})
+	s.notify = notify.New(notify.Options{Webhooks: opts.Config.ApprovalWebhooks, Logger: s.log, RetryBase: opts.NotifyRetryBase,
+		Report: func(r notify.Report) {
+			s.audit.Notification(&audit.Notification{Time: time.Now().UTC(), EventID: r.EventID, Event: r.Type, ApprovalID: r.ApprovalID,
+				Tenant: r.Tenant, URL: r.URL, Outcome: r.Outcome, Attempts: r.Attempts, Status: r.Status, Error: r.Error})
+		}})
 	s.baseCtx, s.baseCancel = context.WithCancel(context.Background())
 	s.subs = newSubmissions(s)
 	if relay, ok := s.store.(store.Relay); ok {
@@ -356,6 +368,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.pruning.Wait()
 	s.subs.wait()
 	s.extensions.Close(ctx)
+	_ = s.notify.Close(ctx)
 	if s.stopRep != nil {
 		s.stopRep()
 	}

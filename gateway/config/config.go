@@ -55,6 +55,9 @@ type Config struct {
 	// Extensions are outside programs subscribed to hooks, dispatched in
 	// this order after the rules (extensions.go).
 	Extensions []Extension `yaml:"extensions"`
+	// ApprovalWebhooks are told of approvals requested, decided and
+	// expired (notify.go).
+	ApprovalWebhooks []ApprovalWebhook `yaml:"approvalWebhooks"`
 	// Tracing exports OpenTelemetry traces (off by default).
 	Tracing Tracing `yaml:"tracing"`
 	// WebSocket configures the WebSocket chat endpoint (websocket.go).
@@ -587,6 +590,7 @@ func (c *Config) applyDefaults() {
 	l.MaxConnections = cmp.Or(l.MaxConnections, DefaultMaxConnections)
 	l.ApprovalExpiry = cmp.Or(l.ApprovalExpiry, DefaultApprovalExpiry)
 	c.applyExtensionDefaults()
+	c.applyWebhookDefaults()
 	c.applySessionDefaults()
 	l.Attachments.setDefaults(l.MaxBodyBytes)
 	c.WebSocket.applyDefaults(l.MaxBodyBytes)
@@ -726,6 +730,7 @@ func (c *Config) Validate() error {
 		"toolTimeout": l.ToolTimeout, "maxToolOutputBytes": l.MaxToolOutputBytes,
 	})
 	c.validateExtensions(add)
+	c.validateWebhooks(add)
 	c.Tracing.validate(func(err error) { errs = append(errs, err) })
 	l.Attachments.validate("limits.attachments", "limits.attachments", l.MaxBodyBytes, add)
 	c.check(add)
