@@ -337,3 +337,30 @@ func TestFixedTenant(t *testing.T) {
 		t.Fatalf("principal %+v", got)
 	}
 }
+
+// FuzzAuthenticate: any bearer credential is a principal or an *Error
+// (never a panic), and a refusal's message never holds the credential.
+func FuzzAuthenticate(f *testing.F) {
+	k := keys()
+	p := newIDP(f, k["rsa"], k["ed"])
+	a := newAuth(f, jwtConfig(p.srv.URL), &clock{t: now}, slog.New(slog.DiscardHandler))
+	for _, tok := range []string{
+		k["rsa"].sign(f, claims(nil)), k["ed"].sign(f, claims(map[string]any{"realm_access": "x"})),
+		unsigned(f, map[string]any{"alg": "none"}, claims(nil)), "a.b.c", "..", "e30.e30.",
+	} {
+		f.Add(tok)
+	}
+	f.Fuzz(func(t *testing.T, tok string) {
+		_, err := a.Authenticate(context.Background(), tok)
+		if err == nil {
+			return
+		}
+		var ie *identity.Error
+		if !errors.As(err, &ie) {
+			t.Fatalf("not an *identity.Error: %v", err)
+		}
+		if len(tok) > 16 && strings.Contains(ie.Message, tok) {
+			t.Fatalf("message %q holds the token", ie.Message)
+		}
+	})
+}
