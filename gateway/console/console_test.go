@@ -7,6 +7,9 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -376,4 +379,37 @@ func FuzzDecodeSignIn(f *testing.F) {
 			t.Fatalf("returned key %q with error %v", key, err)
 		}
 	})
+}
+
+// TestScriptsParse checks every embedded module with node --check, so a
+// syntax error cannot ship a console that stays at "Loading…". Node.js
+// is on every machine that runs the tests (tests/node needs it).
+func TestScriptsParse(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node --check needs Node.js: %v", err)
+	}
+	c := newTestConsole(fakeclock.New(time.Unix(1_800_000_000, 0)), 0)
+	dir := t.TempDir()
+	err = fs.WalkDir(c.static, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(name, ".js") {
+			return err
+		}
+		data, err := fs.ReadFile(c.static, name)
+		if err != nil {
+			return err
+		}
+		// .mjs: node parses it as a module, as the browser does.
+		file := filepath.Join(dir, strings.ReplaceAll(name, "/", "_")+".mjs")
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			return err
+		}
+		if out, err := exec.Command(node, "--check", file).CombinedOutput(); err != nil {
+			t.Errorf("%s does not parse: %v\n%s", name, err, out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -57,7 +57,7 @@ export async function renderOne(main, { arg }) {
   mount(main,
     h('h1', {}, 'Decision ', h('code', {}, d.id)),
     h('section', { class: 'card', id: 'summary' },
-      h('dl', { class: 'facts' },
+      h('dl', { class: 'facts' }, [
         ['Time', time(d.time)], ['Hook', d.hook], ['Tenant', d.tenant], ['Agent', d.agent], ['Session', h('code', {}, d.session)],
         ['Turn', d.turn ? h('a', { href: '#/turn/' + encodeURIComponent(d.turn), id: 'turn-link' }, d.turn) : '—'],
         ['Tool', d.tool || '—'], ['Outcome', outcome(d.outcome, d.shadowChanged)],
