@@ -73,8 +73,8 @@ type Relay interface {
 	// SweepWaiters deletes the expired places (of replicas that died).
 	SweepWaiters(ctx context.Context) (int, error)
 	// Listen calls f with each notification of any replica (ChannelStream,
-	// ChannelCancel, ChannelLease, ChannelFollow, ChannelKillSwitch) on a
-	// connection of its own, until ctx is done; it
+	// ChannelCancel, ChannelLease, ChannelFollow, ChannelKillSwitch,
+	// ChannelErased) on a connection of its own, until ctx is done; it
 	// returns the error that broke the connection, so the caller listens
 	// again (it may have missed notifications meanwhile).
 	Listen(ctx context.Context, ready func(), f func(Notification)) error
@@ -235,11 +235,15 @@ func (s *Postgres) Listen(ctx context.Context, ready func(), f func(Notification
 	}
 	// The connection ends with LISTEN state on it: it is not given back.
 	defer func() { _ = conn.Hijack().Close(context.Background()) }()
-	for _, ch := range []string{ChannelStream, ChannelCancel, ChannelLease, ChannelFollow, ChannelKillSwitch} {
+	for _, ch := range []string{ChannelStream, ChannelCancel, ChannelLease, ChannelFollow, ChannelKillSwitch, ChannelErased} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return fmt.Errorf("listening: %w", err)
 		}
 	}
+	// ChannelErased's notifications sent while no connection listened are
+	// lost: the cache starts empty with each, and empties when it breaks,
+	// so no transcript erased meanwhile outlives it here.
+	s.resetCache()
 	if ready != nil {
 		ready()
 	}
@@ -249,6 +253,7 @@ func (s *Postgres) Listen(ctx context.Context, ready func(), f func(Notification
 			if ctx.Err() != nil {
 				return nil
 			}
+			s.resetCache()
 			return fmt.Errorf("listening: %w", err)
 		}
 		var msg Notification
@@ -256,6 +261,18 @@ func (s *Postgres) Listen(ctx context.Context, ready func(), f func(Notification
 			continue
 		}
 		msg.Channel = n.Channel
+		if msg.Channel == ChannelErased && s.cache != nil {
+			// Another replica erased the session: its transcript leaves
+			// this cache too, not only at the next read's version check.
+			s.cache.invalidate(cacheKey{msg.Tenant, msg.SessionID})
+		}
 		f(msg)
+	}
+}
+
+// resetCache empties the transcript cache, if any.
+func (s *Postgres) resetCache() {
+	if s.cache != nil {
+		s.cache.reset()
 	}
 }

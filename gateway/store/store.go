@@ -243,6 +243,9 @@ type Store interface {
 	// (sessionmem.go).
 	SessionMemory
 
+	// SessionRecords lists, exports and erases whole sessions (erasure.go).
+	SessionRecords
+
 	// KillSwitches keeps the operators' kill switches (killswitch.go).
 	KillSwitches
 

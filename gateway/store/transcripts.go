@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/turngate/turngate/engine"
@@ -81,6 +82,9 @@ func (s *transcripts) transcript(ctx context.Context, tenant, sessionID string) 
 		// session is made under its lease, so none can have committed
 		// since.
 		v, err := s.leaseVersion(ctx, tenant, sessionID)
+		if errors.Is(err, ErrNotFound) {
+			c.invalidate(k) // erased by another process
+		}
 		if err != nil {
 			return nil, nil, err
 		}

@@ -313,3 +313,27 @@ func (w *wrapped) PruneState(ctx context.Context, t time.Time, limit int) (int, 
 		return w.st.PruneState(ctx, t, limit)
 	})
 }
+
+func (w *wrapped) ListSessions(ctx context.Context, tenant, agent, after string, limit int) ([]Session, error) {
+	return call1(w, ctx, "ListSessions", func(ctx context.Context) ([]Session, error) {
+		return w.st.ListSessions(ctx, tenant, agent, after, limit)
+	})
+}
+
+func (w *wrapped) IdleSessions(ctx context.Context, tenant, agent string, before time.Time, limit int) ([]Session, error) {
+	return call1(w, ctx, "IdleSessions", func(ctx context.Context) ([]Session, error) {
+		return w.st.IdleSessions(ctx, tenant, agent, before, limit)
+	})
+}
+
+func (w *wrapped) ExportSession(ctx context.Context, tenant, id string) (*SessionData, error) {
+	return call1(w, ctx, "ExportSession", func(ctx context.Context) (*SessionData, error) {
+		return w.st.ExportSession(ctx, tenant, id)
+	})
+}
+
+func (w *wrapped) EraseSession(ctx context.Context, tenant, id string, idleBefore time.Time) (*SessionData, error) {
+	return call1(w, ctx, "EraseSession", func(ctx context.Context) (*SessionData, error) {
+		return w.st.EraseSession(ctx, tenant, id, idleBefore)
+	})
+}
