@@ -58,6 +58,21 @@ func (s *sessionLocks) acquire(ctx context.Context, key string, bounded bool) (r
 	}
 }
 
+// tryAcquire takes key's lock if it is free and nobody waits for it, and
+// reports whether it did; release must then be called once.
+func (s *sessionLocks) tryAcquire(key string) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.locks[key] != nil {
+		return nil, false
+	}
+	l := &sessionLock{sem: make(chan struct{}, 1), users: 1}
+	l.sem <- struct{}{}
+	s.locks[key] = l
+	var once sync.Once
+	return func() { once.Do(func() { <-l.sem; s.leave(key, l) }) }, true
+}
+
 func (s *sessionLocks) leave(key string, l *sessionLock) {
 	s.mu.Lock()
 	l.users--

@@ -434,6 +434,10 @@ func (s *Server) routes() http.Handler {
 	v1.GET("/approvals", s.handle(s.listApprovals))
 	v1.POST("/approvals/:id", s.handle(s.decideApproval))
 	ag.DELETE("/sessions/:id/submissions", s.handle(s.dropSubmissions))
+	v1.GET("/agents", s.handle(s.listAgents))
+	ag.GET("/sessions", s.handle(s.listSessions))
+	ag.GET("/sessions/:id/export", s.handle(s.exportSession))
+	ag.DELETE("/sessions/:id", s.handle(s.deleteSession))
 
 	oai := r.Group("/v1", func(c *gin.Context) { c.Set(errorFormatKey, formatOpenAI) }, s.jsonBodies, s.authenticate)
 	oai.POST("/chat/completions", s.handle(s.chatCompletions))

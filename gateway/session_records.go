@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/turngate/turngate/gateway/audit"
+	"github.com/turngate/turngate/gateway/erasure"
+	"github.com/turngate/turngate/gateway/store"
+)
+
+// CodeTurnRunning refuses the erasure of a session whose turn is running
+// (on any replica): cancel it (POST …/cancel) and erase again.
+const CodeTurnRunning = "turn_running"
+
+// defaultSessionPage is the page size of GET …/sessions without limit.
+const defaultSessionPage = 100
+
+// listAgents serves GET /v1/agents: the agents the caller may use, which
+// are every tenant's.
+func (s *Server) listAgents(c *gin.Context) error {
+	type agentItem struct {
+		Name  string   `json:"name"`
+		Model string   `json:"model"`
+		Tools []string `json:"tools"`
+	}
+	out := []agentItem{}
+	for _, name := range slices.Sorted(maps.Keys(s.agents)) {
+		a := s.agents[name]
+		out = append(out, agentItem{Name: name, Model: a.model, Tools: append([]string{}, a.toolNames...)})
+	}
+	c.JSON(http.StatusOK, gin.H{"agents": out})
+	return nil
+}
+
+// listSessions serves GET /v1/agents/{agent}/sessions: the caller's
+// tenant's sessions of the agent, by id, a page at a time (limit, and
+// cursor: the nextCursor of the page before).
+func (s *Server) listSessions(c *gin.Context) error {
+	ag, err := s.agentOf(c)
+	if err != nil {
+		return err
+	}
+	limit := defaultSessionPage
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxListSessions {
+			return errBadRequest("limit must be a whole number from 1 to %d, not %q", store.MaxListSessions, v)
+		}
+		limit = n
+	}
+	after := c.Query("cursor")
+	if after != "" && !validID(after) {
+		return errBadRequest("cursor %q is not a session id (use the nextCursor of the page before)", after)
+	}
+	page, err := s.store.ListSessions(c.Request.Context(), principal(c).Tenant, ag.name, after, limit)
+	if err != nil {
+		return err
+	}
+	type sessionItem struct {
+		ID        string    `json:"id"`
+		CreatedAt time.Time `json:"createdAt"`
+		UpdatedAt time.Time `json:"updatedAt"`
+	}
+	items := make([]sessionItem, 0, len(page))
+	for _, p := range page {
+		items = append(items, sessionItem{p.ID, p.CreatedAt, p.UpdatedAt})
+	}
+	body := gin.H{"sessions": items}
+	if len(page) == limit {
+		body["nextCursor"] = page[len(page)-1].ID
+	}
+	c.JSON(http.StatusOK, body)
+	return nil
+}
+
+// exportSession serves GET …/sessions/{id}/export: one JSON document of
+// everything stored for the session.
+func (s *Server) exportSession(c *gin.Context) error {
+	_, id, err := s.ownedSession(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.store.ExportSession(c.Request.Context(), principal(c).Tenant, id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, erasure.NewDocument(d))
+	return nil
+}
+
+// deleteSession serves DELETE …/sessions/{id}: it erases everything
+// stored for the session and answers its audit tombstone. A session whose
+// turn runs, here or on another replica, is refused with 409
+// turn_running: the erasure takes the session's turn lock (without
+// waiting), so no turn starts while it runs either.
+func (s *Server) deleteSession(c *gin.Context) error {
+	_, id, err := s.ownedSession(c)
+	if err != nil {
+		return err
+	}
+	p := principal(c)
+	ctx := c.Request.Context()
+	release, err := s.holdIdle(ctx, p.Tenant, id)
+	if err != nil {
+		return err
+	}
+	defer release()
+	t, err := erasure.Erase(ctx, s.store, s.audit, time.Now().UTC(), erasure.Request{Tenant: p.Tenant, SessionID: id,
+		Reason: audit.ErasureRequested, By: p.Subject, ByTenant: p.Tenant, RequestID: requestID(c), Replica: s.cfg.Replica.ID})
+	if err != nil {
+		return err
+	}
+	s.log.Info("session erased", "tenant", p.Tenant, "session", id, "by", p.Subject)
+	c.JSON(http.StatusOK, t)
+	return nil
+}
+
+// errTurnRunning refuses to erase a session whose turn runs.
+var errTurnRunning = &apiError{Status: http.StatusConflict, Code: CodeTurnRunning,
+	Message: "a turn of this session is running; cancel it (POST …/cancel) and erase again", RetryAfter: time.Second}
+
+// holdIdle takes the tenant's session's turn lock if nobody holds it (on a
+// shared store, its lease), else fails with errTurnRunning.
+func (s *Server) holdIdle(ctx context.Context, tenant, id string) (release func(), err error) {
+	if s.rep != nil {
+		cfg := s.cfg.Replica
+		l, err := s.store.AcquireLease(ctx, tenant, id, cfg.ID, cfg.LeaseTTL)
+		if errors.Is(err, store.ErrLeaseHeld) {
+			return nil, errTurnRunning
+		}
+		if err != nil {
+			return nil, err
+		}
+		return func() { _ = s.store.ReleaseLease(context.WithoutCancel(ctx), l) }, nil
+	}
+	release, ok := s.locks.tryAcquire(sessionKey(tenant, id))
+	if !ok {
+		return nil, errTurnRunning
+	}
+	return release, nil
+}
