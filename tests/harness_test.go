@@ -73,6 +73,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "tests: building turngate: %v\n%s", err, out)
 		return 1
 	}
+	defer closeBrowser()
 	return m.Run()
 }
 

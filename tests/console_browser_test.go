@@ -1,0 +1,279 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The console's keys (testdata/console/turngate.yaml).
+const (
+	consoleAdmin  = "acme-admin-5d0c2f8e7b1a4c69a3e2d7f0b9c8e1a4"
+	consoleOlga   = "acme-olga-9f3b7e2a6c1d4e58b0a7c3d2e9f1b6a5"
+	consoleAlice  = "acme-alice-2e7d9c1b5a3f4e60b8d2c7a1f9e3b5d4"
+	consoleGlobex = "globex-admin-7a1e3c5b9d2f4a68c0e4b2d6f8a1c3e5"
+)
+
+// screenshotsEnv, set to 1, makes the browser tests write each view's
+// screenshot into docs/console/ (go test ./tests -run TestConsoleInBrowser
+// with TURNGATE_CONSOLE_SCREENSHOTS=1).
+const screenshotsEnv = "TURNGATE_CONSOLE_SCREENSHOTS"
+
+// browser is the one headless Chromium of the package's browser tests;
+// each test gets a fresh browser context (its own cookies) in it.
+var browser struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+// closeBrowser ends the browser, if one was started (TestMain).
+func closeBrowser() {
+	if browser.cancel != nil {
+		browser.cancel()
+	}
+}
+
+// newBrowserContext returns a new browser context: a private window with
+// its own cookies, closed when the test ends. A missing Chromium fails the
+// test: .ci/run installs it, so CI never skips these tests.
+func newBrowserContext(t *testing.T) context.Context {
+	t.Helper()
+	browser.once.Do(func() {
+		path, err := exec.LookPath("chromium")
+		if err != nil {
+			browser.err = fmt.Errorf("the console's browser tests need Chromium (apt-get install chromium; .ci/run installs it): %w", err)
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
+		actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+		bctx, bcancel := chromedp.NewContext(actx)
+		if err := chromedp.Do(bctx); err != nil {
+			bcancel()
+			acancel()
+			browser.err = fmt.Errorf("starting %s: %w", path, err)
+			return
+		}
+		browser.ctx, browser.cancel = bctx, func() { bcancel(); acancel() }
+	})
+	if browser.err != nil {
+		t.Fatal(browser.err)
+	}
+	ctx, cancel := chromedp.NewContext(browser.ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	// The first action opens the tab, which lives as long as that call's
+	// context: only later ones get the deadline.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("opening a browser window: %v", err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(ctx, pollTimeout)
+	t.Cleanup(cancelTimeout)
+	return ctx
+}
+
+// run runs browser actions, failing the test with what.
+func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// value runs one browser action that returns a value.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// signInAs opens the console of g and signs in with key.
+func signInAs(t *testing.T, ctx context.Context, g *gateway, key string) {
+	t.Helper()
+	run(t, ctx, "signing in",
+		chromedp.Navigate(g.URL+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS(`#key`)),
+		chromedp.SendKeys(chromedp.CSS(`#key`), key),
+		chromedp.Click(chromedp.CSS(`#signin button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#principal`)))
+}
+
+// view opens the console's hash route and waits until the view has
+// rendered.
+func view(t *testing.T, ctx context.Context, g *gateway, route, name string) {
+	t.Helper()
+	run(t, ctx, "opening "+route,
+		chromedp.Navigate(g.URL+"/console/#/"+route),
+		chromedp.WaitVisible(chromedp.CSS(`main[data-ready="`+name+`"]`)))
+}
+
+// text returns the text of the element sel.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	return value(t, ctx, "reading "+sel, chromedp.Text(chromedp.CSS(sel)))
+}
+
+// screenshot writes the page to docs/console/NAME.png when screenshotsEnv
+// is set.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if os.Getenv(screenshotsEnv) != "1" {
+		return
+	}
+	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	dir := filepath.Join(repoRoot, "docs", "console")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConsoleInBrowser drives the console in headless Chromium against the
+// real gateway: sign-in, the overview, an approver approving a held tool
+// call with the button (the turn resumes and the tool runs), the
+// playground's live verdict, and tenant isolation.
+func TestConsoleInBrowser(t *testing.T) {
+	g := startGateway(t, gatewayOptions{Config: "turngate.yaml", Dir: fixture(t, "console")})
+
+	t.Run("a wrong key is refused", func(t *testing.T) {
+		ctx := newBrowserContext(t)
+		run(t, ctx, "signing in with a wrong key",
+			chromedp.Navigate(g.URL+"/console/"),
+			chromedp.WaitVisible(chromedp.CSS(`#key`)),
+			chromedp.SendKeys(chromedp.CSS(`#key`), "not-a-key"),
+			chromedp.Click(chromedp.CSS(`#signin button[type=submit]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#signin-error .error`)))
+		if got := text(t, ctx, `#signin-error`); !strings.Contains(got, "invalid API key") {
+			t.Errorf("sign-in error %q", got)
+		}
+		screenshot(t, ctx, "sign-in")
+	})
+
+	t.Run("overview", func(t *testing.T) {
+		ctx := newBrowserContext(t)
+		signInAs(t, ctx, g, consoleAdmin)
+		view(t, ctx, g, "overview", "overview")
+		var st struct {
+			Revision string `json:"revision"`
+		}
+		g.as(consoleAdmin).json("GET", "/v1/admin/rules", nil, 200, &st)
+		if got := text(t, ctx, `#revision-id`); got != st.Revision {
+			t.Errorf("the overview shows revision %q, the API %q", got, st.Revision)
+		}
+		if got := text(t, ctx, `#files`); !strings.Contains(got, "tools.rego") {
+			t.Errorf("rule files %q", got)
+		}
+		if got := text(t, ctx, `#principal`); !strings.Contains(got, "sam · tenant acme") {
+			t.Errorf("principal %q", got)
+		}
+		screenshot(t, ctx, "overview")
+	})
+
+	t.Run("an approver approves with the button and the tool runs", func(t *testing.T) {
+		alice := g.as(consoleAlice)
+		session := fmt.Sprintf("console-%d", time.Now().UnixNano())
+		s := alice.chat("files", userChat(session, "u1", "delete /prod/db", nil))
+		if !strings.Contains(s.String(), "tool-approval-request") {
+			t.Fatalf("no approval asked:\n%s", s)
+		}
+		ctx := newBrowserContext(t)
+		signInAs(t, ctx, g, consoleOlga)
+		view(t, ctx, g, "approvals", "approvals")
+		navLinks := value(t, ctx, "counting views", chromedp.Evaluate[int](`document.querySelectorAll('#nav a').length`))
+		if navLinks != 1 {
+			t.Errorf("an approver sees %d views, want Approvals only", navLinks)
+		}
+		card := `#pending article.approval`
+		if got := text(t, ctx, card); !strings.Contains(got, "deletes a production file") || !strings.Contains(got, "/prod/db") {
+			t.Fatalf("pending approval card %q", got)
+		}
+		screenshot(t, ctx, "approvals")
+		run(t, ctx, "approving",
+			chromedp.SendKeys(chromedp.CSS(card+` textarea.reason`), "checked with the DBA"),
+			chromedp.Click(chromedp.CSS(card+` button.approve`)),
+			chromedp.WaitVisible(chromedp.CSS(`#no-pending`)))
+		if got := text(t, ctx, `#history`); !strings.Contains(got, "approved") || !strings.Contains(got, "olga") || !strings.Contains(got, "checked with the DBA") {
+			t.Errorf("history %q", got)
+		}
+		poll(t, "the approved delete to run", func() error {
+			var h struct {
+				Messages []uiMessage `json:"messages"`
+			}
+			alice.json("GET", "/v1/agents/files/sessions/"+session+"/messages", nil, 200, &h)
+			for _, m := range h.Messages {
+				for _, p := range m.Parts {
+					if p.Type == "tool-delete" && p.State == "output-available" && strings.Contains(string(p.Output), "/prod/db") {
+						return nil
+					}
+				}
+			}
+			data, _ := json.Marshal(h.Messages)
+			return fmt.Errorf("transcript %s", data)
+		})
+	})
+
+	t.Run("the playground shows the live verdict", func(t *testing.T) {
+		ctx := newBrowserContext(t)
+		signInAs(t, ctx, g, consoleAdmin)
+		view(t, ctx, g, "playground", "playground")
+		input := `{"type":"tool-call","toolCallId":"c1","toolName":"delete","input":{"path":"/etc/passwd"},` +
+			`"tool":{"name":"delete","kind":"builtin"},"agent":"files","sessionId":"s1","principal":{"tenant":"acme","subject":"alice","roles":[]}}`
+		run(t, ctx, "evaluating",
+			chromedp.SetValue(chromedp.CSS(`#input`), input),
+			chromedp.Click(chromedp.CSS(`#evaluate`)),
+			chromedp.WaitVisible(chromedp.CSS(`#results[data-done="true"]`)))
+		outcome := value(t, ctx, "reading the outcome", chromedp.AttributeValue(chromedp.CSS(`#live`), "data-outcome")).Value
+		if got := text(t, ctx, `#live`); outcome != "matched" || !strings.Contains(got, `"action": "block"`) {
+			t.Errorf("live outcome %q, want a matched block; results %q", outcome, got)
+		}
+		if got := text(t, ctx, `#live`); !strings.Contains(got, "no deletes under /etc") {
+			t.Errorf("live result %q lacks the block reason", got)
+		}
+		screenshot(t, ctx, "playground")
+	})
+
+	t.Run("another tenant's admin sees none of acme's approvals", func(t *testing.T) {
+		alice := g.as(consoleAlice)
+		session := fmt.Sprintf("console-t-%d", time.Now().UnixNano())
+		alice.chat("files", userChat(session, "u1", "delete /prod/logs", nil))
+		ctx := newBrowserContext(t)
+		signInAs(t, ctx, g, consoleGlobex)
+		view(t, ctx, g, "approvals", "approvals")
+		if got := text(t, ctx, `main`); strings.Contains(got, "/prod/logs") || strings.Contains(got, session) {
+			t.Errorf("globex's console shows acme's approval: %q", got)
+		}
+		if got := text(t, ctx, `#principal`); !strings.Contains(got, "tenant globex") {
+			t.Errorf("principal %q", got)
+		}
+	})
+
+	t.Run("sign-out ends the session", func(t *testing.T) {
+		ctx := newBrowserContext(t)
+		signInAs(t, ctx, g, consoleAdmin)
+		view(t, ctx, g, "overview", "overview")
+		run(t, ctx, "signing out",
+			chromedp.Click(chromedp.CSS(`#signout`)),
+			chromedp.WaitVisible(chromedp.CSS(`#key`)),
+			chromedp.Navigate(g.URL+"/console/#/overview"),
+			chromedp.WaitVisible(chromedp.CSS(`#key`)))
+		status := value(t, ctx, "fetching the admin API after sign-out",
+			chromedp.Evaluate[int](`fetch('/v1/admin/rules').then(r => r.status)`, chromedp.EvalAwaitPromise))
+		if status != 401 {
+			t.Errorf("after sign-out the admin API answers %d", status)
+		}
+	})
+}
