@@ -460,17 +460,23 @@ func newApprovalResponse(a *store.Approval) approvalResponse {
 	return r
 }
 
+// approvalsDecided is the state filter of the approvals history: approved,
+// denied and expired alike.
+const approvalsDecided = "decided"
+
 // listApprovals serves GET /v1/approvals?state=pending&sessionId=…: the
 // tenant's approvals the caller may decide (it holds one of their approver
-// roles), oldest first. state defaults to pending; "all" lists every state.
+// roles), oldest first. state defaults to pending; "decided" lists the
+// approved, denied and expired ones (the history), "all" every state.
 func (s *Server) listApprovals(c *gin.Context) error {
 	f := store.ApprovalFilter{State: c.DefaultQuery("state", store.ApprovalPending), SessionID: c.Query("sessionId")}
+	decided := f.State == approvalsDecided
 	switch f.State {
 	case store.ApprovalPending, store.ApprovalApproved, store.ApprovalDenied, store.ApprovalExpired:
-	case "all":
+	case "all", approvalsDecided:
 		f.State = ""
 	default:
-		return errField("state", "must be pending, approved, denied, expired or all, not %q", f.State)
+		return errField("state", "must be pending, approved, denied, expired, decided or all, not %q", f.State)
 	}
 	if f.SessionID != "" && !validID(f.SessionID) {
 		return errField("sessionId", "is not a valid session id")
@@ -482,6 +488,9 @@ func (s *Server) listApprovals(c *gin.Context) error {
 	}
 	out := []approvalResponse{}
 	for i := range list {
+		if decided && list[i].State == store.ApprovalPending {
+			continue
+		}
 		if len(list[i].Approvers) > 0 && mayDecide(p, &list[i]) == "" {
 			out = append(out, newApprovalResponse(&list[i]))
 		}

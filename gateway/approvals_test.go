@@ -339,6 +339,16 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 	if p := toolPart(t, last); p.Approval.Reason != "no" {
 		t.Errorf("part %+v", p)
 	}
+	// The history: decided lists it, pending no longer.
+	id := list.Approvals[0].ID
+	g.doJSON("GET", "/v1/approvals?state=decided", nil, http.StatusOK, &list, bearer(opsKey)...)
+	if len(list.Approvals) != 1 || list.Approvals[0].ID != id || list.Approvals[0].State != store.ApprovalDenied || list.Approvals[0].Reason != "no" {
+		t.Errorf("state=decided lists %+v, want the denied %s", list.Approvals, id)
+	}
+	g.doJSON("GET", "/v1/approvals?state=pending", nil, http.StatusOK, &list, bearer(opsKey)...)
+	if len(list.Approvals) != 0 {
+		t.Errorf("state=pending still lists %+v", list.Approvals)
+	}
 }
 
 // The last approval of a message decided through the API while an expiry
