@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/decisions"
+	"github.com/turngate/turngate/policy"
 )
 
 // newDecisionWriter makes the writer that copies the audit log's hook
@@ -92,6 +94,77 @@ func paramError(err error) error {
 		ae := errBadRequest("query parameter %s: %s", pe.Param, pe.Message)
 		ae.QueryParam = pe.Param
 		return ae
+	}
+	return err
+}
+
+// replayRequest is the body of POST /v1/admin/replay.
+type replayRequest struct {
+	Candidate *struct {
+		Files map[string]string `json:"files"`
+	} `json:"candidate"`
+	Since *time.Time `json:"since"`
+	Until *time.Time `json:"until"`
+	Limit int        `json:"limit"`
+}
+
+// replayDecisions serves POST /v1/admin/replay: the stored decision
+// records of [since, until) (at most limit, the caller's tenant only for
+// a tenant admin) replayed against a candidate built from the posted
+// files, reported as `turngate replay --format json` reports an audit
+// log, each example naming its record's id.
+func (s *Server) replayDecisions(c *gin.Context) error {
+	data, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req replayRequest
+	if err := decodeStrictJSON(data, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.Candidate == nil:
+		return errField("candidate", "is required: {\"files\": {\"name.rego\": \"…\"}}")
+	case req.Since == nil:
+		return errField("since", "is required: the RFC 3339 time the replayed records start at")
+	case req.Limit < 0 || req.Limit > decisions.MaxReplayRecords:
+		return errField("limit", "must be from 1 to %d (default %d)", decisions.MaxReplayRecords, decisions.DefaultReplay)
+	}
+	q := &decisions.Query{}
+	q.Since = *req.Since
+	if req.Until != nil {
+		if !req.Until.After(*req.Since) {
+			return errField("until", "must be after since")
+		}
+		q.Until = *req.Until
+	}
+	if scope := decisionScope(principal(c)); !scope.AllTenants {
+		q.Tenant = scope.Tenant
+	}
+	rev, err := decisions.Candidate(req.Candidate.Files)
+	if err != nil {
+		return candidateError(err)
+	}
+	rep, err := decisions.Replay(c.Request.Context(), s.store, rev, q, cmp.Or(req.Limit, decisions.DefaultReplay))
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, rep)
+	return nil
+}
+
+// candidateError maps a candidate's refusal to a 400: its positioned
+// diagnostics, or the field that is wrong.
+func candidateError(err error) error {
+	var errs policy.Errors
+	if errors.As(err, &errs) {
+		ae := errorf(http.StatusBadRequest, CodeRulesInvalid, "the candidate rules were rejected (they do not compile or their tests fail)")
+		ae.Details = errs
+		return ae
+	}
+	var pe *decisions.ParamError
+	if errors.As(err, &pe) {
+		return errField(pe.Param, "%s", pe.Message)
 	}
 	return err
 }

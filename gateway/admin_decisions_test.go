@@ -286,3 +286,56 @@ func TestDecisionsStoreOutage(t *testing.T) {
 		t.Errorf("after the outage the store has %d records of the turn, the JSONL log %d", len(got.Decisions), inLog)
 	}
 }
+
+// TestDecisionsReplay: the stored records replayed against a candidate
+// posted as files: the candidate that allows delete turns the recorded
+// block into allow-to-block's opposite, with the record's id; a broken
+// candidate is a 400 with positioned errors; hostile bodies are refused.
+func TestDecisionsReplay(t *testing.T) {
+	cfg := testConfig(t, "basic")
+	decisionKeys(cfg)
+	cfg.Audit.Sink = config.SinkStdout // the records carry their input
+	g := startGateway(t, cfg, Options{})
+	since := time.Now().Add(-time.Minute).UTC()
+	runTurn(t, g.as(dkAcmeUser), "s1", "delete /tmp/x")
+	storedDecisions(t, g)
+	blocked := list(t, g.as(dkAcmeAdmin), "hook=beforeToolCall&action=block").Decisions
+	if len(blocked) != 1 {
+		t.Fatalf("blocked: %+v", blocked)
+	}
+	allowAll := map[string]any{"files": map[string]string{"tools.rego": "package turngate.tool_call\n"}}
+	var rep struct {
+		Replayed int `json:"replayed"`
+		Changed  int `json:"changed"`
+		Changes  []struct {
+			Kind     string `json:"kind"`
+			Examples []struct {
+				ID string `json:"id"`
+			} `json:"examples"`
+		} `json:"changes"`
+	}
+	g.as(dkAcmeAdmin).doJSON("POST", "/v1/admin/replay", map[string]any{"candidate": allowAll, "since": since}, http.StatusOK, &rep)
+	if rep.Changed != 1 || len(rep.Changes) != 1 || rep.Changes[0].Kind != "block-to-allow" || rep.Changes[0].Examples[0].ID != blocked[0].ID {
+		t.Errorf("replay: %+v, want one block-to-allow naming %s", rep, blocked[0].ID)
+	}
+	// Another tenant's admin replays none of acme's records.
+	g.as(dkGlobexAdm).doJSON("POST", "/v1/admin/replay", map[string]any{"candidate": allowAll, "since": since}, http.StatusOK, &rep)
+	if rep.Replayed != 0 {
+		t.Errorf("globex's admin replayed %d of acme's records", rep.Replayed)
+	}
+	for name, body := range map[string]any{
+		"broken rules":   map[string]any{"candidate": map[string]any{"files": map[string]string{"tools.rego": "package turngate.tool_call\nblock contains x if {"}}, "since": since},
+		"a path":         map[string]any{"candidate": map[string]any{"files": map[string]string{"../x.rego": "package a"}}, "since": since},
+		"no files":       map[string]any{"candidate": map[string]any{"files": map[string]string{}}, "since": since},
+		"no since":       map[string]any{"candidate": allowAll},
+		"limit too big":  map[string]any{"candidate": allowAll, "since": since, "limit": decisions.MaxReplayRecords + 1},
+		"unknown field":  map[string]any{"candidate": allowAll, "since": since, "limt": 5},
+		"until <= since": map[string]any{"candidate": allowAll, "since": since, "until": since},
+	} {
+		resp := g.as(dkAcmeAdmin).do("POST", "/v1/admin/replay", body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", name, resp.StatusCode)
+		}
+	}
+}

@@ -455,6 +455,7 @@ func (s *Server) routes() http.Handler {
 	admin.DELETE("/killswitch/:id", s.handle(s.liftKillSwitch))
 	admin.GET("/decisions", s.handle(s.listDecisions))
 	admin.GET("/decisions/:id", s.handle(s.getDecision))
+	admin.POST("/replay", s.handle(s.replayDecisions))
 
 	if s.cfg.Debug.Pprof {
 		routePprof(r.Group("/debug/pprof", s.authenticate, s.requireAdmin))
