@@ -88,4 +88,3 @@ func Replay(ctx context.Context, st store.Decisions, rev *ruleset.Revision, q *Q
 	}
 	return r.Report(nil), nil
 }
-
