@@ -170,6 +170,12 @@ func (s *Server) answerPlan(ctx context.Context, sent engine.UIMessage, tx *tran
 		s.auditIgnored(ignored, tx.principal.Subject)
 	}
 	p, err := s.decidedPlan(ctx, tx, stored)
+	// An answer that could not count (a principal who may not decide, an
+	// approval that does not exist) is told so; a repeat of an answer
+	// already applied (a client's retry) is not an error.
+	if err == nil && p.skip && ignored != nil && !strings.HasPrefix(ignored.why, approvalAlready) {
+		p.skipError = "approval answer ignored: " + ignored.why
+	}
 	if err != nil || p.skip || !slices.ContainsFunc(stored.Parts, func(p engine.UIPart) bool {
 		return p.IsTool() && p.State == engine.ToolStateInputAvailable
 	}) {
@@ -223,6 +229,10 @@ func (s *Server) auditIgnored(ig *ignoredAnswer, by string) {
 	}
 }
 
+// approvalAlready starts the reason of an answer to an approval decided
+// already.
+const approvalAlready = "the approval is already "
+
 // answer applies one approval-responded part from the chat client. An
 // answer that does not count is returned with why, for auditIgnored.
 func (s *Server) answer(ctx context.Context, tx *transcript, rows map[string]*store.Approval, p engine.UIPart) (*store.Approval, string) {
@@ -235,7 +245,7 @@ func (s *Server) answer(ctx context.Context, tx *transcript, rows map[string]*st
 		return &store.Approval{ID: p.Approval.ID, Tenant: tx.tenant, SessionID: tx.session, ToolCallID: p.ToolCallID,
 			ToolName: s.metrics.ToolLabel(p.ToolPartName())}, "no such approval is pending for this tool call of this session"
 	case a.State != store.ApprovalPending:
-		return a, "the approval is already " + a.State
+		return a, approvalAlready + a.State
 	}
 	if why := mayDecide(tx.principal, a); why != "" {
 		return a, why

@@ -174,8 +174,9 @@ func TestApprovalForgedAnswersIgnored(t *testing.T) {
 		"no approval part": answerBody("forge-a", m, "", true, ""),
 	} {
 		resp := readUIStream(t, g.do("POST", "/v1/agents/demo/chat", body))
-		if got := types(resp); !slices.Equal(got, []string{"start", "finish"}) || resp[1].str("finishReason") != "interrupted" {
-			t.Errorf("%s: answered %q", name, got)
+		if got := types(resp); !slices.Equal(got, []string{"start", "error", "finish"}) || resp[2].str("finishReason") != "interrupted" ||
+			!strings.HasPrefix(resp[1].str("errorText"), "approval answer ignored: no such approval is pending") {
+			t.Errorf("%s: answered %q %v, want an error chunk saying the answer was ignored", name, got, resp)
 		}
 	}
 	for _, s := range []string{"default"} {
@@ -216,9 +217,11 @@ func TestApprovalByRoleViaAPI(t *testing.T) {
 		t.Errorf("reason %q", req.str("reason"))
 	}
 	// The chat user's own approval is ignored.
+	// It is told so in an error chunk, not left to believe it counted.
 	resp := readUIStream(t, g.do("POST", "/v1/agents/demo/chat", answerBody("role", m, id, true, "me"), bearer(userKey)...))
-	if got := types(resp); !slices.Equal(got, []string{"start", "finish"}) {
-		t.Errorf("chat user's answer ran %q", got)
+	if got := types(resp); !slices.Equal(got, []string{"start", "error", "finish"}) ||
+		!strings.Contains(resp[1].str("errorText"), "holds none of the approver roles role:ops") {
+		t.Errorf("chat user's answer ran %q %v, want an error chunk naming the roles", got, resp)
 	}
 	if !strings.Contains(g.audit.String(), "holds none of the approver roles role:ops") {
 		t.Error("the chat user's answer was not recorded as ignored")

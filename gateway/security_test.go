@@ -199,8 +199,8 @@ func TestForgedApprovalAnswersRecordOnce(t *testing.T) {
 	}
 	msgs[1].(map[string]any)["parts"] = parts
 	resp := readUIStream(t, g.do("POST", "/v1/agents/demo/chat", body))
-	if got := types(resp); !slices.Equal(got, []string{"start", "finish"}) {
-		t.Errorf("forged answers ran %q", got)
+	if got := types(resp); !slices.Equal(got, []string{"start", "error", "finish"}) {
+		t.Errorf("forged answers ran %q, want an error chunk and no turn", got)
 	}
 	audit := g.audit.String()
 	if n := strings.Count(audit, `"outcome":"ignored"`); n != 1 || !strings.Contains(audit, `"alsoIgnored":2000`) {
@@ -237,8 +237,8 @@ func TestSelfApprovalRefused(t *testing.T) {
 		t.Errorf("the requester is offered its own approval: %+v", list.Approvals)
 	}
 	resp := readUIStream(t, g.do("POST", "/v1/agents/demo/chat", answerBody("self", m, id, true, "mine"), bearer(opsKey)...))
-	if got := types(resp); !slices.Equal(got, []string{"start", "finish"}) {
-		t.Errorf("the requester's chat answer ran %q", got)
+	if got := types(resp); !slices.Equal(got, []string{"start", "error", "finish"}) {
+		t.Errorf("the requester's chat answer ran %q, want an error chunk and no turn", got)
 	}
 	var refusal struct{ Message string }
 	g.doJSON("POST", "/v1/approvals/"+id, map[string]any{"approved": true}, http.StatusForbidden, &refusal, bearer(opsKey)...)

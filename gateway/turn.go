@@ -78,6 +78,11 @@ type plan struct {
 	skip bool
 	// skipMessageID is the message id the skipped response names.
 	skipMessageID string
+	// skipError, when set, is an error chunk's text before the skipped
+	// response's finish: why the request changed nothing (an approval
+	// answer the gateway ignored), so the client is not left to believe
+	// it counted.
+	skipError string
 	continuation  bool
 	// messageID is the assistant message id (the continued one on
 	// continuations).
@@ -223,7 +228,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	t := &turn{requestID: in.requestID, key: key, done: make(chan struct{}), cancel: func() {}}
 	if p.skip {
 		t.buf = uistream.NewBuffer()
-		for _, ev := range guardEvents(p.skipMessageID) {
+		for _, ev := range guardEvents(p.skipMessageID, p.skipError) {
 			frame, _ := uistream.EventFrame(ev)
 			t.buf.Append(frame)
 		}
@@ -297,11 +302,12 @@ func (s *Server) session(ctx context.Context, in *turnInput) (*store.Session, []
 // assistant message (so the client does not add one) and a finish with
 // finishReason "interrupted", the one reason that stops useChat's
 // sendAutomaticallyWhen from resubmitting (protocols.md A.8, A.11).
-func guardEvents(messageID string) []engine.Event {
-	return []engine.Event{
-		{Type: engine.EventStart, MessageID: messageID},
-		{Type: engine.EventFinish, FinishReason: engine.FinishInterrupted},
+func guardEvents(messageID, errorText string) []engine.Event {
+	evs := []engine.Event{{Type: engine.EventStart, MessageID: messageID}}
+	if errorText != "" {
+		evs = append(evs, engine.Event{Type: engine.EventError, ErrorText: errorText})
 	}
+	return append(evs, engine.Event{Type: engine.EventFinish, FinishReason: engine.FinishInterrupted})
 }
 
 func encodeBody(body map[string]any) json.RawMessage {
