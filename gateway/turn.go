@@ -82,8 +82,8 @@ type plan struct {
 	// response's finish: why the request changed nothing (an approval
 	// answer the gateway ignored), so the client is not left to believe
 	// it counted.
-	skipError string
-	continuation  bool
+	skipError    string
+	continuation bool
 	// messageID is the assistant message id (the continued one on
 	// continuations).
 	messageID string
