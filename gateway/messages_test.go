@@ -61,7 +61,7 @@ func TestAnthropicMessages(t *testing.T) {
 	g := newTestGateway(t, "basic")
 	var out antMessage
 	g.doJSON("POST", "/v1/messages", map[string]any{"model": "demo", "max_tokens": 1024,
-		"system": []any{map[string]any{"type": "text", "text": "Be brief."}},
+		"system":   []any{map[string]any{"type": "text", "text": "Be brief."}},
 		"messages": []any{userText("weather in Paris")}}, http.StatusOK, &out, "anthropic-version", "2023-06-01")
 	if out.Type != "message" || out.Role != "assistant" || out.Model != "demo" || !strings.HasPrefix(out.ID, "msg_") ||
 		out.StopReason != "end_turn" || !strings.Contains(out.text(), "Here is the weather") || out.Usage.OutputTokens == 0 {
