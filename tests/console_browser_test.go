@@ -261,6 +261,46 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("a blocked call is found by tool and action and its record shows the rule", func(t *testing.T) {
+		session := fmt.Sprintf("console-b-%d", time.Now().UnixNano())
+		g.as(consoleAlice).chat("files", userChat(session, "u1", "delete /etc/passwd", nil))
+		var id string
+		poll(t, "the blocked call's decision to be stored", func() error {
+			var list struct {
+				Decisions []struct {
+					ID string `json:"id"`
+				} `json:"decisions"`
+			}
+			g.as(consoleAdmin).json("GET", "/v1/admin/decisions?session="+session+"&tool=delete&action=block&hook=beforeToolCall", nil, 200, &list)
+			if len(list.Decisions) != 1 {
+				return fmt.Errorf("%d decisions", len(list.Decisions))
+			}
+			id = list.Decisions[0].ID
+			return nil
+		})
+		ctx := newBrowserContext(t)
+		signInAs(t, ctx, g, consoleAdmin)
+		view(t, ctx, g, "decisions?tool=delete&action=block&hook=beforeToolCall&session="+session, "decisions")
+		if got := text(t, ctx, `#list`); !strings.Contains(got, "no deletes under /etc") {
+			t.Errorf("the list %q lacks the rule", got)
+		}
+		screenshot(t, ctx, "decisions")
+		run(t, ctx, "opening the record",
+			chromedp.Click(chromedp.CSS(`tr.decision a.open`)),
+			chromedp.WaitVisible(chromedp.CSS(`main[data-ready="decision"]`)))
+		if got := text(t, ctx, `#summary`); !strings.Contains(got, "no deletes under /etc") || !strings.Contains(got, id) && !strings.Contains(text(t, ctx, "h1"), id) {
+			t.Errorf("the record %q lacks the rule", got)
+		}
+		screenshot(t, ctx, "decision")
+
+		other := newBrowserContext(t)
+		signInAs(t, other, g, consoleGlobex)
+		view(t, other, g, "decision/"+id, "decision")
+		if got := text(t, other, `main`); !strings.Contains(got, "not_found") || strings.Contains(got, "/etc/passwd") {
+			t.Errorf("globex's admin sees acme's decision: %q", got)
+		}
+	})
+
 	t.Run("sign-out ends the session", func(t *testing.T) {
 		ctx := newBrowserContext(t)
 		signInAs(t, ctx, g, consoleAdmin)

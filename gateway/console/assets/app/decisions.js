@@ -10,7 +10,7 @@ import { table } from './overview.js';
 const filters = [
   ['since', 'Since (RFC 3339)'], ['until', 'Until'], ['tenant', 'Tenant'], ['agent', 'Agent'], ['session', 'Session'],
   ['turn', 'Turn (request id)'], ['tool', 'Tool'], ['hook', 'Hook', ['', 'beforeTurn', 'beforeStep', 'beforeToolCall', 'toolResult']],
-  ['outcome', 'Outcome'], ['rule', 'Rule fired'], ['revision', 'Revision'], ['shadowChanged', 'Shadow changed', ['', 'true', 'false']],
+  ['outcome', 'Outcome'], ['action', 'Action'], ['rule', 'Rule fired'], ['revision', 'Revision'], ['shadowChanged', 'Shadow changed', ['', 'true', 'false']],
   ['limit', 'Page size'],
 ];
 
@@ -36,7 +36,7 @@ export async function render(main, { params }) {
   mount(list,
     ds.length ? table(['Time', 'Hook', 'Agent', 'Session', 'Tool', 'Outcome', 'Rules fired', ''], ds.map(d => [
       time(d.time), d.hook, d.agent, h('code', {}, d.session), d.tool ? h('code', {}, d.tool) : '',
-      outcome(d.outcome, d.shadowChanged), (d.rulesFired || []).map(r => h('code', { class: 'rule' }, r)),
+      outcome(d.action || d.outcome, d.shadowChanged), (d.rulesFired || []).map(r => h('code', { class: 'rule' }, r)),
       h('a', { href: '#/decision/' + encodeURIComponent(d.id), class: 'open' }, 'record')]),
     (i) => ({ class: 'decision', dataset: { id: ds[i].id, outcome: ds[i].outcome } }))
       : h('p', { class: 'muted', id: 'no-decisions' }, 'No decision matches.'),
@@ -60,7 +60,7 @@ export async function renderOne(main, { arg }) {
       h('dl', { class: 'facts' }, [
         ['Time', time(d.time)], ['Hook', d.hook], ['Tenant', d.tenant], ['Agent', d.agent], ['Session', h('code', {}, d.session)],
         ['Turn', d.turn ? h('a', { href: '#/turn/' + encodeURIComponent(d.turn), id: 'turn-link' }, d.turn) : '—'],
-        ['Tool', d.tool || '—'], ['Outcome', outcome(d.outcome, d.shadowChanged)],
+        ['Tool', d.tool || '—'], ['Outcome', [d.outcome, ' ', outcome(d.action || d.outcome, d.shadowChanged)]],
         ['Rules fired', (d.rulesFired || []).length ? (d.rulesFired).map(r => h('code', { class: 'rule' }, r)) : 'none'],
         ['Revision', h('code', {}, d.revision)],
       ].map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
