@@ -84,6 +84,9 @@ func transactions(stmts []tracedStatement) int {
 // chunks the turn streams or with how long it streams: no statement per
 // chunk, nor per relay interval.
 func TestTurnStatements(t *testing.T) {
+	// A turn without tool calls records beforeTurn, beforeStep,
+	// onStepFinish and onChatResponse.
+	const maxHookRecords = 4
 	var log statementLog
 	cfg := testConfig(t, "empty")
 	onPostgres(t)(cfg)
@@ -135,14 +138,27 @@ func TestTurnStatements(t *testing.T) {
 			if deltas < tt.minChunks {
 				t.Fatalf("the turn streamed %d text deltas, want at least %d", deltas, tt.minChunks)
 			}
+			// The decision store's batches are the decision writer's, off
+			// the turn's path and shared by whatever turns run meanwhile:
+			// counted apart, and never more than the turn has hook records.
+			var turn []tracedStatement
+			decisionBatches := 0
 			var text strings.Builder
 			for _, s := range stmts {
 				fmt.Fprintf(&text, "\n  %s", s.sql)
+				if strings.Contains(s.sql, "INSERT INTO decisions ") {
+					decisionBatches++
+					continue
+				}
+				turn = append(turn, s)
 			}
-			if got := transactions(stmts); got != 3 || len(stmts) != 3 {
-				t.Errorf("a turn of %d deltas: %d transactions, %d statements, want 3 of each:%s", deltas, got, len(stmts), text.String())
+			if got := transactions(turn); got != 3 || len(turn) != 3 {
+				t.Errorf("a turn of %d deltas: %d transactions, %d statements, want 3 of each:%s", deltas, got, len(turn), text.String())
 			}
-			t.Logf("a turn of %d deltas: %d transactions, %d statements:%s", deltas, transactions(stmts), len(stmts), text.String())
+			if decisionBatches > maxHookRecords {
+				t.Errorf("a turn of %d deltas: %d decision store batches, want at most %d (one per hook record):%s", deltas, decisionBatches, maxHookRecords, text.String())
+			}
+			t.Logf("a turn of %d deltas: %d transactions, %d statements, %d decision batches:%s", deltas, transactions(turn), len(turn), decisionBatches, text.String())
 		})
 	}
 }
