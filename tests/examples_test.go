@@ -46,6 +46,7 @@ type exampleRun struct {
 var exampleCases = []exampleCase{
 	{"anthropic-client", exampleAnthropicClient, nil},
 	{"audit-every-tool-call", exampleAuditEveryToolCall, nil},
+	{"console", exampleConsole, nil},
 	{"cached-weather", exampleCachedWeather, nil},
 	{"clamp-search-limit", exampleClampSearchLimit, nil},
 	{"continuation-turns", exampleContinuationTurns, nil},
@@ -1153,5 +1154,44 @@ func exampleExtensionWebhook(t *testing.T, x *exampleRun) {
 	}
 	if stats.Turns != 2 || stats.ToolCalls["search"] != 2 || stats.Rejected != 0 {
 		t.Errorf("webhook stats %+v, want 2 turns, 2 search calls, none rejected", stats)
+	}
+}
+
+// exampleConsole: a blocked delete is found in the decision store by tool
+// and action, with the key and with the console's session cookie; the
+// cookie comes HttpOnly and SameSite=Strict.
+func exampleConsole(t *testing.T, x *exampleRun) {
+	const admin = "acme-admin-5d0c2f8e7b1a4c69a3e2d7f0b9c8e1a4"
+	s := x.as("acme-alice-2e7d9c1b5a3f4e60b8d2c7a1f9e3b5d4").chat("files", userChat("etc-1", "u1", "delete /etc/passwd", nil))
+	if !strings.Contains(s.String(), "no deletes under /etc") {
+		t.Fatalf("the delete was not blocked:\n%s", s)
+	}
+	path := "/v1/admin/decisions?session=etc-1&tool=delete&action=block&hook=beforeToolCall"
+	poll(t, "the blocked call in the decision store", func() error {
+		var list struct {
+			Decisions []struct {
+				RulesFired []string `json:"rulesFired"`
+			} `json:"decisions"`
+		}
+		x.as(admin).json("GET", path, nil, 200, &list)
+		if len(list.Decisions) != 1 || len(list.Decisions[0].RulesFired) != 1 || !strings.Contains(list.Decisions[0].RulesFired[0], "no deletes under /etc") {
+			return fmt.Errorf("decisions %+v", list.Decisions)
+		}
+		return nil
+	})
+	resp := x.do("POST", "/console/api/session", map[string]string{"key": admin})
+	set := resp.Header.Get("Set-Cookie")
+	if resp.StatusCode != 200 || !strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Strict") {
+		t.Fatalf("sign-in: %d, Set-Cookie %q", resp.StatusCode, set)
+	}
+	req, _ := http.NewRequest("GET", x.URL+path, nil)
+	req.AddCookie(resp.Cookies()[0])
+	got, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Body.Close()
+	if got.StatusCode != 200 {
+		t.Errorf("the decisions with the console's cookie: %d", got.StatusCode)
 	}
 }
