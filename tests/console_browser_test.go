@@ -301,6 +301,45 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("replay shows the counts the API reports for a candidate", func(t *testing.T) {
+		session := fmt.Sprintf("console-r-%d", time.Now().UnixNano())
+		g.as(consoleAlice).chat("files", userChat(session, "u1", "delete /etc/hosts", nil))
+		candidate, err := os.ReadFile(filepath.Join(repoRoot, "tests", "testdata", "console", "candidate", "tools.rego"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+		var want struct {
+			Changed   int `json:"changed"`
+			Decisions int `json:"decisions"`
+		}
+		poll(t, "the stored decisions to change under the candidate", func() error {
+			g.as(consoleAdmin).json("POST", "/v1/admin/replay", map[string]any{"candidate": map[string]any{"files": map[string]string{"tools.rego": string(candidate)}}, "since": since}, 200, &want)
+			if want.Changed == 0 {
+				return fmt.Errorf("nothing changed yet")
+			}
+			return nil
+		})
+		ctx := newBrowserContext(t)
+		signInAs(t, ctx, g, consoleAdmin)
+		view(t, ctx, g, "replay", "replay")
+		run(t, ctx, "replaying",
+			chromedp.SetValue(chromedp.CSS(`#since`), since),
+			chromedp.Click(chromedp.CSS(`#candidate button.add`)),
+			chromedp.SetValue(chromedp.CSS(`#candidate .fname`), "tools.rego"),
+			chromedp.SetValue(chromedp.CSS(`#candidate .ftext`), string(candidate)),
+			chromedp.Click(chromedp.CSS(`#run`)),
+			chromedp.WaitVisible(chromedp.CSS(`#results[data-done="true"]`)))
+		changed := text(t, ctx, `[data-count="changed"]`)
+		if changed != fmt.Sprint(want.Changed) || text(t, ctx, `[data-count="decisions"]`) != fmt.Sprint(want.Decisions) {
+			t.Errorf("the console shows changed %s, the API %+v; report %q", changed, want, text(t, ctx, `#results`))
+		}
+		if links := value(t, ctx, "counting links", chromedp.Evaluate[int](`document.querySelectorAll('a.changed').length`)); links == 0 {
+			t.Errorf("no link to a changed decision")
+		}
+		screenshot(t, ctx, "replay")
+	})
+
 	t.Run("sign-out ends the session", func(t *testing.T) {
 		ctx := newBrowserContext(t)
 		signInAs(t, ctx, g, consoleAdmin)

@@ -36,19 +36,23 @@ export async function render(main, { params }) {
     out);
 }
 
-// report renders the replay summary: counts first, then the changed
-// decisions with links.
+// report renders the replay summary as `turngate replay` does: the
+// counts, then each kind of change with its examples, each linked to the
+// recorded decision.
 function report(r) {
   const counts = Object.entries(r).filter(([, v]) => typeof v === 'number');
-  const examples = r.examples || r.changed || [];
+  const side = (x) => x ? [h('code', {}, x.outcome), ' ', (x.rulesFired || []).map(f => h('code', { class: 'rule' }, f))] : '';
+  const changes = r.changes || [];
   return h('section', { class: 'card', id: 'report' },
     h('h2', {}, 'Counts'),
     table(['', 'decisions'], counts.map(([k, v]) => [k, h('span', { class: 'count', dataset: { count: k } }, String(v))])),
-    Object.entries(r).filter(([k, v]) => v && typeof v === 'object' && !Array.isArray(v)).map(([k, v]) => [h('h3', {}, k), json(v)]),
+    r.fromRevisions ? [h('h3', {}, 'Recorded under'), table(['revision', 'decisions'], Object.entries(r.fromRevisions).map(([k, v]) => [h('code', {}, k), String(v)]))] : null,
+    (r.failed || []).length ? [h('h3', {}, 'Failed'), h('ul', {}, r.failed.map(f => h('li', {}, f)))] : null,
     h('h2', {}, 'Changed decisions'),
-    examples.length ? table(['Decision', 'Hook', 'Tool', 'Recorded', 'Candidate'], examples.map(e => [
-      e.id ? h('a', { href: '#/decision/' + encodeURIComponent(e.id), class: 'changed' }, h('code', {}, e.id)) : '—',
-      e.hook || '', e.tool || e.toolName || '',
-      h('code', {}, e.recorded?.outcome || e.recorded || e.before || ''), h('code', {}, e.candidate?.outcome || e.candidate || e.after || '')]))
+    changes.length ? changes.map(c => [
+      h('h3', {}, c.kind, ' (', String(c.count), ')'),
+      table(['Decision', 'Hook', 'Session', 'Tool', 'Recorded', 'Candidate'], (c.examples || []).map(e => [
+        e.id ? h('a', { href: '#/decision/' + encodeURIComponent(e.id), class: 'changed' }, h('code', {}, e.id)) : '—',
+        e.hook, h('code', {}, e.sessionId || ''), e.toolName || '', side(e.old), side(e.new)]))])
       : h('p', { class: 'muted' }, 'No decision changes.'));
 }
