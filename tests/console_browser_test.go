@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -292,6 +293,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("the record %q lacks the rule", got)
 		}
 		screenshot(t, ctx, "decision")
+		run(t, ctx, "opening the turn",
+			chromedp.Click(chromedp.CSS(`#turn-link`)),
+			chromedp.WaitVisible(chromedp.CSS(`main[data-ready="turn"]`)))
+		hooks := value(t, ctx, "listing the hooks", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#timeline li.hook')].map(li => li.dataset.hook)`))
+		if i := slices.Index(hooks, "beforeToolCall"); i < 0 || slices.Index(hooks, "beforeTurn") > i {
+			t.Errorf("the timeline's hooks %q: want beforeToolCall, after beforeTurn when recorded", hooks)
+		}
+		screenshot(t, ctx, "timeline")
 
 		other := newBrowserContext(t)
 		signInAs(t, other, g, consoleGlobex)
@@ -309,22 +318,38 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+		// The store writes in batches, in order: once this turn's blocked
+		// call is stored, so is every record before it, and a range ending
+		// just after it is complete for both replays.
+		var until string
+		poll(t, "the blocked call in the store", func() error {
+			var list struct {
+				Decisions []struct {
+					Time time.Time `json:"time"`
+				} `json:"decisions"`
+			}
+			g.as(consoleAdmin).json("GET", "/v1/admin/decisions?session="+session+"&action=block&hook=beforeToolCall", nil, 200, &list)
+			if len(list.Decisions) != 1 {
+				return fmt.Errorf("%d decisions", len(list.Decisions))
+			}
+			until = list.Decisions[0].Time.Add(time.Microsecond).UTC().Format(time.RFC3339Nano)
+			return nil
+		})
 		var want struct {
 			Changed   int `json:"changed"`
 			Decisions int `json:"decisions"`
 		}
-		poll(t, "the stored decisions to change under the candidate", func() error {
-			g.as(consoleAdmin).json("POST", "/v1/admin/replay", map[string]any{"candidate": map[string]any{"files": map[string]string{"tools.rego": string(candidate)}}, "since": since}, 200, &want)
-			if want.Changed == 0 {
-				return fmt.Errorf("nothing changed yet")
-			}
-			return nil
-		})
+		g.as(consoleAdmin).json("POST", "/v1/admin/replay", map[string]any{"candidate": map[string]any{"files": map[string]string{"tools.rego": string(candidate)}},
+			"since": since, "until": until}, 200, &want)
+		if want.Changed == 0 {
+			t.Fatalf("the candidate changes nothing: %+v", want)
+		}
 		ctx := newBrowserContext(t)
 		signInAs(t, ctx, g, consoleAdmin)
 		view(t, ctx, g, "replay", "replay")
 		run(t, ctx, "replaying",
 			chromedp.SetValue(chromedp.CSS(`#since`), since),
+			chromedp.SetValue(chromedp.CSS(`#until`), until),
 			chromedp.Click(chromedp.CSS(`#candidate button.add`)),
 			chromedp.SetValue(chromedp.CSS(`#candidate .fname`), "tools.rego"),
 			chromedp.SetValue(chromedp.CSS(`#candidate .ftext`), string(candidate)),

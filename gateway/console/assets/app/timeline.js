@@ -42,7 +42,7 @@ export async function render(main, { arg, params }) {
 function stepOf(d) {
   const r = d.record || {};
   const i = r.input || {};
-  for (const v of [r.stepNumber, i.stepNumber, i.step && i.step.stepNumber]) if (typeof v === 'number') return v;
+  for (const v of [d.step, r.stepNumber, i.stepNumber, i.step && i.step.stepNumber]) if (typeof v === 'number') return v;
   return null;
 }
 
