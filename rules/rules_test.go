@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -266,6 +267,15 @@ func TestCookbook(t *testing.T) {
 				msgs, _ := result(t, res)["messages"].([]any)
 				if len(msgs) != 8 || roles(t, map[string]any{"messages": msgs[7:]}) != "assistant(text)" {
 					t.Errorf("trimmed to %d messages, want the last 8", len(msgs))
+				}
+			}},
+		{"14-mask-card-numbers-before-persist", policy.HookBeforePersist, map[string]any{"message": map[string]any{
+			"id": "m1", "role": "user", "parts": []any{map[string]any{"type": "text", "text": "pay with 4111 1111 1111 1234 please"}},
+		}},
+			func(t *testing.T, res *ruleset.EvalResult) {
+				r := result(t, res)
+				if r["masked"] != float64(1) || !strings.Contains(fmt.Sprint(r["redactions"]), "mask-card-numbers") {
+					t.Errorf("result %v, want one string masked by mask-card-numbers", r)
 				}
 			}},
 	}
