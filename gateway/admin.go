@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/turngate/turngate/gateway/decisions"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/ruleset"
@@ -49,12 +51,30 @@ func (s *Server) rulesReload(c *gin.Context) error {
 type evalRequest struct {
 	Hook  string          `json:"hook"`
 	Input json.RawMessage `json:"input"`
+	// Candidate, when present, is evaluated beside the live revision.
+	Candidate *candidateRequest `json:"candidate"`
+}
+
+// candidateRequest is a candidate revision posted as its rule files, by
+// name (POST /v1/admin/rules/eval and /v1/admin/replay).
+type candidateRequest struct {
+	Files map[string]string `json:"files"`
+}
+
+// evalComparison is the answer of POST /v1/admin/rules/eval with a
+// candidate: the same input on the live revision and on the candidate.
+type evalComparison struct {
+	Live      *ruleset.EvalResult `json:"live"`
+	Candidate *ruleset.EvalResult `json:"candidate"`
 }
 
 // rulesEval serves POST /v1/admin/rules/eval: a dry run of one hook on the
 // live revision with a supplied context, as `turngate eval` does. The hook
 // may be left out when the input names its own (a document eval printed,
-// a decision line of the audit log).
+// a decision line of the audit log). With a candidate (rule files by name)
+// the answer is {live, candidate}: the same input on both; a candidate
+// that does not load is refused whole, a 400 with the positioned errors.
+// Both evaluations share the deadline decisions.EvalTimeout.
 func (s *Server) rulesEval(c *gin.Context) error {
 	data, err := readBody(c)
 	if err != nil {
@@ -67,10 +87,26 @@ func (s *Server) rulesEval(c *gin.Context) error {
 	if len(req.Input) == 0 || string(req.Input) == "null" {
 		return errField("input", "is required: the hook's context as a JSON object")
 	}
-	res, err := s.rules.Current().Eval(c.Request.Context(), req.Hook, req.Input)
+	var cand *ruleset.Revision
+	if req.Candidate != nil {
+		if cand, err = decisions.Candidate(req.Candidate.Files); err != nil {
+			return candidateError(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), decisions.EvalTimeout)
+	defer cancel()
+	res, err := s.rules.Current().Eval(ctx, req.Hook, req.Input)
 	if err != nil {
 		return errBadRequest("%v", err)
 	}
-	c.JSON(http.StatusOK, res)
+	if cand == nil {
+		c.JSON(http.StatusOK, res)
+		return nil
+	}
+	candRes, err := cand.Eval(ctx, req.Hook, req.Input)
+	if err != nil {
+		return errField("candidate", "cannot evaluate this input: %v", err)
+	}
+	c.JSON(http.StatusOK, evalComparison{Live: res, Candidate: candRes})
 	return nil
 }

@@ -100,12 +100,10 @@ func paramError(err error) error {
 
 // replayRequest is the body of POST /v1/admin/replay.
 type replayRequest struct {
-	Candidate *struct {
-		Files map[string]string `json:"files"`
-	} `json:"candidate"`
-	Since *time.Time `json:"since"`
-	Until *time.Time `json:"until"`
-	Limit int        `json:"limit"`
+	Candidate *candidateRequest `json:"candidate"`
+	Since     *time.Time        `json:"since"`
+	Until     *time.Time        `json:"until"`
+	Limit     int               `json:"limit"`
 }
 
 // replayDecisions serves POST /v1/admin/replay: the stored decision

@@ -14,14 +14,17 @@ import (
 	"github.com/turngate/turngate/policy/ruleset"
 )
 
-// Bounds of a candidate and of a replay, against a hostile admin request:
-// a candidate of at most MaxCandidateFiles files, a replay of at most
-// MaxReplayRecords records within ReplayTimeout.
+// Bounds of a candidate, a replay and a dry run, against a hostile admin
+// request: a candidate of at most MaxCandidateFiles files (each at most
+// ruleset.MaxFileBytes, all within the body limit), a replay of at most
+// MaxReplayRecords records within ReplayTimeout, a dry run on the live
+// revision and a candidate within EvalTimeout.
 const (
 	MaxCandidateFiles = 64
 	MaxReplayRecords  = 20000
 	DefaultReplay     = 1000
 	ReplayTimeout     = 30 * time.Second
+	EvalTimeout       = 10 * time.Second
 	// replayExamples is how many examples a replay keeps per kind.
 	replayExamples = 5
 )
