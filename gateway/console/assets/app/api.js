@@ -8,13 +8,14 @@ let onSignedOut = () => {};
 export function configure(token, signedOut) { csrf = token; onSignedOut = signedOut; }
 
 // APIError is a non-2xx answer: its status and the gateway's
-// {code, message, details}.
+// {code, message, errors}: errors (details) are the positioned diagnostics
+// of refused rules.
 export class APIError extends Error {
   constructor(status, body) {
     super(body.message || ('HTTP ' + status));
     this.status = status;
     this.code = body.code;
-    this.details = body.details;
+    this.details = body.errors || body.details;
     this.param = body.param;
   }
 }

@@ -54,8 +54,8 @@ export async function render(main, { params }) {
     mount(out, h('p', { class: 'muted' }, 'Evaluating…'));
     try {
       const res = await api('POST', '/v1/admin/rules/eval', body);
-      // Without a candidate an older gateway answers the live result
-      // alone; with one, {live, candidate}.
+      // Without a candidate the gateway answers the live result alone;
+      // with one, {live, candidate}.
       const live = res.live || res;
       mount(out, column('Live revision', live, 'live'), files ? column('Candidate', res.candidate, 'candidate') : null);
     } catch (e) {

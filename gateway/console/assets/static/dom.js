@@ -52,7 +52,7 @@ export function errorBox(err) {
 export function position(d) {
   const l = d.location || {};
   if (!l.file) return '';
-  return h('code', {}, l.file + (l.row ? ':' + l.row + (l.col ? ':' + l.col : '') : ''));
+  return h('code', {}, l.file + (l.line ? ':' + l.line + (l.column ? ':' + l.column : '') : ''));
 }
 
 // time renders an RFC 3339 timestamp in the browser's locale, with the
