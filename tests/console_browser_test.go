@@ -146,7 +146,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // TestConsoleInBrowser drives the console in headless Chromium against the
 // real gateway: sign-in, the overview, an approver approving a held tool
 // call with the button (the turn resumes and the tool runs), the
-// playground's live verdict, and tenant isolation.
+// playground's live block beside a candidate's allow, and tenant isolation.
 func TestConsoleInBrowser(t *testing.T) {
 	g := startGateway(t, gatewayOptions{Config: "turngate.yaml", Dir: fixture(t, "console")})
 
@@ -227,7 +227,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		})
 	})
 
-	t.Run("the playground shows the live verdict", func(t *testing.T) {
+	t.Run("the playground shows the live block beside a candidate's allow", func(t *testing.T) {
 		ctx := newBrowserContext(t)
 		signInAs(t, ctx, g, consoleAdmin)
 		view(t, ctx, g, "playground", "playground")
@@ -244,7 +244,28 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := text(t, ctx, `#live`); !strings.Contains(got, "no deletes under /etc") {
 			t.Errorf("live result %q lacks the block reason", got)
 		}
+		// A candidate without the block rule allows the same call, side
+		// by side with the live block.
+		run(t, ctx, "evaluating a candidate",
+			chromedp.Click(chromedp.CSS(`#candidate button.add`)),
+			chromedp.SetValue(chromedp.CSS(`#candidate .fname`), "tools.rego"),
+			chromedp.SetValue(chromedp.CSS(`#candidate .ftext`), "package turngate.tool_call\n"),
+			chromedp.Click(chromedp.CSS(`#evaluate`)),
+			chromedp.WaitVisible(chromedp.CSS(`#results[data-done="true"]`)))
+		live := value(t, ctx, "reading the live outcome", chromedp.AttributeValue(chromedp.CSS(`#live`), "data-outcome")).Value
+		cand := value(t, ctx, "reading the candidate's outcome", chromedp.AttributeValue(chromedp.CSS(`#candidate-result`), "data-outcome")).Value
+		if live != "matched" || cand != "no_match" {
+			t.Errorf("live %q, candidate %q: want the live block beside the candidate's allow; results %q", live, cand, text(t, ctx, `#results`))
+		}
 		screenshot(t, ctx, "playground")
+		// A broken candidate is refused with its position.
+		run(t, ctx, "evaluating a broken candidate",
+			chromedp.SetValue(chromedp.CSS(`#candidate .ftext`), "package turngate.tool_call\n\nblock contains x if {\n"),
+			chromedp.Click(chromedp.CSS(`#evaluate`)),
+			chromedp.WaitVisible(chromedp.CSS(`#results[data-done="true"]`)))
+		if got := text(t, ctx, `#results`); !strings.Contains(got, "rules_invalid") || !strings.Contains(got, "tools.rego:") {
+			t.Errorf("broken candidate: %q, want rules_invalid at tools.rego:line", got)
+		}
 	})
 
 	t.Run("another tenant's admin sees none of acme's approvals", func(t *testing.T) {

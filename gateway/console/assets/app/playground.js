@@ -46,6 +46,7 @@ export async function render(main, { params }) {
   const sourceEl = h('span', { id: 'source' }, source);
   const run = async (ev) => {
     ev.preventDefault();
+    delete out.dataset.done;
     let doc;
     try { doc = JSON.parse(input.value); } catch (e) { mount(out, errorBox({ code: 'invalid_json', message: 'the input is not JSON: ' + e.message })); return; }
     const body = { hook: hook.value, input: doc };
@@ -57,7 +58,7 @@ export async function render(main, { params }) {
       // Without a candidate the gateway answers the live result alone;
       // with one, {live, candidate}.
       const live = res.live || res;
-      mount(out, column('Live revision', live, 'live'), files ? column('Candidate', res.candidate, 'candidate') : null);
+      mount(out, column('Live revision', live, 'live'), files ? column('Candidate', res.candidate, 'candidate-result') : null);
     } catch (e) {
       mount(out, errorBox(e));
     }
