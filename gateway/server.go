@@ -38,6 +38,7 @@ import (
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/console"
 	"github.com/turngate/turngate/gateway/decisions"
+	"github.com/turngate/turngate/gateway/erasure"
 	"github.com/turngate/turngate/gateway/extension"
 	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/killswitch"
@@ -152,6 +153,8 @@ type Server struct {
 	// decisions copies every hook's audit record into the store
 	// (admin_decisions.go); nil when decisions.store is false.
 	decisions *decisions.Writer
+	// retention erases the idle sessions (nil: no retention configured).
+	retention *erasure.Retention
 
 	// baseCtx is every turn's parent; baseCancel aborts all turns.
 	baseCtx    context.Context
@@ -203,6 +206,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.store = s.boundStore(opts.Store)
 	s.decisions = s.newDecisionWriter(opts.Now)
+	s.retention = s.newRetention(opts.Now)
 	if opts.Config.Rules.FailOpen {
 		s.failurePolicy = ruleset.FailOpen
 	}
@@ -338,6 +342,9 @@ func (s *Server) Start(ctx context.Context) error {
 	s.pruning.Go(func() { s.state.Run(s.baseCtx) })
 	if s.decisions != nil {
 		s.pruning.Go(func() { s.decisions.Run(s.baseCtx) })
+	}
+	if s.retention != nil {
+		s.pruning.Go(func() { s.runRetention(s.baseCtx) })
 	}
 	return s.subs.start(ctx)
 }

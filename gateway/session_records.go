@@ -147,3 +147,51 @@ func (s *Server) holdIdle(ctx context.Context, tenant, id string) (release func(
 	}
 	return release, nil
 }
+
+// retentionInterval is how often each replica sweeps for idle sessions.
+const retentionInterval = time.Minute
+
+// newRetention returns the sweeper of the config's retentions; nil when
+// none is set.
+func (s *Server) newRetention(now func() time.Time) *erasure.Retention {
+	tenants, agents := s.cfg.TenantRetention(), s.cfg.AgentRetention()
+	if len(tenants)+len(agents) == 0 {
+		return nil
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &erasure.Retention{Store: s.store, Log: s.audit, Tenants: tenants, Agents: agents, Now: now,
+		Replica: s.cfg.Replica.ID, Logger: s.log,
+		Hold: func(ctx context.Context, tenant, id string) (func(), bool, error) {
+			release, err := s.holdIdle(ctx, tenant, id)
+			if errors.Is(err, errTurnRunning) {
+				return nil, false, nil
+			}
+			return release, err == nil, err
+		},
+		Pruned: func(_, agent string) {
+			if _, ok := s.agents[agent]; !ok {
+				agent = "other" // an agent no longer configured: the label set stays bounded
+			}
+			s.metrics.SessionsPruned.WithLabelValues(agent).Inc()
+		},
+	}
+}
+
+// runRetention sweeps for idle sessions every retentionInterval until ctx
+// is done; a failed sweep is logged and the next one goes on.
+func (s *Server) runRetention(ctx context.Context) {
+	tick := time.NewTicker(retentionInterval)
+	defer tick.Stop()
+	for {
+		if _, err := s.retention.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("retention: sweep failed; the next one retries", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -71,6 +71,9 @@ type Config struct {
 	Quotas []Quota `yaml:"quotas"`
 	// Decisions configures the decision store (decisions.go).
 	Decisions Decisions `yaml:"decisions"`
+	// Retention erases the sessions of tenants idle longer than
+	// configured (retention.go; agents set their own).
+	Retention Retention `yaml:"retention"`
 
 	// source is the file c was parsed from, for ErrorAt.
 	source *source
@@ -180,6 +183,9 @@ type Agent struct {
 	Session *Session `yaml:"session"`
 	// Attachments overrides limits.attachments for this agent.
 	Attachments *Attachments `yaml:"attachments"`
+	// Retention, when set, erases the agent's sessions idle that long
+	// (30d, 36h; retention.go).
+	Retention string `yaml:"retention"`
 }
 
 // AgentTimeout bounds an agent's model streaming: Total the whole turn's,
@@ -694,6 +700,7 @@ func (c *Config) Validate() error {
 	c.Replica.validate(add)
 	c.Metrics.validate(c.Listen, add)
 	c.Decisions.validate(add)
+	c.validateRetention(add)
 	notNegative(add, "auth", mustNotBeNegative, map[string]any{"maxFailuresPerMinute": c.Auth.MaxFailuresPerMinute})
 	for i, k := range c.Auth.APIKeys {
 		item := fmt.Sprintf("auth.apiKeys[%d]", i)

@@ -56,6 +56,12 @@ func TestErrorPositions(t *testing.T) {
 		{"tool choice without a name", pm + "agents:\n  - {name: a, model: m, toolChoice: {type: tool}}\n", `turngate.yaml: line 4 col 37: agents[0].toolChoice: tool choice {"type":"tool"} needs a non-empty toolName`},
 		{"mcp tool selection", "mcpServers:\n  - {name: fs, transport: stdio, command: x, tools: all}\n", `turngate.yaml: line 2 col 53: mcpServers[0].tools: tools must be a list of tool names or a mapping from exposed name to server tool name`},
 		{"keys and types at once", "limits:\n  maxMessages: many\n  maxMesages: 3\n", "turngate.yaml: line 2 col 16: limits.maxMessages must be a whole number, not \"many\"\nturngate.yaml: line 3 col 3: limits: unknown key \"maxMesages\" (did you mean \"maxMessages\"?)"},
+		// Retention.
+		{"retention of no unit", pm + "agents:\n  - {name: a, model: m, retention: 30x}\n", "turngate.yaml: line 4 col 36: agents[0] (a): retention: \"30x\" is not a retention: write a whole number of days such as 30d, or a duration such as 36h"},
+		{"retention too short", pm + "agents:\n  - {name: a, model: m, retention: 5m}\n", "turngate.yaml: line 4 col 36: agents[0] (a): retention: \"5m\" is shorter than an hour, the shortest retention"},
+		{"retention of an unknown tenant", "retention:\n  tenants: {defualt: 30d}\n", "turngate.yaml: line 2 col 22: retention.tenants.defualt: \"defualt\" is not a configured tenant (one of an API key or of auth.jwt.tenants) (did you mean \"default\"?)"},
+		{"retention of a tenant", "retention:\n  tenants: {default: 0d}\n", "turngate.yaml: line 2 col 22: retention.tenants.default: \"0d\" is not a retention: write a whole number of days such as 30d, or a duration such as 36h"},
+		{"retention key", "retention:\n  tenant: {default: 30d}\n", "turngate.yaml: line 2 col 3: retention: unknown key \"tenant\" (did you mean \"tenants\"?)"},
 		// ${VAR} expansion.
 		{"unset variables", "providers:\n  - {name: p, type: openai, apiKey: \"${NOPE_A}\", baseURL: \"${NOPE_B}\"}\n", "turngate.yaml: line 2 col 37: providers[0].apiKey: environment variable NOPE_A is not set (use ${NOPE_A:-default} for a default)\nturngate.yaml: line 2 col 59: providers[0].baseURL: environment variable NOPE_B is not set (use ${NOPE_B:-default} for a default)"},
 		{"invalid variable name", "listen: \"${1X}\"\n", `turngate.yaml: line 1 col 9: listen: invalid environment variable name "1X"`},

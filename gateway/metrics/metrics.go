@@ -77,6 +77,8 @@ type Metrics struct {
 	DecisionRecords *prometheus.CounterVec
 	// DecisionsPending is how many hook records wait to be stored.
 	DecisionsPending prometheus.Gauge
+	// SessionsPruned counts the sessions retention erased, by agent.
+	SessionsPruned *prometheus.CounterVec
 
 	// knownTool, when set, says which tool names are labels (ToolLabel).
 	knownTool atomic.Pointer[func(string) bool]
@@ -151,11 +153,13 @@ func New() *Metrics {
 			Help: "Hook records the decision store took, by outcome: stored, or dropped (its queue full through a long store outage; the JSONL audit log has them)."}, []string{"outcome"}),
 		DecisionsPending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "decision_records_pending",
 			Help: "Hook records waiting to be written to the decision store."}),
+		SessionsPruned: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "sessions_pruned_total",
+			Help: "Sessions erased by retention (idle longer than their tenant's or agent's retention), by agent."}, []string{"agent"}),
 	}
 	m.StoreUp.Set(1)
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
 		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.KillSwitchStops, m.QuotaExceeded,
-		m.StoreUnavailable, m.StoreUp, m.DecisionRecords, m.DecisionsPending, specialisedCounter("hits", func(s opa.SpecialisedStats) uint64 { return s.Hits }),
+		m.StoreUnavailable, m.StoreUp, m.DecisionRecords, m.DecisionsPending, m.SessionsPruned, specialisedCounter("hits", func(s opa.SpecialisedStats) uint64 { return s.Hits }),
 		specialisedCounter("misses", func(s opa.SpecialisedStats) uint64 { return s.Misses }),
 		specialisedCounter("fallbacks", func(s opa.SpecialisedStats) uint64 { return s.Fallbacks }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
