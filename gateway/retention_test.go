@@ -12,8 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/erasure"
 	"github.com/turngate/turngate/gateway/store"
 )
 
@@ -76,4 +78,46 @@ func erasureReasons(log []byte) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestRetentionTwoReplicas: with the demo agent's retention 30d, two
+// replicas sweeping a month later erase the idle session once between
+// them and keep the one whose turn runs on replica a, which the sweep
+// after the turn ends erases.
+func TestRetentionTwoReplicas(t *testing.T) {
+	gate := newStepGate(true)
+	a, b := twoReplicas(t, [2]engine.Hooks{gate, nil}, func(c *config.Config) {
+		for i := range c.Agents {
+			if c.Agents[i].Name == "demo" {
+				c.Agents[i].Retention = "30d"
+			}
+		}
+	})
+	readUIStream(t, b.do("POST", "/v1/agents/demo/chat", chatBody("idle", "u1", "hi")))
+	respA := goDo(a, "POST", "/v1/agents/demo/chat", chatBody("busy", "u2", "hello there"))
+	<-gate.entered
+	later := func(g *testGateway) *erasure.Retention {
+		r := *g.srv.retention
+		r.Now = func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
+		return &r
+	}
+	ctx := context.Background()
+	na, errA := later(a).Sweep(ctx)
+	nb, errB := later(b).Sweep(ctx)
+	if na+nb != 1 || errA != nil || errB != nil {
+		t.Fatalf("the replicas' sweeps erased %d and %d sessions (%v, %v), want 1 between them", na, nb, errA, errB)
+	}
+	if _, err := a.store.GetSession(ctx, "default", "busy"); err != nil {
+		t.Errorf("the session whose turn runs was erased: %v", err)
+	}
+	close(gate.open)
+	goRead(respA())()
+	waitReleased(t, a, "busy")
+	if n, err := later(b).Sweep(ctx); n != 1 || err != nil {
+		t.Errorf("the sweep after the turn erased %d (%v), want 1", n, err)
+	}
+	for _, g := range []*testGateway{a, b} {
+		g.doJSON("GET", "/v1/agents/demo/sessions/busy/messages", nil, http.StatusNotFound, nil)
+		g.doJSON("GET", "/v1/agents/demo/sessions/idle/messages", nil, http.StatusNotFound, nil)
+	}
 }
