@@ -17,6 +17,7 @@ import (
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/erasure"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/gateway/store/storefault"
 )
 
 // TestRetention: with retention.tenants.acme 30d, a sweep 30 days after
@@ -119,5 +120,31 @@ func TestRetentionTwoReplicas(t *testing.T) {
 	for _, g := range []*testGateway{a, b} {
 		g.doJSON("GET", "/v1/agents/demo/sessions/busy/messages", nil, http.StatusNotFound, nil)
 		g.doJSON("GET", "/v1/agents/demo/sessions/idle/messages", nil, http.StatusNotFound, nil)
+	}
+}
+
+// TestRetentionStoreOutage: a store that fails the erasure ends the sweep
+// with the error, the session whole and no tombstone; the next sweep
+// erases it.
+func TestRetentionStoreOutage(t *testing.T) {
+	cfg := testConfig(t, "empty")
+	cfg.Retention.Tenants = map[string]string{config.DefaultTenant: "1h"}
+	st, faults := storefault.Wrap(openTestStore(t, cfg))
+	g := startGateway(t, cfg, Options{Store: st})
+	readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("s1", "u1", "hi")))
+	sweep := *g.srv.retention
+	sweep.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	faults.Fail("EraseSession", 1, 1, func(op string) error { return &store.UnavailableError{Op: op, Err: errors.New("connection refused")} })
+	if n, err := sweep.Sweep(context.Background()); n != 0 || !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("sweep during an outage = %d, %v; want 0 and the outage", n, err)
+	}
+	if msgs := g.history("demo", "s1"); len(msgs) != 2 {
+		t.Errorf("after the failed sweep the session holds %d messages, want 2", len(msgs))
+	}
+	if len(erasureReasons(g.audit.Bytes())) != 0 {
+		t.Error("a failed erasure wrote a tombstone")
+	}
+	if n, err := sweep.Sweep(context.Background()); n != 1 || err != nil {
+		t.Errorf("the sweep after the outage erased %d (%v), want 1", n, err)
 	}
 }
