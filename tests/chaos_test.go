@@ -271,7 +271,8 @@ func (c *chaosClient) chat(msgID string) {
 			// counts is how far the original had read when the answer
 			// came, not when the request left.
 			wg.Go(func() {
-				if cancelled = c.cancel(ctx, at); !cancelled {
+				var answered bool
+				if cancelled, answered = c.cancel(ctx, at); answered && !cancelled {
 					missedAt.Store(read.Load())
 				}
 				cancelledAt = time.Now()
@@ -337,21 +338,27 @@ func (c *chaosClient) chat(msgID string) {
 }
 
 // cancel asks a replica other than the one running the session's turn to
-// cancel it and reports whether it answered cancelled: true.
-func (c *chaosClient) cancel(ctx context.Context, running int) bool {
+// cancel it and reports whether it answered cancelled: true, and whether
+// it answered at all (200 with a body): a replica killed while the
+// request was in flight, or one that failed it, said nothing about the
+// turn.
+func (c *chaosClient) cancel(ctx context.Context, running int) (cancelled, answered bool) {
 	_, url := c.rs.pick(running)
 	if url == "" {
-		return false
+		return false, false
 	}
 	resp, err := c.send(ctx, http.MethodPost, url+"/v1/agents/demo/sessions/"+c.s.id+"/cancel", nil)
 	if err != nil {
-		return false
+		return false, false
 	}
 	defer resp.Body.Close()
 	var out struct {
 		Cancelled bool `json:"cancelled"`
 	}
-	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&out) == nil && out.Cancelled
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		return false, false
+	}
+	return out.Cancelled, true
 }
 
 // resume reads the session's in-flight stream from a replica other than
