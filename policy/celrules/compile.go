@@ -119,6 +119,8 @@ type expr struct {
 	// computed at load; nil for the others.
 	constant ref.Val
 	loc      policy.Location
+	// text is the expression as written (for explanations).
+	text string
 }
 
 // HasBeforeTurn reports whether the set has beforeTurn rules.
@@ -325,7 +327,7 @@ func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field 
 		c.add(src.errorAt(policy.CodeCompile, line, col, "planning expression: "+err.Error()), spec.name, field)
 		return nil
 	}
-	e := &expr{prg: prg, loops: loops, tracked: tracked, loc: policy.Location{File: src.path, Line: line, Column: col}}
+	e := &expr{prg: prg, loops: loops, tracked: tracked, loc: policy.Location{File: src.path, Line: line, Column: col}, text: n.Value}
 	if readsVariables(ast) {
 		return e
 	}

@@ -48,13 +48,18 @@ func (s *Set) BeforeTurn(ctx context.Context, tc *engine.TurnContext, now time.T
 // step when the engine gave none). It returns nil overrides when no rule
 // fired; errors and shadow rules are as for BeforeTurn.
 func (s *Set) BeforeStep(ctx context.Context, sc *engine.PrepareStepContext, now time.Time) (*engine.StepConfig, Trace, error) {
+	return evalHook(ctx, s, s.stepRules, s.stepShadow, stepActivation(sc, now),
+		func(f *fieldSpec) func(*engine.StepConfig, any) { return f.step })
+}
+
+// stepActivation is beforeStep's activation: turn is sc.Turn, or one
+// built from the step when the engine gave none.
+func stepActivation(sc *engine.PrepareStepContext, now time.Time) *activation {
 	turn := sc.Turn
 	if turn == nil {
 		turn = &engine.TurnContext{Identity: sc.Identity, System: sc.System, Messages: sc.Messages, Model: sc.Model}
 	}
-	act := newActivation(turn, sc, &sc.Principal, now)
-	return evalHook(ctx, s, s.stepRules, s.stepShadow, act,
-		func(f *fieldSpec) func(*engine.StepConfig, any) { return f.step })
+	return newActivation(turn, sc, &sc.Principal, now)
 }
 
 // evalHook runs a hook's enforced rules, merges what they set into a

@@ -46,6 +46,40 @@ type EvalResult struct {
 	// the Rego input document (beforeToolCall, toolResult), or the CEL
 	// variables {turn, step, principal, now} (beforeTurn, beforeStep).
 	Input json.RawMessage `json:"input,omitempty"`
+	// NotFired, set by Explain, lists the rules that did not fire and why.
+	NotFired []policy.NotFired `json:"notFired,omitempty"`
+}
+
+// Explain sets res.NotFired to the rules of r that did not fire on the
+// input res evaluated (res.Input, as Eval returned it): the CEL rules whose
+// when did not hold, with its value, and the Rego decision rule
+// definitions whose body failed, with the first expression that failed.
+// It is a separate evaluation (traced, for Rego) under ctx and the rules'
+// deadlines; beforePersist rules are not explained.
+func (r *Revision) Explain(ctx context.Context, res *EvalResult) {
+	if len(res.Input) == 0 {
+		return
+	}
+	switch res.Hook {
+	case policy.HookBeforeTurn, policy.HookBeforeStep:
+		in, err := celrules.DecodeInput(res.Input)
+		if err != nil {
+			return
+		}
+		if res.Hook == policy.HookBeforeTurn {
+			res.NotFired = r.cel.WhyNotTurn(ctx, in.TurnContext(), in.Clock())
+		} else {
+			res.NotFired = r.cel.WhyNotStep(ctx, in.StepContext(), in.Clock())
+		}
+	case policy.HookBeforeToolCall:
+		if tc, err := opa.DecodeToolCallInput(res.Input); err == nil {
+			res.NotFired = r.rego.WhyNotToolCall(ctx, tc)
+		}
+	case policy.HookToolResult:
+		if rc, err := opa.DecodeToolResultInput(res.Input); err == nil {
+			res.NotFired = r.rego.WhyNotToolResult(ctx, rc)
+		}
+	}
 }
 
 // Eval dry-runs one hook ("beforeTurn", "beforeStep", "beforeToolCall" or
