@@ -53,6 +53,9 @@ type evalRequest struct {
 	Input json.RawMessage `json:"input"`
 	// Candidate, when present, is evaluated beside the live revision.
 	Candidate *candidateRequest `json:"candidate"`
+	// Explain adds to each result the rules that did not fire and why
+	// (ruleset.Revision.Explain).
+	Explain bool `json:"explain"`
 }
 
 // candidateRequest is a candidate revision posted as its rule files, by
@@ -74,7 +77,8 @@ type evalComparison struct {
 // a decision line of the audit log). With a candidate (rule files by name)
 // the answer is {live, candidate}: the same input on both; a candidate
 // that does not load is refused whole, a 400 with the positioned errors.
-// Both evaluations share the deadline decisions.EvalTimeout.
+// Both evaluations share the deadline decisions.EvalTimeout, as do their
+// explanations when explain is set.
 func (s *Server) rulesEval(c *gin.Context) error {
 	data, err := readBody(c)
 	if err != nil {
@@ -95,9 +99,13 @@ func (s *Server) rulesEval(c *gin.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), decisions.EvalTimeout)
 	defer cancel()
-	res, err := s.rules.Current().Eval(ctx, req.Hook, req.Input)
+	live := s.rules.Current()
+	res, err := live.Eval(ctx, req.Hook, req.Input)
 	if err != nil {
 		return errBadRequest("%v", err)
+	}
+	if req.Explain {
+		live.Explain(ctx, res)
 	}
 	if cand == nil {
 		c.JSON(http.StatusOK, res)
@@ -106,6 +114,9 @@ func (s *Server) rulesEval(c *gin.Context) error {
 	candRes, err := cand.Eval(ctx, req.Hook, req.Input)
 	if err != nil {
 		return errField("candidate", "cannot evaluate this input: %v", err)
+	}
+	if req.Explain {
+		cand.Explain(ctx, candRes)
 	}
 	c.JSON(http.StatusOK, evalComparison{Live: res, Candidate: candRes})
 	return nil

@@ -73,6 +73,37 @@ func TestRulesEvalCandidate(t *testing.T) {
 			if _, ok := got["live"]; ok || got["outcome"] != "no_match" || got["hook"] != "beforeToolCall" {
 				t.Errorf("answer %s, want the live EvalResult itself", body)
 			}
+			if _, ok := got["notFired"]; ok {
+				t.Errorf("answer %s has notFired without explain", body)
+			}
+		},
+	}, {
+		name: "explain: the candidate's rule that did not fire, with the expression that failed",
+		key:  dkAcmeAdmin,
+		body: map[string]any{"hook": "beforeToolCall", "input": weather, "explain": true, "candidate": map[string]any{"files": map[string]string{
+			"tools.rego": "package turngate.tool_call\n\nblock contains \"no deletes\" if {\n\tinput.tool.name == \"delete\"\n}\n"}}},
+		wantStatus: http.StatusOK,
+		check: func(t *testing.T, body []byte) {
+			var got struct {
+				Candidate struct {
+					NotFired []struct {
+						Rule     string `json:"rule"`
+						Failed   string `json:"failed"`
+						FailedAt struct {
+							File string `json:"file"`
+							Line int    `json:"line"`
+						} `json:"failedAt"`
+					} `json:"notFired"`
+				} `json:"candidate"`
+			}
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatal(err)
+			}
+			nf := got.Candidate.NotFired
+			if len(nf) != 1 || nf[0].Rule != "data.turngate.tool_call.block" || nf[0].Failed != `input.tool.name == "delete"` ||
+				nf[0].FailedAt.File != "tools.rego" || nf[0].FailedAt.Line != 4 {
+				t.Errorf("candidate notFired %+v in %s, want block failing at tools.rego:4", nf, body)
+			}
 		},
 	}, {
 		name:       "a broken candidate is 400 with file:line",
