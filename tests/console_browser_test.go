@@ -244,6 +244,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := text(t, ctx, `#live`); !strings.Contains(got, "no deletes under /etc") {
 			t.Errorf("live result %q lacks the block reason", got)
 		}
+		// Why not: the approval rule, with the expression that failed.
+		if got := text(t, ctx, `#live .whynot`); !strings.Contains(got, "tools.rego:10") || !strings.Contains(got, "tools.rego:12") ||
+			!strings.Contains(got, `startswith(input.tool.input.path, "/prod/")`) {
+			t.Errorf("why not %q, want the approval rule (tools.rego:10) failing at tools.rego:12", got)
+		}
 		// A candidate without the block rule allows the same call, side
 		// by side with the live block.
 		run(t, ctx, "evaluating a candidate",

@@ -49,7 +49,8 @@ export async function render(main, { params }) {
     delete out.dataset.done;
     let doc;
     try { doc = JSON.parse(input.value); } catch (e) { mount(out, errorBox({ code: 'invalid_json', message: 'the input is not JSON: ' + e.message })); return; }
-    const body = { hook: hook.value, input: doc };
+    // explain: the gateway adds the rules that did not fire and why.
+    const body = { hook: hook.value, input: doc, explain: true };
     const files = cand.files();
     if (files) body.candidate = { files };
     mount(out, h('p', { class: 'muted' }, 'Evaluating…'));
@@ -75,11 +76,23 @@ export async function render(main, { params }) {
     out);
 }
 
+// at renders a location as file:line.
+const at = l => l ? l.file + ':' + l.line : '';
+
+// whyNot renders one rule that did not fire: a CEL rule's when and its
+// value, or a Rego rule's first failing expression and where it is.
+function whyNot(n) {
+  const why = n.when !== undefined
+    ? ['when ', h('code', {}, n.when), ' was ', h('code', {}, n.value)]
+    : n.failed ? ['failed at ', h('code', {}, at(n.failedAt)), ': ', h('code', {}, n.failed)] : ['its body was not reached'];
+  return h('li', {}, h('code', {}, n.rule), ' (', h('code', {}, at(n.location)), ') ', why);
+}
+
 // column renders one evaluation result.
 function column(title, r, id) {
   if (!r) return h('section', { class: 'card result', id }, h('h2', {}, title), h('p', { class: 'muted' }, 'no result'));
   const fired = r.rulesFired || [];
-  const notFired = r.notFired || r.whyNot || r.explanations || r.trace;
+  const notFired = r.notFired || [];
   return h('section', { class: 'card result', id, dataset: { outcome: r.outcome } },
     h('h2', {}, title, ' ', outcome(r.outcome, r.shadow && r.shadow.changed)),
     h('p', {}, 'Revision ', h('code', {}, r.revision || '')),
@@ -88,6 +101,6 @@ function column(title, r, id) {
     fired.length ? h('ul', { class: 'fired' }, fired.map(f => h('li', {}, h('code', {}, typeof f === 'string' ? f : (f.rule || '') + (f.location ? ' ' + f.location : ''))))) : h('p', { class: 'muted' }, 'none'),
     r.result !== undefined ? [h('h3', {}, 'Decision'), json(r.result)] : null,
     r.shadow ? [h('h3', {}, 'Shadow'), json(r.shadow)] : null,
-    notFired ? [h('h3', {}, 'Why not'), Array.isArray(notFired) ? h('ul', { class: 'whynot' }, notFired.map(n => h('li', {}, typeof n === 'string' ? n : [h('code', {}, n.rule || n.name || ''), ' ', n.reason || n.message || n.why || JSON.stringify(n)]))) : json(notFired)] : null,
+    notFired.length ? [h('h3', {}, 'Why not'), h('ul', { class: 'whynot' }, notFired.map(whyNot))] : null,
     r.prints && r.prints.length ? [h('h3', {}, 'print()'), h('pre', {}, r.prints.join('\n'))] : null);
 }
