@@ -21,18 +21,22 @@ type evalParams struct {
 	// be empty when Input is a document eval printed or an audit record.
 	Hook  string
 	Input string // path of a JSON or YAML hook context
+	// Explain adds the rules that did not fire and why (notFired).
+	Explain bool
 }
 
-// runEval is `turngate eval [--hook HOOK] --input FILE DIR`: dry-run one
+// runEval is `turngate eval [--hook HOOK] [--explain] --input FILE DIR`: dry-run one
 // hook decision and print the result, the rules that fired, which rule set
-// each field and the input the rules saw, as JSON. The printed document is
+// each field and the input the rules saw, as JSON; with --explain also
+// the rules that did not fire and why. The printed document is
 // itself a valid --input. It exits 1 when the rules fail to load or the
 // evaluation fails, 2 on a usage error (a misspelt --hook among them).
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("eval", "[--hook beforeTurn|beforeStep|beforeToolCall|toolResult|beforePersist] --input FILE DIR", stderr)
+	fs := newFlagSet("eval", "[--hook beforeTurn|beforeStep|beforeToolCall|toolResult|beforePersist] [--explain] --input FILE DIR", stderr)
 	var p evalParams
 	fs.StringVar(&p.Hook, "hook", "", "the `hook` to evaluate: beforeTurn, beforeStep, beforeToolCall, toolResult or beforePersist (optional when the input is a document eval printed or an audit decision record)")
 	fs.StringVar(&p.Input, "input", "", "`file` holding the hook's context as JSON or YAML, a document eval printed or an audit decision record")
+	fs.BoolVar(&p.Explain, "explain", false, "also print notFired: the rules that did not fire, with file:line and why")
 	dir, err := parseDir(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -72,6 +76,9 @@ func evalHook(ctx context.Context, p evalParams, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "turngate eval: %s: %v\n", p.Input, err)
 		return 1
+	}
+	if p.Explain {
+		rev.Explain(ctx, res)
 	}
 	writeJSON(stdout, res)
 	if res.Outcome == policy.OutcomeError {

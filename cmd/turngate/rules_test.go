@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -139,6 +140,37 @@ func TestEvalRoundTrip(t *testing.T) {
 				t.Errorf("eval --hook %s of the saved document differs:\n--- first\n%s\n--- again\n%s", tc.hook, first, again)
 			}
 		})
+	}
+}
+
+// TestEvalExplain: --explain adds the rules whose when was false, with
+// their line; without it the output has no notFired.
+func TestEvalExplain(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "turn.yaml")
+	if err := os.WriteFile(in, []byte("turn: {maxSteps: 5}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustRun(t, 0, "eval", "--hook", "beforeTurn", "--input", in, "testdata/rules/good"); strings.Contains(out, "notFired") {
+		t.Errorf("eval without --explain printed notFired:\n%s", out)
+	}
+	var got struct {
+		NotFired []struct {
+			Rule     string
+			When     string
+			Value    string
+			Location struct {
+				File string
+				Line int
+			}
+		}
+	}
+	out := mustRun(t, 0, "eval", "--explain", "--hook", "beforeTurn", "--input", in, "testdata/rules/good")
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.NotFired) != 2 || got.NotFired[0].Rule != "turn.yaml#cap-max-steps" || got.NotFired[0].Location.Line != 3 ||
+		got.NotFired[0].When != "turn.maxSteps > 10" || got.NotFired[0].Value != "false" || got.NotFired[1].Location.Line != 7 {
+		t.Errorf("notFired %+v, want cap-max-steps (turn.yaml:3) and cheap-continuations (turn.yaml:7)\n%s", got.NotFired, out)
 	}
 }
 
