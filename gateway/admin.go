@@ -9,15 +9,33 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/turngate/turngate/gateway/decisions"
+	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/policy"
 	"github.com/turngate/turngate/policy/ruleset"
 )
 
-// rulesStatus serves GET /v1/admin/rules: the live revision, its files,
-// when it loaded, the last reload error with positions, and the kill
-// switches in force.
+// rulesStatus serves GET /v1/admin/rules, the console's Overview: the live
+// revision, its files, when it loaded, the reload history with the
+// positioned errors of rejected ones, its tests, the shadow rules'
+// disagreement counts, and the kill switches and quotas in force. A tenant
+// admin sees only the kill switches and quotas that apply to its tenant.
 func (s *Server) rulesStatus(c *gin.Context) error {
+	scope := decisionScope(principal(c))
+	mine := func(tenant string) bool { return scope.AllTenants || tenant == "" || tenant == scope.Tenant }
+	kills := []store.KillSwitch{}
+	for _, k := range s.kill.Active() {
+		if mine(k.Tenant) {
+			kills = append(kills, k)
+		}
+	}
+	quotas := []quotaView{}
+	for _, q := range s.cfg.Quotas {
+		if mine(q.Tenant) {
+			quotas = append(quotas, quotaView{Name: q.Name, Per: q.Per, Tenant: q.Tenant, Agent: q.Agent,
+				Turns: q.Turns, InputTokens: q.InputTokens, OutputTokens: q.OutputTokens, Window: q.Window, TimeZone: q.TimeZone})
+		}
+	}
 	c.JSON(http.StatusOK, struct {
 		ruleset.Status
 		// Replica names the replica whose revision this is: each replica
@@ -26,8 +44,25 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		// KillSwitches are the kill switches in force, which stop calls
 		// and turns before any rule runs: no reload lifts them.
 		KillSwitches []store.KillSwitch `json:"killSwitches"`
-	}{s.rules.Status(), s.cfg.Replica.ID, s.kill.Active()})
+		// ShadowRules count each shadow rule's firings on this replica.
+		ShadowRules []metrics.ShadowCount `json:"shadowRules"`
+		// Quotas are the configured quotas (config "quotas").
+		Quotas []quotaView `json:"quotas"`
+	}{s.rules.Status(), s.cfg.Replica.ID, kills, s.metrics.ShadowCounts(), quotas})
 	return nil
+}
+
+// quotaView is a configured quota as GET /v1/admin/rules shows it.
+type quotaView struct {
+	Name         string `json:"name"`
+	Per          string `json:"per"`
+	Tenant       string `json:"tenant,omitempty"`
+	Agent        string `json:"agent,omitempty"`
+	Turns        int64  `json:"turns,omitempty"`
+	InputTokens  int64  `json:"inputTokens,omitempty"`
+	OutputTokens int64  `json:"outputTokens,omitempty"`
+	Window       string `json:"window"`
+	TimeZone     string `json:"timeZone,omitempty"`
 }
 
 // rulesReload serves POST /v1/admin/rules/reload. A rejected candidate is

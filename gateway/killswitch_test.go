@@ -30,7 +30,7 @@ const (
 // killSwitchKeys configures ksOpsKey, ksAcmeKey and ksGlobexKey.
 func killSwitchKeys(cfg *config.Config) {
 	cfg.Auth.APIKeys = []config.APIKey{
-		{Key: ksOpsKey, Tenant: "ops", Subject: "oncall", Roles: []string{RoleAdmin}},
+		{Key: ksOpsKey, Tenant: "ops", Subject: "oncall", Roles: []string{RoleAdmin, RoleGlobalAdmin}},
 		{Key: ksAcmeKey, Tenant: "acme", Subject: "alice"},
 		{Key: ksGlobexKey, Tenant: "globex", Subject: "gus"},
 	}

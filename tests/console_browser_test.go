@@ -182,6 +182,25 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("principal %q", got)
 		}
 		screenshot(t, ctx, "overview")
+
+		// A rejected reload shows in the history at its file:line; the
+		// revision keeps serving.
+		bad := filepath.Join(g.opts.Dir, "rules", "zz_bad.rego")
+		if err := os.WriteFile(bad, []byte("package turngate.tool_call\nblock contains if {\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		g.as(consoleAdmin).json("POST", "/v1/admin/rules/reload", nil, 422, nil)
+		view(t, ctx, g, "overview", "overview")
+		if got := text(t, ctx, `#reloads`); !strings.Contains(got, "rejected") || !strings.Contains(got, "zz_bad.rego:2") {
+			t.Errorf("reload history %q: want the rejected reload at zz_bad.rego:2", got)
+		}
+		if got := text(t, ctx, `#revision-id`); got != st.Revision {
+			t.Errorf("after a rejected reload the overview shows revision %q, want %q still", got, st.Revision)
+		}
+		if err := os.Remove(bad); err != nil {
+			t.Fatal(err)
+		}
+		g.as(consoleAdmin).json("POST", "/v1/admin/rules/reload", nil, 200, nil)
 	})
 
 	t.Run("an approver approves with the button and the tool runs", func(t *testing.T) {

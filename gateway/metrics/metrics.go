@@ -4,15 +4,18 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/policy"
@@ -296,4 +299,45 @@ func (s *stream) finish() {
 	if err := s.Stream.Err(); err != nil && !errors.Is(err, context.Canceled) {
 		s.p.m.UpstreamErrors.WithLabelValues(s.p.model).Inc()
 	}
+}
+
+// ShadowCount is how often one shadow rule fired on this replica since it
+// started, for one hook and would-be effect: each time, the shadow rules
+// would have decided otherwise than the enforced ones.
+type ShadowCount struct {
+	Rule   string `json:"rule"`
+	Hook   string `json:"hook"`
+	Effect string `json:"effect"`
+	Count  int64  `json:"disagreements"`
+}
+
+// ShadowCounts reads turngate_shadow_effects_total, sorted by rule, hook
+// and effect.
+func (m *Metrics) ShadowCounts() []ShadowCount {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { m.ShadowEffects.Collect(ch); close(ch) }()
+	out := []ShadowCount{}
+	for pm := range ch {
+		var d dto.Metric
+		if pm.Write(&d) != nil {
+			continue
+		}
+		var c ShadowCount
+		for _, l := range d.GetLabel() {
+			switch l.GetName() {
+			case "rule":
+				c.Rule = l.GetValue()
+			case "hook":
+				c.Hook = l.GetValue()
+			case "effect":
+				c.Effect = l.GetValue()
+			}
+		}
+		c.Count = int64(d.GetCounter().GetValue())
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b ShadowCount) int {
+		return cmp.Or(cmp.Compare(a.Rule, b.Rule), cmp.Compare(a.Hook, b.Hook), cmp.Compare(a.Effect, b.Effect))
+	})
+	return out
 }

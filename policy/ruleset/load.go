@@ -169,6 +169,8 @@ type Revision struct {
 	state    *state.Set
 	opts     Options
 	warnings policy.Errors
+	// tests is what its tests gave when it was built.
+	tests TestSummary
 }
 
 // ID returns the revision id, "sha256:<hex>" over the sorted names and

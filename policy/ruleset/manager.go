@@ -39,6 +39,25 @@ type Manager struct {
 	lastFailedID          string // the id of the rejected candidate behind lastErr
 	reloadsOK             int64
 	reloadsFail           int64
+	// history is the last HistorySize accepted and rejected reloads,
+	// oldest first.
+	history []Reload
+}
+
+// HistorySize is how many reloads Status.Reloads keeps: the newest
+// accepted and rejected attempts (an unchanged one is not kept).
+const HistorySize = 20
+
+// Reload is one reload attempt that changed or was refused, for Status.
+type Reload struct {
+	Time time.Time `json:"time"`
+	// Accepted is true when the candidate became the live revision.
+	Accepted bool `json:"accepted"`
+	// Revision is the candidate's id (empty when its files could not be
+	// read).
+	Revision string `json:"revision,omitempty"`
+	// Errors are a rejected candidate's positioned diagnostics.
+	Errors policy.Errors `json:"errors,omitempty"`
 }
 
 // NewManager loads dir and returns a Manager serving it. A directory that
@@ -112,7 +131,7 @@ func (m *Manager) Reload() (changed bool, err error) {
 	m.cur.Store(rev)
 	m.logger.Info("rules reloaded", "dir", m.dir, "revision", rev.id, "previous", live.id, "files", len(rev.infos))
 	m.logWarnings(rev)
-	m.finish(ReloadSuccess, nil, "")
+	m.finish(ReloadSuccess, nil, rev.id)
 	return true, nil
 }
 
@@ -170,18 +189,27 @@ func (m *Manager) rejected(id string, errs policy.Errors) error {
 // reloaded, or the broken edit reverted, which changes nothing) logs that
 // the rules are healthy again: the rejection's error line would otherwise
 // be the last word in the log.
-func (m *Manager) finish(result string, errs policy.Errors, failedID string) {
+//
+// id is the candidate's revision id (the accepted one, or the rejected one).
+func (m *Manager) finish(result string, errs policy.Errors, id string) {
 	now := time.Now()
 	m.mu.Lock()
 	healed := errs == nil && m.lastErr != nil
 	m.lastCheck = now
-	m.lastErr, m.lastFailedID = errs, failedID
+	m.lastErr, m.lastFailedID = errs, ""
 	switch result {
 	case ReloadSuccess:
 		m.reloadsOK++
 		m.lastReload = now
 	case ReloadFailure:
 		m.reloadsFail++
+		m.lastFailedID = id
+	}
+	if result != ReloadUnchanged {
+		if len(m.history) == HistorySize {
+			m.history = append(m.history[:0], m.history[1:]...)
+		}
+		m.history = append(m.history, Reload{Time: now, Accepted: result == ReloadSuccess, Revision: id, Errors: errs})
 	}
 	m.mu.Unlock()
 	if healed {
@@ -213,6 +241,11 @@ type Status struct {
 	LastError     policy.Errors `json:"lastError,omitempty"`
 	ReloadsOK     int64         `json:"reloadsOk"`
 	ReloadsFailed int64         `json:"reloadsFailed"`
+	// Reloads are the last HistorySize accepted and rejected reloads of
+	// this replica, newest first.
+	Reloads []Reload `json:"reloads"`
+	// Tests are the live revision's rule tests, run when it was built.
+	Tests TestSummary `json:"tests"`
 }
 
 // Status returns the live revision and the reload history.
@@ -228,6 +261,11 @@ func (m *Manager) Status() Status {
 		LastError:     m.lastErr,
 		ReloadsOK:     m.reloadsOK,
 		ReloadsFailed: m.reloadsFail,
+		Reloads:       make([]Reload, 0, len(m.history)),
+		Tests:         rev.tests,
+	}
+	for i := len(m.history) - 1; i >= 0; i-- {
+		st.Reloads = append(st.Reloads, m.history[i])
 	}
 	if !m.lastReload.IsZero() {
 		st.LastReload = new(m.lastReload)

@@ -153,6 +153,17 @@ func RejectReason(err error) string {
 	return reason
 }
 
+// TestSummary is what a revision's tests gave when it was built: a live
+// revision's tests all passed, since failing ones reject it. Coverage is
+// not measured there (`turngate test --coverage` measures it).
+type TestSummary struct {
+	// Ran is false when the tests were not run (Options.Tests is TestsOff,
+	// or there are no test files).
+	Ran    bool `json:"ran"`
+	Passed int  `json:"passed"`
+	Failed int  `json:"failed"`
+}
+
 // hasTests reports whether the revision holds any test file.
 func (r *Revision) hasTests() bool {
 	return len(r.byKind[KindRegoTest])+len(r.byKind[KindCELTest]) > 0
@@ -182,11 +193,14 @@ func (r *Revision) checkTests(ctx context.Context) policy.Errors {
 	if errs != nil {
 		return errs
 	}
+	r.tests.Ran = true
 	var failed policy.Errors
 	for _, t := range results {
 		if t.Passed {
+			r.tests.Passed++
 			continue
 		}
+		r.tests.Failed++
 		failed = append(failed, &policy.Error{
 			Code:     policy.CodeTestFailed,
 			Location: t.Location,

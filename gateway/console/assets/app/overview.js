@@ -1,19 +1,19 @@
 // overview.js: the replica's live revision and rule files, reload history
-// and the last rejected reload with its positions, rule tests and
-// coverage, shadow rules, kill switches and limits — whatever
-// GET /v1/admin/rules reports.
+// with the positions of rejected reloads, rule test counts, shadow rules'
+// disagreements, kill switches and quotas, as
+// GET /v1/admin/rules reports them.
 import { h, mount, json, errorBox, position, time } from '/console/static/dom.js';
 import { api } from './api.js';
 
 // known are the members rendered as their own sections; any other member
 // the gateway adds is shown as JSON under its name.
 const known = new Set(['dir', 'revision', 'files', 'loadedAt', 'lastReload', 'lastCheck', 'lastError', 'reloadsOk',
-  'reloadsFailed', 'replica', 'killSwitches', 'reloads', 'reloadHistory', 'tests', 'coverage', 'shadow', 'shadowRules', 'quotas', 'limits']);
+  'reloadsFailed', 'replica', 'killSwitches', 'reloads', 'tests', 'shadowRules', 'quotas']);
 
 export async function render(main) {
   const st = await api('GET', '/v1/admin/rules');
-  const history = st.reloads || st.reloadHistory;
-  const shadow = st.shadowRules || st.shadow;
+  const history = st.reloads;
+  const shadow = st.shadowRules;
   mount(main,
     h('h1', {}, 'Overview'),
     h('section', { class: 'card', id: 'revision' },
@@ -35,19 +35,24 @@ export async function render(main) {
       table(['File', 'Kind', 'Size', 'SHA-256'], (st.files || []).map(f =>
         [h('code', {}, f.name), f.kind, f.size, h('code', { class: 'hash' }, (f.sha256 || '').slice(0, 16))]))),
     history ? h('section', { class: 'card', id: 'reloads' }, h('h2', {}, 'Reload history'),
-      table(['Time', 'Result', 'Revision', 'Errors'], history.map(r => [time(r.time || r.at), r.accepted === false || r.ok === false || (r.errors && r.errors.length) ? h('span', { class: 'badge block' }, 'rejected') : h('span', { class: 'badge allow' }, 'accepted'),
+      table(['Time', 'Result', 'Revision', 'Errors'], history.map(r => [time(r.time), r.accepted ? h('span', { class: 'badge allow' }, 'accepted') : h('span', { class: 'badge block' }, 'rejected'),
         h('code', { class: 'hash' }, (r.revision || '').slice(0, 23)),
         (r.errors || []).map(e => h('div', {}, position(e), ' ', e.message))]))) : null,
-    st.tests || st.coverage ? h('section', { class: 'card', id: 'tests' }, h('h2', {}, 'Rule tests and coverage'),
-      st.tests ? json(st.tests) : null, st.coverage ? json(st.coverage) : null) : null,
+    st.tests ? h('section', { class: 'card', id: 'tests' }, h('h2', {}, 'Rule tests'),
+      h('p', { id: 'tests-summary' }, st.tests.ran ? `${st.tests.passed} passed, ${st.tests.failed} failed when this revision was built.` : 'Not run: the rules directory has no tests.'),
+      h('p', { class: 'muted' }, 'Coverage is not measured on reload; turngate test --coverage measures it.')) : null,
     shadow ? h('section', { class: 'card', id: 'shadow' }, h('h2', {}, 'Shadow rules'),
-      Array.isArray(shadow) ? table(['Rule', 'Disagreements'], shadow.map(s => [h('code', {}, s.rule || s.name || JSON.stringify(s)), s.disagreements ?? s.changed ?? '—'])) : json(shadow)) : null,
+      shadow.length ? table(['Rule', 'Hook', 'Would', 'Disagreements'], shadow.map(s => [h('code', {}, s.rule), s.hook, s.effect, s.disagreements]))
+        : h('p', { class: 'muted' }, 'No shadow rule has fired on this replica since it started.')) : null,
     h('section', { class: 'card', id: 'killswitches' },
       h('h2', {}, 'Kill switches'),
       (st.killSwitches || []).length ? table(['Id', 'Stops', 'Scope', 'Reason', 'Set by', 'Set', 'Expires'], st.killSwitches.map(k =>
         [h('code', {}, k.id), k.block, scope(k), k.reason, k.createdBy, time(k.createdAt), k.expiresAt ? time(k.expiresAt) : 'until lifted']))
         : h('p', { class: 'muted' }, 'None in force.')),
-    st.quotas || st.limits ? h('section', { class: 'card', id: 'limits' }, h('h2', {}, 'Quotas and limits'), json(st.quotas || st.limits)) : null,
+    st.quotas ? h('section', { class: 'card', id: 'limits' }, h('h2', {}, 'Quotas'),
+      st.quotas.length ? table(['Name', 'Per', 'Scope', 'Limit', 'Window'], st.quotas.map(q => [h('code', {}, q.name), q.per, scope(q),
+        q.turns ? `${q.turns} turns` : q.inputTokens ? `${q.inputTokens} input tokens` : `${q.outputTokens} output tokens`, q.window + (q.timeZone ? ' ' + q.timeZone : '')]))
+        : h('p', { class: 'muted' }, 'None configured.')) : null,
     Object.keys(st).filter(k => !known.has(k)).map(k => h('section', { class: 'card' }, h('h2', {}, k), json(st[k]))));
 }
 

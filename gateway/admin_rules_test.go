@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/policy/ruleset"
+)
+
+// overviewStatus is what the console's Overview reads of GET /v1/admin/rules.
+type overviewStatus struct {
+	Revision     string              `json:"revision"`
+	Reloads      []ruleset.Reload    `json:"reloads"`
+	Tests        ruleset.TestSummary `json:"tests"`
+	ShadowRules  []map[string]any    `json:"shadowRules"`
+	KillSwitches []store.KillSwitch  `json:"killSwitches"`
+	Quotas       []map[string]any    `json:"quotas"`
+}
+
+// TestAdminRulesOverview: GET /v1/admin/rules keeps the reload history
+// (newest first, a rejected reload with its file:line), and shows a tenant
+// admin only the kill switches and quotas of its tenant or of everyone.
+func TestAdminRulesOverview(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"tools.rego", "results.rego"} {
+		src, err := os.ReadFile(filepath.Join("testdata", "rules", "basic", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), src, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := newTestGateway(t, "basic", func(c *config.Config) {
+		c.Rules.Dir = dir
+		decisionKeys(c)
+		c.Quotas = []config.Quota{
+			{Name: "fleet-turns", Per: "tenant", Turns: 1000, Window: "day"},
+			{Name: "acme-tokens", Per: "tenant", Tenant: "acme", InputTokens: 5000, Window: "hour"},
+			{Name: "globex-turns", Per: "agent", Tenant: "globex", Turns: 10, Window: "1m"},
+		}
+	})
+	global, acme := g.as(dkGlobal), g.as(dkAcmeAdmin)
+
+	// An accepted reload, then a rejected one at bad.rego:2.
+	if err := os.WriteFile(filepath.Join(dir, "extra.rego"), []byte("package turngate.tool_call\n\nblock contains \"no\" if input.tool.name == \"drop\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	global.doJSON("POST", "/v1/admin/rules/reload", nil, http.StatusOK, nil)
+	if err := os.WriteFile(filepath.Join(dir, "bad.rego"), []byte("package turngate.tool_call\nblock contains if {\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	global.doJSON("POST", "/v1/admin/rules/reload", nil, http.StatusUnprocessableEntity, nil)
+
+	for _, ks := range []map[string]any{
+		{"block": "tools", "scope": map[string]any{"tenant": "acme"}, "reason": "acme incident"},
+		{"block": "tools", "scope": map[string]any{"tenant": "globex"}, "reason": "globex incident"},
+		{"block": "turns", "reason": "fleet freeze"},
+	} {
+		global.doJSON("POST", "/v1/admin/killswitch", ks, http.StatusCreated, nil)
+	}
+
+	for _, tc := range []struct {
+		name       string
+		as         *testGateway
+		wantKills  []string // reasons
+		wantQuotas []string
+	}{
+		{"global admin", global, []string{"acme incident", "fleet freeze", "globex incident"}, []string{"acme-tokens", "fleet-turns", "globex-turns"}},
+		{"acme admin", acme, []string{"acme incident", "fleet freeze"}, []string{"acme-tokens", "fleet-turns"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st overviewStatus
+			tc.as.doJSON("GET", "/v1/admin/rules", nil, http.StatusOK, &st)
+			if len(st.Reloads) != 2 {
+				t.Fatalf("reloads %+v, want the rejected one then the accepted one", st.Reloads)
+			}
+			bad, good := st.Reloads[0], st.Reloads[1]
+			if bad.Accepted || len(bad.Errors) == 0 || bad.Errors[0].Location.File != "bad.rego" || bad.Errors[0].Location.Line == 0 || bad.Time.Before(good.Time) {
+				t.Errorf("newest reload %+v: want rejected with an error at bad.rego:LINE", bad)
+			}
+			if !good.Accepted || good.Revision != st.Revision || len(good.Errors) != 0 {
+				t.Errorf("older reload %+v: want accepted, revision %s", good, st.Revision)
+			}
+			if st.Tests.Ran {
+				t.Errorf("tests %+v: the basic rules have none", st.Tests)
+			}
+			if st.ShadowRules == nil {
+				t.Error("shadowRules missing: want [] when no shadow rule fired")
+			}
+			var kills, quotas []string
+			for _, k := range st.KillSwitches {
+				kills = append(kills, k.Reason)
+			}
+			for _, q := range st.Quotas {
+				quotas = append(quotas, q["name"].(string))
+			}
+			slices.Sort(kills)
+			slices.Sort(quotas)
+			if !slices.Equal(kills, tc.wantKills) || !slices.Equal(quotas, tc.wantQuotas) {
+				t.Errorf("kill switches %v, quotas %v; want %v, %v", kills, quotas, tc.wantKills, tc.wantQuotas)
+			}
+		})
+	}
+}
