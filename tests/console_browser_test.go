@@ -190,7 +190,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		g.as(consoleAdmin).json("POST", "/v1/admin/rules/reload", nil, 422, nil)
-		view(t, ctx, g, "overview", "overview")
+		run(t, ctx, "reloading the overview",
+			chromedp.Reload(),
+			chromedp.WaitVisible(chromedp.CSS(`main[data-ready="overview"]`)))
 		if got := text(t, ctx, `#reloads`); !strings.Contains(got, "rejected") || !strings.Contains(got, "zz_bad.rego:2") {
 			t.Errorf("reload history %q: want the rejected reload at zz_bad.rego:2", got)
 		}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,6 +36,18 @@ turngate_shadow_effects_total{effect="patch",hook="beforeToolCall",rule="tools.r
 `
 	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "turngate_shadow_effects_total"); err != nil {
 		t.Error(err)
+	}
+	// The same counts, as GET /v1/admin/rules shows them.
+	wantCounts := []ShadowCount{
+		{Rule: "tools.rego#no deletes", Hook: "beforeToolCall", Effect: "block", Count: 2},
+		{Rule: "tools.rego#patch@12", Hook: "beforeToolCall", Effect: "patch", Count: 1},
+		{Rule: "turn.yaml#cap", Hook: "beforeTurn", Effect: "override", Count: 1},
+	}
+	if got := m.ShadowCounts(); !slices.Equal(got, wantCounts) {
+		t.Errorf("ShadowCounts() = %+v, want %+v", got, wantCounts)
+	}
+	if got := New().ShadowCounts(); got == nil || len(got) != 0 {
+		t.Errorf("ShadowCounts() of a fresh registry = %#v, want empty, not nil", got)
 	}
 }
 
