@@ -36,6 +36,7 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 				Turns: q.Turns, InputTokens: q.InputTokens, OutputTokens: q.OutputTokens, Window: q.Window, TimeZone: q.TimeZone})
 		}
 	}
+	cov, covErrs := s.rules.Current().LiveCoverage(c.Request.Context())
 	c.JSON(http.StatusOK, struct {
 		ruleset.Status
 		// Replica names the replica whose revision this is: each replica
@@ -48,7 +49,12 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		ShadowRules []metrics.ShadowCount `json:"shadowRules"`
 		// Quotas are the configured quotas (config "quotas").
 		Quotas []quotaView `json:"quotas"`
-	}{s.rules.Status(), s.cfg.Replica.ID, kills, s.metrics.ShadowCounts(), quotas})
+		// Coverage is what the live revision's tests exercise (absent
+		// without tests), measured on the first request that asks.
+		Coverage *ruleset.Coverage `json:"coverage,omitempty"`
+		// CoverageErrors say why it could not be measured.
+		CoverageErrors policy.Errors `json:"coverageErrors,omitempty"`
+	}{s.rules.Status(), s.cfg.Replica.ID, kills, s.metrics.ShadowCounts(), quotas, cov, covErrs})
 	return nil
 }
 

@@ -20,6 +20,7 @@ type overviewStatus struct {
 	ShadowRules  []map[string]any    `json:"shadowRules"`
 	KillSwitches []store.KillSwitch  `json:"killSwitches"`
 	Quotas       []map[string]any    `json:"quotas"`
+	Coverage     *ruleset.Coverage   `json:"coverage"`
 }
 
 // TestAdminRulesOverview: GET /v1/admin/rules keeps the reload history
@@ -49,6 +50,9 @@ func TestAdminRulesOverview(t *testing.T) {
 
 	// An accepted reload, then a rejected one at bad.rego:2.
 	if err := os.WriteFile(filepath.Join(dir, "extra.rego"), []byte("package turngate.tool_call\n\nblock contains \"no\" if input.tool.name == \"drop\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "extra_test.rego"), []byte("package turngate.tool_call_test\n\nimport data.turngate.tool_call\n\ntest_drop_blocked if \"no\" in tool_call.block with input as {\"tool\": {\"name\": \"drop\"}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	global.doJSON("POST", "/v1/admin/rules/reload", nil, http.StatusOK, nil)
@@ -87,8 +91,11 @@ func TestAdminRulesOverview(t *testing.T) {
 			if !good.Accepted || good.Revision != st.Revision || len(good.Errors) != 0 {
 				t.Errorf("older reload %+v: want accepted, revision %s", good, st.Revision)
 			}
-			if st.Tests.Ran {
-				t.Errorf("tests %+v: the basic rules have none", st.Tests)
+			if !st.Tests.Ran || st.Tests.Passed != 1 || st.Tests.Failed != 0 {
+				t.Errorf("tests %+v: want extra_test.rego's one test passed", st.Tests)
+			}
+			if st.Coverage == nil || st.Coverage.Rego.CoverableLines == 0 || st.Coverage.Rego.CoveredLines == 0 {
+				t.Errorf("coverage %+v: want the live revision's Rego line coverage", st.Coverage)
 			}
 			if st.ShadowRules == nil {
 				t.Error("shadowRules missing: want [] when no shadow rule fired")

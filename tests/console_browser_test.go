@@ -181,6 +181,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := text(t, ctx, `#principal`); !strings.Contains(got, "sam · tenant acme") {
 			t.Errorf("principal %q", got)
 		}
+		if got := text(t, ctx, `#tests-summary`); !strings.Contains(got, "1 passed, 0 failed") {
+			t.Errorf("rule tests %q, want tools_test.rego's one test passed", got)
+		}
+		// tools_test.rego reaches the block rule, not the approval: the
+		// approval's lines are listed as no test's.
+		if got := text(t, ctx, `#coverage`); !strings.Contains(got, "Rego: ") || !strings.Contains(got, "tools.rego") {
+			t.Errorf("coverage %q, want the Rego line coverage with tools.rego's untested lines", got)
+		}
 		screenshot(t, ctx, "overview")
 
 		// A rejected reload shows in the history at its file:line; the

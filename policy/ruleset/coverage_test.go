@@ -53,4 +53,19 @@ beforeStep:
 	if cov.Rego.Percent != 100 || cov.Rego.CoverableLines != 0 || len(cov.Rego.Files) != 0 {
 		t.Errorf("rego coverage = %+v, want nothing to cover", cov.Rego)
 	}
+
+	// The admin API's coverage of the live revision is the same, measured
+	// once: a cancelled request's context does not cancel it.
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	live, liveErrs := rev.LiveCoverage(cancelled)
+	if liveErrs != nil || live == nil || !reflect.DeepEqual(live.CEL, want) {
+		t.Fatalf("LiveCoverage = %+v, %v, want the CEL coverage above", live, liveErrs)
+	}
+	if again, _ := rev.LiveCoverage(context.Background()); again != live {
+		t.Error("LiveCoverage measured again, want the first measurement kept")
+	}
+	if none, errs := mustLoad(t, rulesDir(t, map[string]string{"turn.yaml": "beforeTurn: []\n"}), Options{}).LiveCoverage(context.Background()); none != nil || errs != nil {
+		t.Errorf("LiveCoverage without tests = %+v, %v, want nil", none, errs)
+	}
 }

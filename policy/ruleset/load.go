@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agnivade/levenshtein"
@@ -171,6 +172,16 @@ type Revision struct {
 	warnings policy.Errors
 	// tests is what its tests gave when it was built.
 	tests TestSummary
+	// liveCov is measured once, the first time it is asked for; shared
+	// by the revision's copies (withClock).
+	liveCov *liveCoverage
+}
+
+// liveCoverage is a revision's coverage, measured on demand.
+type liveCoverage struct {
+	once sync.Once
+	c    *Coverage
+	errs policy.Errors
 }
 
 // ID returns the revision id, "sha256:<hex>" over the sorted names and
@@ -418,6 +429,7 @@ func compile(snap *snapshot, opts Options) (*Revision, policy.Errors) {
 		return nil, located(snap.root, errs)
 	}
 	return &Revision{
+		liveCov:  &liveCoverage{},
 		root:     snap.root,
 		id:       snap.id,
 		loadedAt: opts.now(),

@@ -153,9 +153,27 @@ func RejectReason(err error) string {
 	return reason
 }
 
+// LiveCoverage is what the revision's tests exercise (RunTestsCoverage),
+// measured the first time it is asked for and kept with the revision, so
+// a reload never waits for it and an admin asking twice runs the tests
+// once. It is nil when the revision has no tests. The measurement keeps
+// ctx's values but not its cancellation, so a client that goes away
+// does not leave the revision with a cancelled measurement; each test is
+// bounded as in RunTests.
+func (r *Revision) LiveCoverage(ctx context.Context) (*Coverage, policy.Errors) {
+	if !r.hasTests() {
+		return nil, nil
+	}
+	r.liveCov.once.Do(func() {
+		_, r.liveCov.c, r.liveCov.errs = r.RunTestsCoverage(context.WithoutCancel(ctx))
+	})
+	return r.liveCov.c, r.liveCov.errs
+}
+
 // TestSummary is what a revision's tests gave when it was built: a live
 // revision's tests all passed, since failing ones reject it. Coverage is
-// not measured there (`turngate test --coverage` measures it).
+// not measured there (Revision.LiveCoverage measures it on demand,
+// `turngate test --coverage` from the command line).
 type TestSummary struct {
 	// Ran is false when the tests were not run (Options.Tests is TestsOff,
 	// or there are no test files).

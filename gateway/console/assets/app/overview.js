@@ -8,7 +8,7 @@ import { api } from './api.js';
 // known are the members rendered as their own sections; any other member
 // the gateway adds is shown as JSON under its name.
 const known = new Set(['dir', 'revision', 'files', 'loadedAt', 'lastReload', 'lastCheck', 'lastError', 'reloadsOk',
-  'reloadsFailed', 'replica', 'killSwitches', 'reloads', 'tests', 'shadowRules', 'quotas']);
+  'reloadsFailed', 'replica', 'killSwitches', 'reloads', 'tests', 'coverage', 'coverageErrors', 'shadowRules', 'quotas']);
 
 export async function render(main) {
   const st = await api('GET', '/v1/admin/rules');
@@ -40,7 +40,7 @@ export async function render(main) {
         (r.errors || []).map(e => h('div', {}, position(e), ' ', e.message))]))) : null,
     st.tests ? h('section', { class: 'card', id: 'tests' }, h('h2', {}, 'Rule tests'),
       h('p', { id: 'tests-summary' }, st.tests.ran ? `${st.tests.passed} passed, ${st.tests.failed} failed when this revision was built.` : 'Not run: the rules directory has no tests.'),
-      h('p', { class: 'muted' }, 'Coverage is not measured on reload; turngate test --coverage measures it.')) : null,
+      coverage(st)) : null,
     shadow ? h('section', { class: 'card', id: 'shadow' }, h('h2', {}, 'Shadow rules'),
       shadow.length ? table(['Rule', 'Hook', 'Would', 'Disagreements'], shadow.map(s => [h('code', {}, s.rule), s.hook, s.effect, s.disagreements]))
         : h('p', { class: 'muted' }, 'No shadow rule has fired on this replica since it started.')) : null,
@@ -54,6 +54,22 @@ export async function render(main) {
         q.turns ? `${q.turns} turns` : q.inputTokens ? `${q.inputTokens} input tokens` : `${q.outputTokens} output tokens`, q.window + (q.timeZone ? ' ' + q.timeZone : '')]))
         : h('p', { class: 'muted' }, 'None configured.')) : null,
     Object.keys(st).filter(k => !known.has(k)).map(k => h('section', { class: 'card' }, h('h2', {}, k), json(st[k]))));
+}
+
+// coverage is the live revision's test coverage: Rego lines and CEL
+// rules, with the lines and rules no test reached.
+function coverage(st) {
+  const c = st.coverage;
+  if (!c) {
+    return (st.coverageErrors || []).length ? h('div', { class: 'error' }, 'Coverage could not be measured: ',
+      st.coverageErrors.map(e => h('div', {}, position(e), ' ', e.message))) : null;
+  }
+  const gaps = (c.rego.files || []).filter(f => (f.notCovered || []).length).map(f =>
+    [h('code', {}, f.file), `${f.percent.toFixed(1)} %`, f.notCovered.map(r => r.start === r.end ? `${r.start}` : `${r.start}–${r.end}`).join(', ')]);
+  return h('div', { id: 'coverage' },
+    h('p', { id: 'coverage-summary' }, `Rego: ${c.rego.coveredLines} of ${c.rego.coverableLines} lines (${c.rego.percent.toFixed(1)} %). CEL: ${c.cel.fired} of ${c.cel.rules} rules fired (${c.cel.percent.toFixed(1)} %).`),
+    gaps.length ? table(['File', 'Covered', 'Lines no test reached'], gaps) : null,
+    (c.cel.notFired || []).length ? h('ul', {}, c.cel.notFired.map(r => h('li', {}, h('code', {}, r.rule), ' ', position(r)))) : null);
 }
 
 function scope(k) {
