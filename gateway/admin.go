@@ -23,12 +23,7 @@ import (
 func (s *Server) rulesStatus(c *gin.Context) error {
 	scope := decisionScope(principal(c))
 	mine := func(tenant string) bool { return scope.AllTenants || tenant == "" || tenant == scope.Tenant }
-	kills := []store.KillSwitch{}
-	for _, k := range s.kill.Active() {
-		if mine(k.Tenant) {
-			kills = append(kills, k)
-		}
-	}
+	kills := s.visibleKillSwitches(principal(c))
 	quotas := []quotaView{}
 	for _, q := range s.cfg.Quotas {
 		if mine(q.Tenant) {

@@ -115,3 +115,48 @@ func TestAdminRulesOverview(t *testing.T) {
 		})
 	}
 }
+
+// TestKillSwitchTenantAdmin: a tenant admin (admin without global-admin)
+// sets, lists and lifts the kill switches of its own tenant only; the
+// fleet's it sees (they stop it too) but cannot set or lift, another
+// tenant's it neither sees nor lifts.
+func TestKillSwitchTenantAdmin(t *testing.T) {
+	g := newTestGateway(t, "basic", decisionKeys)
+	global, acme := g.as(dkGlobal), g.as(dkAcmeAdmin)
+	var fleet, globex, own map[string]any
+	global.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "turns", "reason": "fleet freeze"}, http.StatusCreated, &fleet)
+	global.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "scope": map[string]any{"tenant": "globex"}, "reason": "globex incident"}, http.StatusCreated, &globex)
+
+	for _, tc := range []struct {
+		name   string
+		method string
+		path   string
+		body   any
+		status int
+	}{
+		{"a fleet-wide switch", "POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "reason": "x"}, http.StatusForbidden},
+		{"another tenant's switch", "POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "scope": map[string]any{"tenant": "globex"}, "reason": "x"}, http.StatusForbidden},
+		{"lifting the fleet's switch", "DELETE", "/v1/admin/killswitch/" + fleet["id"].(string), nil, http.StatusForbidden},
+		{"lifting another tenant's switch", "DELETE", "/v1/admin/killswitch/" + globex["id"].(string), nil, http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acme.doJSON(tc.method, tc.path, tc.body, tc.status, nil)
+		})
+	}
+	acme.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "scope": map[string]any{"tenant": "acme"}, "reason": "acme incident"}, http.StatusCreated, &own)
+
+	var list struct {
+		KillSwitches []map[string]any `json:"killSwitches"`
+	}
+	acme.doJSON("GET", "/v1/admin/killswitch", nil, http.StatusOK, &list)
+	var reasons []string
+	for _, k := range list.KillSwitches {
+		reasons = append(reasons, k["reason"].(string))
+	}
+	slices.Sort(reasons)
+	if want := []string{"acme incident", "fleet freeze"}; !slices.Equal(reasons, want) {
+		t.Errorf("a tenant admin lists %v, want %v", reasons, want)
+	}
+	acme.doJSON("DELETE", "/v1/admin/killswitch/"+own["id"].(string), nil, http.StatusOK, nil)
+	global.doJSON("DELETE", "/v1/admin/killswitch/"+globex["id"].(string), nil, http.StatusOK, nil)
+}

@@ -32,8 +32,9 @@ const RoleGlobalAdmin = "global-admin"
 
 // anonymous is every request's principal when no API keys are configured
 // (and the gateway then listens on loopback only). It has one tenant, so
-// its admin role sees every record there is.
-var anonymous = engine.Principal{Tenant: config.DefaultTenant, Subject: "anonymous", Roles: []string{RoleAdmin}}
+// its admin role sees every record there is; it is a global admin too,
+// the one operator of a keyless gateway (fleet-wide kill switches).
+var anonymous = engine.Principal{Tenant: config.DefaultTenant, Subject: "anonymous", Roles: []string{RoleAdmin, RoleGlobalAdmin}}
 
 // keyEntry is one configured key: its SHA-256 and its principal. The key
 // itself is never kept.

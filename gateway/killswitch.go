@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/killswitch"
 	"github.com/turngate/turngate/gateway/store"
@@ -94,6 +95,10 @@ func (s *Server) setKillSwitch(c *gin.Context) error {
 	if err != nil {
 		return errBadRequest("%v", err)
 	}
+	if !decisionScope(p).AllTenants && k.Tenant != p.Tenant {
+		return errorf(http.StatusForbidden, CodeForbidden,
+			"a tenant admin sets kill switches of its own tenant only (\"scope\": {\"tenant\": %q}); a fleet-wide switch or another tenant's needs the %q role", p.Tenant, RoleGlobalAdmin)
+	}
 	if err := s.kill.Set(c.Request.Context(), k); err != nil {
 		return err
 	}
@@ -105,10 +110,24 @@ func (s *Server) setKillSwitch(c *gin.Context) error {
 }
 
 // listKillSwitches serves GET /v1/admin/killswitch: the switches in force
-// on this replica.
+// on this replica, a tenant admin's those of its tenant and the fleet's.
 func (s *Server) listKillSwitches(c *gin.Context) error {
-	c.JSON(http.StatusOK, gin.H{"killSwitches": s.kill.Active(), "replica": s.cfg.Replica.ID})
+	c.JSON(http.StatusOK, gin.H{"killSwitches": s.visibleKillSwitches(principal(c)), "replica": s.cfg.Replica.ID})
 	return nil
+}
+
+// visibleKillSwitches are the switches in force p may see: every one for
+// a global admin, else those of p's tenant and the fleet-wide ones (which
+// stop p's tenant too).
+func (s *Server) visibleKillSwitches(p engine.Principal) []store.KillSwitch {
+	all := decisionScope(p).AllTenants
+	out := []store.KillSwitch{}
+	for _, k := range s.kill.Active() {
+		if all || k.Tenant == "" || k.Tenant == p.Tenant {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // liftRequest is the optional body of DELETE /v1/admin/killswitch/:id.
@@ -126,6 +145,19 @@ func (s *Server) liftKillSwitch(c *gin.Context) error {
 	if err := killswitch.CheckLiftReason(req.Reason); err != nil {
 		return errBadRequest("%v", err)
 	}
+	p := principal(c)
+	if !decisionScope(p).AllTenants {
+		// A tenant admin lifts its tenant's switches only: another
+		// tenant's is not found, a fleet-wide one is not its to lift.
+		for _, k := range s.visibleKillSwitches(p) {
+			if k.ID == c.Param("id") && k.Tenant != p.Tenant {
+				return errorf(http.StatusForbidden, CodeForbidden, "kill switch %q is fleet-wide: lifting it needs the %q role", k.ID, RoleGlobalAdmin)
+			}
+		}
+		if !slices.ContainsFunc(s.visibleKillSwitches(p), func(k store.KillSwitch) bool { return k.ID == c.Param("id") }) {
+			return errorf(http.StatusNotFound, CodeNotFound, "no kill switch %q is in force", c.Param("id"))
+		}
+	}
 	k, err := s.kill.Lift(c.Request.Context(), c.Param("id"))
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -133,7 +165,6 @@ func (s *Server) liftKillSwitch(c *gin.Context) error {
 		}
 		return err
 	}
-	p := principal(c)
 	s.audit.KillSwitch(&audit.KillSwitch{Time: s.kill.Now(), Action: audit.KillSwitchLifted, RequestID: requestID(c), By: p.Subject, ByTenant: p.Tenant,
 		Reason: req.Reason, Switch: *k, Replica: s.cfg.Replica.ID})
 	s.log.Warn("kill switch lifted", "id", k.ID, "by", p.Subject)

@@ -31,7 +31,7 @@ func killswitchCLI(t *testing.T, args ...string) (int, string, string) {
 // operator would; the gateway's refusals are printed with exit 1, usage
 // mistakes exit 2.
 func TestKillSwitchCLI(t *testing.T) {
-	keys := "auth:\n  apiKeys:\n    - {key: ops-7d2f9a1c5e8b3d6f0a4c7e1b9d2f5a8c, tenant: ops, subject: oncall, roles: [admin]}\n    - {key: usr-3b8e1d6a9c2f5e0b7d4a1c8f3e6b9d2a, tenant: acme}\n"
+	keys := "auth:\n  apiKeys:\n    - {key: ops-7d2f9a1c5e8b3d6f0a4c7e1b9d2f5a8c, tenant: ops, subject: oncall, roles: [admin, global-admin]}\n    - {key: usr-3b8e1d6a9c2f5e0b7d4a1c8f3e6b9d2a, tenant: acme}\n"
 	r := startServe(t, writeServeConfig(t, keys))
 	url := "http://" + r.addr
 	keyFile := filepath.Join(t.TempDir(), "key")
