@@ -18,12 +18,12 @@ import (
 
 // newDecisionWriter makes the writer that copies the audit log's hook
 // records into the store, tapping the audit log; nil when
-// decisions.store is false.
-func (s *Server) newDecisionWriter(now func() time.Time) *decisions.Writer {
+// decisions.store is false. linger is the writer's Options.Linger.
+func (s *Server) newDecisionWriter(now func() time.Time, linger time.Duration) *decisions.Writer {
 	if !s.cfg.Decisions.Stored() {
 		return nil
 	}
-	w := decisions.New(s.store, decisions.Options{Retention: s.cfg.Decisions.Retention, Now: now, Logger: s.log, Metrics: s.metrics})
+	w := decisions.New(s.store, decisions.Options{Retention: s.cfg.Decisions.Retention, Linger: linger, Now: now, Logger: s.log, Metrics: s.metrics})
 	s.audit.SetTap(w.Tap)
 	return w
 }

@@ -66,6 +66,10 @@ type Options struct {
 	// NotifyRetryBase is the approval webhooks' first retry delay (zero:
 	// notify.DefaultRetryBase); tests shorten it.
 	NotifyRetryBase time.Duration
+	// DecisionLinger is how long the decision writer waits for the rest
+	// of a turn's records (zero: decisions.DefaultLinger); tests lengthen
+	// it.
+	DecisionLinger time.Duration
 	// Engine runs turns. Required.
 	Engine *engine.Engine
 	// Store persists sessions. Required.
@@ -205,7 +209,7 @@ func New(opts Options) (*Server, error) {
 		s.metrics = metrics.New()
 	}
 	s.store = s.boundStore(opts.Store)
-	s.decisions = s.newDecisionWriter(opts.Now)
+	s.decisions = s.newDecisionWriter(opts.Now, opts.DecisionLinger)
 	s.retention = s.newRetention(opts.Now)
 	if opts.Config.Rules.FailOpen {
 		s.failurePolicy = ruleset.FailOpen

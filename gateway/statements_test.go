@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,10 +16,15 @@ import (
 
 // statementLog is a pgx tracer that records the statements a PostgreSQL
 // store sends, each with its connection, so a test counts round trips and
-// transactions.
+// transactions, and the decision records the decision store's batches
+// carry.
 type statementLog struct {
 	mu    sync.Mutex
 	stmts []tracedStatement
+	// decisionRows counts the rows of the decision batches recorded;
+	// grew is signalled when it grows.
+	decisionRows int
+	grew         chan struct{}
 }
 
 type tracedStatement struct {
@@ -26,11 +32,40 @@ type tracedStatement struct {
 	sql  string
 }
 
+// decisionBatch reports whether sql is a batch of the decision store.
+func decisionBatch(sql string) bool { return strings.Contains(sql, "INSERT INTO decisions ") }
+
 func (l *statementLog) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	sql := strings.Join(strings.Fields(d.SQL), " ")
 	l.mu.Lock()
-	l.stmts = append(l.stmts, tracedStatement{conn, strings.Join(strings.Fields(d.SQL), " ")})
+	l.stmts = append(l.stmts, tracedStatement{conn, sql})
+	if decisionBatch(sql) && len(d.Args) > 0 {
+		at, _ := d.Args[0].([]int64) // the batch's columns come as arrays
+		l.decisionRows += len(at)
+		select {
+		case l.grew <- struct{}{}:
+		default:
+		}
+	}
 	l.mu.Unlock()
 	return ctx
+}
+
+// awaitDecisions returns once n more decision rows were sent than were
+// when it was called with n before: waiting for a turn's records, which
+// the decision writer stores once the turn ends, after its lease is
+// released.
+func (l *statementLog) awaitDecisions(seen *int, n int) {
+	*seen += n
+	for {
+		l.mu.Lock()
+		got := l.decisionRows
+		l.mu.Unlock()
+		if got >= *seen {
+			return
+		}
+		<-l.grew
+	}
 }
 
 func (*statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
@@ -82,12 +117,15 @@ func transactions(stmts []tracedStatement) int {
 // reads the session's version for the cache), the admission, the finish
 // (which records the turn and releases the lease). The count does not grow with the number of
 // chunks the turn streams or with how long it streams: no statement per
-// chunk, nor per relay interval.
+// chunk, nor per relay interval. The decision store's batches are counted
+// apart: the turn's hook records are one batch, the decision writer
+// lingering until the turn's onChatResponse record (the linger is an
+// hour here, so only the turn's end can end it).
 func TestTurnStatements(t *testing.T) {
 	// A turn without tool calls records beforeTurn, beforeStep,
 	// onStepFinish and onChatResponse.
-	const maxHookRecords = 4
-	var log statementLog
+	const hookRecords = 4
+	log := statementLog{grew: make(chan struct{}, 1)}
 	cfg := testConfig(t, "empty")
 	onPostgres(t)(cfg)
 	cfg.Limits.SubmissionWorkers = 0 // their backstop poll is no turn's
@@ -95,7 +133,8 @@ func TestTurnStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := startGateway(t, cfg, Options{Store: st})
+	g := startGateway(t, cfg, Options{Store: st, DecisionLinger: time.Hour})
+	seen := 0
 	// A second store on the schema, untraced, watches the lease.
 	watch := openTestStore(t, cfg).(*store.Postgres)
 	t.Cleanup(func() { watch.Close() })
@@ -125,9 +164,11 @@ func TestTurnStatements(t *testing.T) {
 			// The first turn creates the session and fills the cache.
 			readUIStream(t, g.do("POST", path, chatBody(session, "u1", tt.text)))
 			released(session)
+			log.awaitDecisions(&seen, hookRecords)
 			log.take()
 			chunks := readUIStream(t, g.do("POST", path, chatBody(session, "u2", tt.text)))
 			released(session)
+			log.awaitDecisions(&seen, hookRecords)
 			stmts := log.take()
 			deltas := 0
 			for _, c := range chunks {
@@ -139,14 +180,13 @@ func TestTurnStatements(t *testing.T) {
 				t.Fatalf("the turn streamed %d text deltas, want at least %d", deltas, tt.minChunks)
 			}
 			// The decision store's batches are the decision writer's, off
-			// the turn's path and shared by whatever turns run meanwhile:
-			// counted apart, and never more than the turn has hook records.
+			// the turn's path: counted apart.
 			var turn []tracedStatement
 			decisionBatches := 0
 			var text strings.Builder
 			for _, s := range stmts {
 				fmt.Fprintf(&text, "\n  %s", s.sql)
-				if strings.Contains(s.sql, "INSERT INTO decisions ") {
+				if decisionBatch(s.sql) {
 					decisionBatches++
 					continue
 				}
@@ -155,8 +195,8 @@ func TestTurnStatements(t *testing.T) {
 			if got := transactions(turn); got != 3 || len(turn) != 3 {
 				t.Errorf("a turn of %d deltas: %d transactions, %d statements, want 3 of each:%s", deltas, got, len(turn), text.String())
 			}
-			if decisionBatches > maxHookRecords {
-				t.Errorf("a turn of %d deltas: %d decision store batches, want at most %d (one per hook record):%s", deltas, decisionBatches, maxHookRecords, text.String())
+			if decisionBatches != 1 {
+				t.Errorf("a turn of %d deltas: %d decision store batches, want its %d hook records in one:%s", deltas, decisionBatches, hookRecords, text.String())
 			}
 			t.Logf("a turn of %d deltas: %d transactions, %d statements, %d decision batches:%s", deltas, transactions(turn), len(turn), decisionBatches, text.String())
 		})

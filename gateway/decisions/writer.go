@@ -7,7 +7,10 @@
 //
 // Records reach the store off the request path: the audit log's writer
 // hands each written line to Writer.Tap, which queues it; Writer.Run
-// stores the queue in batches (on SQLite one request of the writer's
+// lingers a little for the records still to come of the turns it has
+// records of (up to Options.Linger, until a turn's onChatResponse record
+// is queued, a batch is full or Flush asks) and stores the queue in
+// batches (on SQLite one request of the writer's
 // group commit, on PostgreSQL one statement per batch) and prunes what is
 // older than the retention, a bounded batch at a time. A store outage
 // holds the records in memory, up to MaxQueued, and stores them once the
@@ -43,6 +46,12 @@ const (
 	// The retry delays after a failed write.
 	minRetry = 100 * time.Millisecond
 	maxRetry = 10 * time.Second
+	// DefaultLinger bounds how long a queued record waits for the rest of
+	// its turn's records: a turn's records are stored in one batch once
+	// its onChatResponse record is queued, and a record of a turn still
+	// running (streaming, waiting for an approval) reaches the store this
+	// late at most.
+	DefaultLinger = 250 * time.Millisecond
 )
 
 // Options configure a Writer.
@@ -54,6 +63,10 @@ type Options struct {
 	// MaxQueued bounds the records waiting for the store (default
 	// DefaultMaxQueued).
 	MaxQueued int
+	// Linger bounds how long Run waits after a record is queued for the
+	// rest of its turn's records before storing them (default
+	// DefaultLinger; negative: no wait).
+	Linger time.Duration
 	// Now is the clock of the retention (default time.Now).
 	Now     func() time.Time
 	Logger  *slog.Logger
@@ -76,7 +89,12 @@ type Writer struct {
 	// overflowing is set while records are dropped for a full queue,
 	// failing while writes fail: each is logged once when it starts.
 	overflowing, failing bool
-	wake                 chan struct{}
+	// turnEnded is set when a turn's last hook record (onChatResponse) is
+	// queued, and cleared when a batch is taken: it ends the linger.
+	turnEnded bool
+	// flushing counts the Flush calls waiting: they end the linger too.
+	flushing int
+	wake     chan struct{}
 }
 
 // New returns a Writer storing into st.
@@ -86,6 +104,9 @@ func New(st store.Decisions, opts Options) *Writer {
 	}
 	if opts.MaxQueued <= 0 {
 		opts.MaxQueued = DefaultMaxQueued
+	}
+	if opts.Linger == 0 {
+		opts.Linger = DefaultLinger
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -121,6 +142,7 @@ func (w *Writer) Tap(kind string, v any, line []byte) {
 	}
 	w.pending = append(w.pending, row)
 	w.posted++
+	w.turnEnded = w.turnEnded || kind == audit.KindOnChatResponse
 	n := len(w.pending)
 	w.mu.Unlock()
 	if m := w.opts.Metrics; m != nil {
@@ -200,6 +222,7 @@ func (w *Writer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
+			w.linger(ctx)
 		case <-timer:
 		case <-prune.C:
 			w.prune(ctx)
@@ -215,12 +238,40 @@ func (w *Writer) Run(ctx context.Context) {
 	}
 }
 
+// linger waits, at most Options.Linger, for the rest of the queued
+// records' turns, so that a turn's records are stored in one batch: until
+// a turn's onChatResponse record is queued, maxBatch records are, a Flush
+// waits or ctx is done.
+func (w *Writer) linger(ctx context.Context) {
+	if w.opts.Linger < 0 {
+		return
+	}
+	t := time.NewTimer(w.opts.Linger)
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		ready := w.turnEnded || w.flushing > 0 || len(w.pending) >= maxBatch
+		w.mu.Unlock()
+		if ready {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-w.wake:
+		}
+	}
+}
+
 // drain stores the queue, batch by batch, until it is empty or a write
 // fails.
 func (w *Writer) drain(ctx context.Context) error {
 	for {
 		w.mu.Lock()
 		batch := append([]store.DecisionRow(nil), w.pending[:min(len(w.pending), maxBatch)]...)
+		w.turnEnded = false
 		w.mu.Unlock()
 		if len(batch) == 0 {
 			return nil
@@ -309,11 +360,17 @@ func (w *Writer) count(n int) {
 }
 
 // Flush returns once every record queued before it has left the queue,
-// or ctx's error.
+// or ctx's error. Run does not linger while a Flush waits.
 func (w *Writer) Flush(ctx context.Context) error {
 	w.mu.Lock()
 	target := w.posted
+	w.flushing++
 	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.flushing--
+		w.mu.Unlock()
+	}()
 	for {
 		w.mu.Lock()
 		stored, progress := w.stored, w.progress

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,4 +112,100 @@ func TestWriterQueueBound(t *testing.T) {
 	if w.Pending() != 0 {
 		t.Error("a turn record was queued")
 	}
+}
+
+// batchLog is a decision store that records the size of every batch it
+// is given and fails the first fail of them.
+type batchLog struct {
+	store.Decisions
+	mu      sync.Mutex
+	batches []int
+	fail    int
+	stored  chan struct{}
+}
+
+func (b *batchLog) InsertDecisions(ctx context.Context, rows []store.DecisionRow) error {
+	b.mu.Lock()
+	b.batches = append(b.batches, len(rows))
+	failing := len(b.batches) <= b.fail
+	b.mu.Unlock()
+	if failing {
+		return store.ErrUnavailable
+	}
+	err := b.Decisions.InsertDecisions(ctx, rows)
+	select {
+	case b.stored <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+// turnRecords are the hook records of one turn without tool calls, in
+// the order the audit log writes them.
+func turnRecords(at time.Time) []struct {
+	kind string
+	v    any
+} {
+	step := 0
+	id := audit.Identity{Time: at, RequestID: "req-1", Tenant: "acme", SessionID: "s1", Agent: "a"}
+	return []struct {
+		kind string
+		v    any
+	}{
+		{audit.KindDecision, record("acme", at)},
+		{audit.KindDecision, &policy.Record{Time: at, Hook: policy.HookBeforeStep, Tenant: "acme", RequestID: "req-1", SessionID: "s1",
+			Agent: "a", StepNumber: &step, Outcome: policy.OutcomeNoMatch, Revision: "sha256:x"}},
+		{audit.KindOnStepFinish, &audit.OnStepFinish{Identity: id}},
+		{audit.KindOnChatResponse, &audit.OnChatResponse{Identity: id, Status: "completed"}},
+	}
+}
+
+// TestWriterLinger: Run stores a turn's records in one batch, lingering
+// until its onChatResponse record is queued; a Flush or the end of Run
+// ends the linger; a failed write keeps the whole batch and stores it on
+// the retry. The linger is an hour, so nothing here depends on timing:
+// only the turn's end, a Flush or a cancel can end it.
+func TestWriterLinger(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// records is how many of a turn's records are tapped.
+		records, fail int
+		flush         bool
+		want          []int
+	}{
+		{name: "a turn folds into one batch", records: 4, want: []int{4}},
+		{name: "flush ends the linger", records: 2, flush: true, want: []int{2}},
+		{name: "a failed batch is retried whole", records: 4, fail: 1, flush: true, want: []int{4, 4}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &batchLog{Decisions: openSQLite(t), fail: tt.fail, stored: make(chan struct{}, 1)}
+			w := New(st, Options{Linger: time.Hour, Logger: quiet})
+			run(t, w)
+			for _, r := range turnRecords(time.Now())[:tt.records] {
+				w.Tap(r.kind, r.v, []byte(`{}`))
+			}
+			if !tt.flush {
+				<-st.stored
+			}
+			flush(t, w)
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if !slices.Equal(st.batches, tt.want) {
+				t.Errorf("batches of %v records, want %v", st.batches, tt.want)
+			}
+		})
+	}
+	t.Run("cancel ends the linger", func(t *testing.T) {
+		w := New(openSQLite(t), Options{Linger: time.Hour, Logger: quiet})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { w.Run(ctx); close(done) }()
+		r := turnRecords(time.Now())[0]
+		w.Tap(r.kind, r.v, []byte(`{}`))
+		cancel()
+		<-done
+		if w.Pending() != 1 {
+			t.Errorf("%d records pending after Run ended, want the one it lingered on", w.Pending())
+		}
+	})
 }
