@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turngate/turngate/gateway/store/storetest"
 )
 
 // benchDecisions is the size of BenchmarkDecisionsPage's data set.
@@ -36,11 +40,18 @@ func benchDecisionRow(i int, start time.Time) DecisionRow {
 	return row
 }
 
-// benchDecisionStore opens the SQLite store of the data set, built once
-// and kept in the temporary directory (the build takes minutes; a rebuild
-// happens when the file is missing or the schema changed).
-func benchDecisionStore(b *testing.B) (Store, time.Time) {
+// benchDecisionStores opens the stores of the data set, SQLite and
+// PostgreSQL, each built once and kept (the build takes minutes; a
+// rebuild happens when the data set is missing or the schema changed):
+// the SQLite file in the temporary directory, the PostgreSQL schema
+// bench_decisions_N_vM in the tests' database (storetest.DSN).
+func benchDecisionStores(b *testing.B) (map[string]Store, time.Time) {
 	start := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+	return map[string]Store{"sqlite": benchSQLiteDecisions(b, start), "postgres": benchPostgresDecisions(b, start)}, start
+}
+
+// benchSQLiteDecisions is the data set's SQLite store.
+func benchSQLiteDecisions(b *testing.B, start time.Time) Store {
 	ms, err := loadMigrations(migrations, "migrations/sqlite")
 	if err != nil {
 		b.Fatal(err)
@@ -48,41 +59,88 @@ func benchDecisionStore(b *testing.B) (Store, time.Time) {
 	path := filepath.Join(os.TempDir(), fmt.Sprintf("turngate-bench-decisions-%d-v%d.db", benchDecisions, len(ms)))
 	if _, err := os.Stat(path + ".done"); err != nil {
 		os.Remove(path)
-		built := time.Now()
 		st, err := OpenSQLite(path, WithSynchronous(SynchronousNormal))
 		if err != nil {
 			b.Fatal(err)
 		}
-		const batch = 5000
-		rows := make([]DecisionRow, 0, batch)
-		for i := range benchDecisions {
-			rows = append(rows, benchDecisionRow(i, start))
-			if len(rows) == batch {
-				if err := st.InsertDecisions(context.Background(), rows); err != nil {
-					b.Fatal(err)
-				}
-				rows = rows[:0]
-			}
-		}
+		fillBenchDecisions(b, st, start, path)
 		st.Close()
 		if err := os.WriteFile(path+".done", nil, 0o600); err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("built %d decisions in %s at %s", benchDecisions, time.Since(built).Round(time.Second), path)
 	}
 	st, err := OpenSQLite(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	return st, start
+	return st
+}
+
+// benchPostgresDecisions is the data set's PostgreSQL store, in a schema
+// of its own that a table bench_built marks as whole.
+func benchPostgresDecisions(b *testing.B, start time.Time) Store {
+	ms, err := loadMigrations(migrations, "migrations/postgres")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	schema := fmt.Sprintf("bench_decisions_%d_v%d", benchDecisions, len(ms))
+	admin, err := pgxpool.New(ctx, storetest.DSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.Close()
+	var built bool
+	if err := admin.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, schema+".bench_built").Scan(&built); err != nil {
+		b.Fatalf("PostgreSQL at %s (TURNGATE_TEST_PG_DSN): %v", storetest.DSN(), err)
+	}
+	dsn := storetest.WithSearchPath(b, storetest.DSN(), schema)
+	if !built {
+		if _, err := admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE; CREATE SCHEMA "+schema); err != nil {
+			b.Fatal(err)
+		}
+		st, err := OpenPostgres(ctx, dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fillBenchDecisions(b, st, start, "schema "+schema)
+		st.Close()
+		if _, err := admin.Exec(ctx, "ANALYZE "+schema+".decisions; ANALYZE "+schema+".decision_rules; CREATE TABLE "+schema+".bench_built ()"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st, err := OpenPostgres(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}
+
+// fillBenchDecisions stores the data set into st, 5,000 rows an insert.
+func fillBenchDecisions(b *testing.B, st Store, start time.Time, where string) {
+	built := time.Now()
+	const batch = 5000
+	rows := make([]DecisionRow, 0, batch)
+	for i := range benchDecisions {
+		rows = append(rows, benchDecisionRow(i, start))
+		if len(rows) == batch {
+			if err := st.InsertDecisions(context.Background(), rows); err != nil {
+				b.Fatal(err)
+			}
+			rows = rows[:0]
+		}
+	}
+	b.Logf("built %d decisions in %s in %s", benchDecisions, time.Since(built).Round(time.Second), where)
 }
 
 // BenchmarkDecisionsPage: a filtered page of 50 out of 1,000,000 stored
-// decisions (SQLite), as GET /v1/admin/decisions asks for it. Run it
-// with: go test ./gateway/store -run '^$' -bench DecisionsPage -benchtime 200x
+// decisions, on SQLite and on PostgreSQL, as GET /v1/admin/decisions asks
+// for it. Run it with:
+// go test ./gateway/store -run '^$' -bench DecisionsPage -benchtime 100x
 func BenchmarkDecisionsPage(b *testing.B) {
-	st, start := benchDecisionStore(b)
+	stores, start := benchDecisionStores(b)
 	ctx := context.Background()
 	week := start.Add(7 * 24 * time.Hour)
 	yes := true
@@ -99,18 +157,20 @@ func BenchmarkDecisionsPage(b *testing.B) {
 		{"turn timeline", DecisionQuery{RequestID: "req-77777", Ascending: true}},
 		{"session, oldest first", DecisionQuery{SessionID: "session-4321", Ascending: true, Until: week}},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			q := tc.q
-			q.Limit = 50
-			var n int
-			for b.Loop() {
-				rows, err := st.QueryDecisions(ctx, q)
-				if err != nil {
-					b.Fatal(err)
+		for _, driver := range []string{"sqlite", "postgres"} {
+			b.Run(driver+"/"+tc.name, func(b *testing.B) {
+				q := tc.q
+				q.Limit = 50
+				var n int
+				for b.Loop() {
+					rows, err := stores[driver].QueryDecisions(ctx, q)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n = len(rows)
 				}
-				n = len(rows)
-			}
-			b.ReportMetric(float64(n), "rows")
-		})
+				b.ReportMetric(float64(n), "rows")
+			})
+		}
 	}
 }
