@@ -58,6 +58,8 @@ type Metrics struct {
 	// InputTokens counts the input tokens providers reported, by agent and
 	// kind: cached (read from the provider's prompt cache) or uncached.
 	InputTokens *prometheus.CounterVec
+	// OutputTokens counts the output tokens providers reported, by agent.
+	OutputTokens *prometheus.CounterVec
 	// KillSwitchStops counts what the kill switches stopped, by what
 	// (tool_call, turn) and the switch's scope kind (fleet, tenant, agent,
 	// tenant_agent): never by tenant or switch id, so the series stay few.
@@ -142,6 +144,8 @@ func New() *Metrics {
 			Help: "Failed extension deliveries by extension, hook and reason: timeout (no answer in time), error (transport, HTTP status, process down, an {error} answer), invalid (an answer or result field that does not apply)."}, []string{"extension", "hook", "reason"}),
 		InputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "input_tokens_total",
 			Help: "Input tokens reported by the providers, by agent and kind: cached (read from the prompt cache: OpenAI cached_tokens, Anthropic cache_read_input_tokens) or uncached."}, []string{"agent", "kind"}),
+		OutputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "output_tokens_total",
+			Help: "Output tokens reported by the providers, by agent."}, []string{"agent"}),
 		KillSwitchStops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "killswitch_stops_total",
 			Help: "What the kill switches stopped, by what (tool_call, turn) and the switch's scope kind (fleet, tenant, agent, tenant_agent)."}, []string{"what", "scope"}),
 		QuotaExceeded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_exceeded_total",
@@ -161,7 +165,7 @@ func New() *Metrics {
 	}
 	m.StoreUp.Set(1)
 	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
-		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.KillSwitchStops, m.QuotaExceeded,
+		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.OutputTokens, m.KillSwitchStops, m.QuotaExceeded,
 		m.StoreUnavailable, m.StoreUp, m.DecisionRecords, m.DecisionsPending, m.SessionsPruned, specialisedCounter("hits", func(s opa.SpecialisedStats) uint64 { return s.Hits }),
 		specialisedCounter("misses", func(s opa.SpecialisedStats) uint64 { return s.Misses }),
 		specialisedCounter("fallbacks", func(s opa.SpecialisedStats) uint64 { return s.Fallbacks }),
@@ -215,6 +219,9 @@ func (o observer) OnStepFinish(_ context.Context, s *engine.StepResult) {
 	if u := s.Usage; u.InputTokens > 0 {
 		o.m.InputTokens.WithLabelValues(s.Agent, "cached").Add(float64(u.CachedInputTokens))
 		o.m.InputTokens.WithLabelValues(s.Agent, "uncached").Add(float64(max(u.InputTokens-u.CachedInputTokens, 0)))
+	}
+	if u := s.Usage; u.OutputTokens > 0 {
+		o.m.OutputTokens.WithLabelValues(s.Agent).Add(float64(u.OutputTokens))
 	}
 }
 

@@ -85,3 +85,24 @@ func TestSpecialisedCounters(t *testing.T) {
 		t.Fatalf("%d series, %v; want 3", n, err)
 	}
 }
+
+// TestTokenCounters adds each step's reported tokens to the agent's input
+// (cached, uncached) and output counters; a step reporting none adds none.
+func TestTokenCounters(t *testing.T) {
+	m := New()
+	h := m.Hooks()
+	for _, u := range []engine.Usage{{InputTokens: 100, CachedInputTokens: 40, OutputTokens: 7}, {InputTokens: 10, OutputTokens: 5}, {}} {
+		h.OnStepFinish(context.Background(), &engine.StepResult{Identity: engine.Identity{Agent: "demo"}, Usage: u})
+	}
+	want := `
+# HELP turngate_output_tokens_total Output tokens reported by the providers, by agent.
+# TYPE turngate_output_tokens_total counter
+turngate_output_tokens_total{agent="demo"} 12
+`
+	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "turngate_output_tokens_total"); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(m.InputTokens.WithLabelValues("demo", "uncached")); got != 70 {
+		t.Errorf("turngate_input_tokens_total{kind=uncached} = %v, want 70", got)
+	}
+}
