@@ -338,7 +338,7 @@ func shareWalks(support []*ast.Module) *ast.Module {
 				// The whole set, a ground ref, is evaluated once per
 				// evaluation (OPA caches it); a lookup with a variable
 				// key would evaluate the set's rule again.
-				w := ast.VarTerm(fmt.Sprintf("__turngate_w%d", i))
+				w := freshVar(r, fmt.Sprintf("__turngate_w%d", i))
 				whole := ast.Equality.Expr(w, ast.NewTerm(append(sharedWalks.Copy(), set)))
 				lookup := ast.NewExpr(ast.NewTerm(ast.Ref{w, ast.ArrayTerm(pair.Elem(0), pair.Elem(1))}))
 				whole.Location, lookup.Location = e.Location, e.Location
@@ -357,6 +357,18 @@ func shareWalks(support []*ast.Module) *ast.Module {
 		return nil // unreachable: the source is built from refs and names
 	}
 	return m
+}
+
+// freshVar is a variable named base, or base with a suffix, that rule r
+// does not use: a rule's own variable of that name is never captured.
+func freshVar(r *ast.Rule, base string) *ast.Term {
+	used := map[ast.Var]bool{}
+	ast.WalkVars(r, func(v ast.Var) bool { used[v] = true; return false })
+	name := ast.Var(base)
+	for n := 0; used[name]; n++ {
+		name = ast.Var(fmt.Sprintf("%s_%d", base, n))
+	}
+	return ast.VarTerm(string(name))
 }
 
 // copyModules deep-copies modules, with room for extra more.

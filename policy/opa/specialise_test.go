@@ -199,3 +199,43 @@ func TestSpecialisedBench(t *testing.T) {
 		t.Fatalf("%d hits, want %d", got, len(benchCases))
 	}
 }
+
+// TestSpecialisedWalkNamesCannotCollide: the names the shared string walk
+// introduces into a residual rule never capture a rule's own variable, so
+// a rule that names its variable like them decides as the generic query.
+func TestSpecialisedWalkNamesCannotCollide(t *testing.T) {
+	src := map[string]string{"p.rego": `package turngate.tool_call
+block contains "long" if { input.principal.tenant == "acme"; __turngate_w = input.tool.input.k; walk(input.tool.input, [p, v]); is_string(v); count(v) > 3; __turngate_w == 1 }
+`}
+	p := forced(t, src)
+	if p.toolCallSpec == nil {
+		t.Fatal("not specialised")
+	}
+	t.Setenv(SpecialiseEnv, "off")
+	g := mustCompile(t, testOptions, src)
+	for _, in := range []string{`{"k": 1, "s": "abcdef"}`, `{"k": 1, "s": "ab"}`, `{"k": 2, "s": "abcdef"}`} {
+		got, _, err := p.ToolCall(context.Background(), call("t", in))
+		want, _, gerr := g.ToolCall(context.Background(), call("t", in))
+		if err != nil || gerr != nil {
+			t.Fatalf("%s: specialised %v, generic %v", in, err, gerr)
+		}
+		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+			t.Errorf("%s: specialised %+v, generic %+v", in, got, want)
+		}
+	}
+}
+
+// TestShareWalksFreshNames: a residual rule that already uses the name the
+// rewrite would introduce keeps its variable; the rewrite takes another.
+func TestShareWalksFreshNames(t *testing.T) {
+	m := ast.MustParseModuleWithOpts(`package r
+block contains "long" if { walk(input.tool.input, [p, v]); is_string(v); count(v) > 3; __turngate_w0 = input.k; __turngate_w0 == 1 }`,
+		ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if shareWalks([]*ast.Module{m}) == nil {
+		t.Fatal("the walk was not shared")
+	}
+	body := m.Rules[0].Body.String()
+	if !strings.Contains(body, "__turngate_w0_0 = data.__turngate_shared") || !strings.Contains(body, "__turngate_w0 = input.k") {
+		t.Fatalf("rewritten body %s", body)
+	}
+}
