@@ -401,6 +401,9 @@ type ChatErrorContext struct {
 	Err error `json:"-"`
 	// Message is Err's text, for serialisation.
 	Message string `json:"message"`
+	// Class is Err's error class (ClassifyError): one of the Class
+	// constants.
+	Class string `json:"class"`
 	// PartialMessage reports whether the turn's assistant message already
 	// has parts when the error happens.
 	PartialMessage bool `json:"partialMessage"`

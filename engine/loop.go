@@ -587,7 +587,7 @@ func (t *turn) open(ctx context.Context, prov Provider, req *ModelRequest, timer
 			continue
 		}
 		var ue *UpstreamError
-		if ctx.Err() != nil || !errors.As(err, &ue) || !ue.Retryable || attempt >= t.maxRetries || ue.RetryAfter > maxRetryAfter {
+		if ctx.Err() != nil || !errors.As(err, &ue) || !retryable(ClassifyError(StageStream, err)) || attempt >= t.maxRetries || ue.RetryAfter > maxRetryAfter {
 			return nil, false, err
 		}
 		delay := t.e.opts.RetryBaseDelay << attempt
@@ -818,7 +818,7 @@ func (t *turn) interrupted(parent, ctx, stepCtx context.Context) bool {
 	case context.Cause(ctx) == errTotalTimeout:
 		t.fail(ctx, StageStream, &publicError{msg: fmt.Sprintf("turn timed out after %dms (timeout.totalMs)", t.timeout.TotalMs), cause: ErrModelTimeout})
 	case stepCtx != nil && context.Cause(stepCtx) == errChunkTimeout:
-		t.fail(ctx, StageStream, &publicError{msg: fmt.Sprintf("model stream stalled: no chunk for %dms (timeout.chunkMs)", t.timeout.ChunkMs), cause: ErrModelTimeout})
+		t.fail(ctx, StageStream, &publicError{msg: fmt.Sprintf("model stream stalled: no chunk for %dms (timeout.chunkMs)", t.timeout.ChunkMs), cause: errors.Join(ErrModelTimeout, errChunkTimeout)})
 	default:
 		return false
 	}
@@ -913,6 +913,7 @@ func (t *turn) chatError(ctx context.Context, stage string, err error, def strin
 		Stage:          stage,
 		Err:            err,
 		Message:        err.Error(),
+		Class:          ClassifyError(stage, err),
 		PartialMessage: len(t.msg.Parts) > 0,
 		At:             time.Now(),
 	}

@@ -260,6 +260,8 @@ func TestOpenAIRetries(t *testing.T) {
 			var ue *engine.UpstreamError
 			if len(h.rec.errs) != 1 || h.rec.errs[0].Stage != engine.StageStream || !errors.As(h.rec.errs[0].Err, &ue) {
 				t.Errorf("onChatError %+v, want one stream-stage UpstreamError", h.rec.errs)
+			} else if got, want := h.rec.errs[0].Class, engine.ClassifyError(engine.StageStream, ue); got != want || got == engine.ClassUnknown {
+				t.Errorf("onChatError class %q, want %q", got, want)
 			}
 		})
 	}
