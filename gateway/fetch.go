@@ -46,24 +46,38 @@ func (r *fileRules) fetchFiles(ctx context.Context, m *engine.UIMessage, field s
 		return nil
 	}
 	for j := range m.Parts {
-		p := &m.Parts[j]
-		mt, params, err := mime.ParseMediaType(p.MediaType)
-		if p.Type != engine.PartFile || dataurl.Is(p.URL) || checkRemoteURL(p.URL) != nil ||
-			err != nil || len(params) > 0 || !config.MediaTypeAllowed(r.limits.AllowedMediaTypes, mt) {
-			continue
-		}
-		if r.fetched++; r.fetched > r.limits.MaxCount {
-			ae := errorf(http.StatusBadRequest, CodeInvalidAttachment, "field %s.parts[%d]: one request may have at most %d remote files fetched (limits.attachments.maxCount)",
-				field, j, r.limits.MaxCount)
-			ae.Pointer = jsonPointer(fmt.Sprintf("%s.parts[%d]", field, j))
-			return ae
-		}
-		data, err := r.fetch(ctx, p.URL, mt, fmt.Sprintf("%s.parts[%d]", field, j))
-		if err != nil {
+		if err := r.fetchPart(ctx, &m.Parts[j], fmt.Sprintf("%s.parts[%d]", field, j)); err != nil {
 			return err
 		}
-		p.URL = dataurl.Encode(mt, data)
 	}
+	return nil
+}
+
+// fetchPart, when limits.attachments.fetchRemote is on, replaces the https
+// url of the file part p (at field in the request body) with a data: URL
+// of the content fetched from it. A part that is not a well-formed file
+// part with an https URL of an allowed type is left for filePart to
+// refuse; past maxCount fetches in one request it is a 400.
+func (r *fileRules) fetchPart(ctx context.Context, p *engine.UIPart, field string) error {
+	if !r.limits.Fetches() {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(p.MediaType)
+	if p.Type != engine.PartFile || dataurl.Is(p.URL) || checkRemoteURL(p.URL) != nil ||
+		err != nil || len(params) > 0 || !config.MediaTypeAllowed(r.limits.AllowedMediaTypes, mt) {
+		return nil
+	}
+	if r.fetched++; r.fetched > r.limits.MaxCount {
+		ae := errorf(http.StatusBadRequest, CodeInvalidAttachment, "field %s: one request may have at most %d remote files fetched (limits.attachments.maxCount)",
+			field, r.limits.MaxCount)
+		ae.Pointer = jsonPointer(field)
+		return ae
+	}
+	data, err := r.fetch(ctx, p.URL, mt, field)
+	if err != nil {
+		return err
+	}
+	p.URL = dataurl.Encode(mt, data)
 	return nil
 }
 

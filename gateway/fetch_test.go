@@ -251,3 +251,66 @@ func TestFetchRemoteOff(t *testing.T) {
 		t.Errorf("the file server got %d requests", n)
 	}
 }
+
+// TestAnthropicFetchRemote: on POST /v1/messages, image and document
+// blocks with a url source follow limits.attachments.fetchRemote as the
+// other entry paths do. On, they are fetched at the door with the same
+// guards (size, Content-Type, private addresses) and reach the model
+// inline; off, nothing is fetched: a url image goes on as its URL and a
+// url PDF, which OpenAI takes only inline, is an Anthropic-shaped 400.
+func TestAnthropicFetchRemote(t *testing.T) {
+	files := newFileServer(t)
+	trustFileServer(t, files)
+	block := func(typ, path string) map[string]any {
+		return map[string]any{"model": "oai", "max_tokens": 64, "messages": []any{map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "text", "text": "What is in it?"},
+			map[string]any{"type": typ, "source": map[string]any{"type": "url", "url": files.URL + path}}}}}}
+	}
+	for _, tc := range []struct {
+		name                string
+		fetch, allowPrivate bool
+		typ, path           string
+		status              int
+		errType, message    string // the error's, or what the model got
+		fetched             bool
+	}{
+		{"on: image fetched inline", true, true, "image", "/dot.png", http.StatusOK, "", pngURL[len("data:image/png;base64,"):], true},
+		{"on: PDF fetched inline", true, true, "document", "/report.pdf", http.StatusOK, "", `"file_data":"data:application/pdf;base64,`, true},
+		{"on: over maxBytes", true, true, "image", "/big.png", http.StatusRequestEntityTooLarge, "request_too_large",
+			"field messages[0].content[1]: the fetched file is more than the limit of 1024 bytes (limits.attachments.maxBytes)", true},
+		{"on: wrong Content-Type", true, true, "image", "/page.png", http.StatusBadRequest, "invalid_request_error",
+			`field messages[0].content[1]: fetching the url: the server's Content-Type "text/html" is not the part's mediaType "image/png"`, true},
+		{"on: private address", true, false, "image", "/dot.png", http.StatusBadRequest, "invalid_request_error",
+			"field messages[0].content[1]: fetching the url: the host resolves to an address that is not public", false},
+		{"off: image passed as its URL", false, true, "image", "/dot.png", http.StatusOK, "", `"url":"` + files.URL + `/dot.png"`, false},
+		{"off: PDF refused", false, true, "document", "/report.pdf", http.StatusBadRequest, "invalid_request_error",
+			"field messages[0].content[1]: application/pdf files must be sent inline (a data: URL)", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oai, claude := newFakeUpstream(t, openAIStream), newFakeUpstream(t, anthropicStream)
+			g := newTestGateway(t, "basic", withProviders(oai, claude), withFetch(tc.fetch, tc.allowPrivate))
+			hits := files.hits.Load()
+			resp := g.do("POST", "/v1/messages", block(tc.typ, tc.path))
+			defer resp.Body.Close()
+			var e struct {
+				Type  string `json:"type"`
+				Error struct{ Type, Message string }
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+			bodies := oai.requests()
+			switch {
+			case resp.StatusCode != tc.status:
+				t.Fatalf("status %d %+v, want %d", resp.StatusCode, e, tc.status)
+			case tc.errType == "" && (len(bodies) != 1 || !strings.Contains(string(bodies[0]), tc.message)):
+				t.Errorf("the model got %s, want it to hold %s", bodies, tc.message)
+			case tc.errType != "" && (e.Type != "error" || e.Error.Type != tc.errType || !strings.HasPrefix(e.Error.Message, tc.message)):
+				t.Errorf("error %+v, want %s %q", e, tc.errType, tc.message)
+			case tc.errType != "" && len(bodies) != 0:
+				t.Errorf("a refused file reached the model")
+			}
+			if fetched := files.hits.Load() > hits; fetched != tc.fetched {
+				t.Errorf("the file server was asked: %v, want %v", fetched, tc.fetched)
+			}
+		})
+	}
+}

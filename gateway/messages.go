@@ -38,7 +38,13 @@ func (s *Server) messages(c *gin.Context) error {
 	if len(req.Messages) > s.cfg.Limits.MaxMessages {
 		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), s.cfg.Limits.MaxMessages)
 	}
-	history, err := req.History(s.fileRules(ag).filePart)
+	files := s.fileRules(ag)
+	history, err := req.History(func(p engine.UIPart, field string) (engine.UIPart, error) {
+		if err := files.fetchPart(c.Request.Context(), &p, field); err != nil {
+			return engine.UIPart{}, err
+		}
+		return files.filePart(p, field)
+	})
 	if err != nil {
 		return anthropicDecodeError(err)
 	}
