@@ -22,7 +22,8 @@ const (
 	// a stalled stream (timeout.chunkMs).
 	ClassTransient = "transient"
 	// ClassFatal: a failure a retry cannot fix — another upstream 4xx
-	// (bad key, bad request), the turn's own total timeout, a refused or
+	// (bad key, bad request), any the upstream says not to retry
+	// (x-should-retry: false), the turn's own total timeout, a refused or
 	// misconfigured turn, a rule failure, structured output that does not
 	// match its schema.
 	ClassFatal = "fatal"
@@ -53,17 +54,21 @@ func ClassifyError(stage string, err error) string {
 	return ClassUnknown
 }
 
+// classifyUpstream classes an upstream failure by what its provider
+// decided: ue.Retryable already holds the SDKs' status table (408, 409,
+// 429, 5xx), transport errors and the upstream's x-should-retry, so a
+// failure the upstream says a retry cannot fix (a 429 of an exhausted
+// quota, x-should-retry: false) is fatal.
 func classifyUpstream(ue *UpstreamError) string {
 	switch {
 	case ue.ContextOverflow:
 		return ClassContextOverflow
+	case !ue.Retryable:
+		return ClassFatal
 	case ue.Status == http.StatusTooManyRequests:
 		return ClassRateLimit
-	case ue.Retryable, ue.Status == 0, ue.Status >= 500,
-		ue.Status == http.StatusRequestTimeout, ue.Status == http.StatusConflict:
-		return ClassTransient
 	}
-	return ClassFatal
+	return ClassTransient
 }
 
 // retryable reports whether the engine retries a failure of class: rate

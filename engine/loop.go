@@ -587,7 +587,7 @@ func (t *turn) open(ctx context.Context, prov Provider, req *ModelRequest, timer
 			continue
 		}
 		var ue *UpstreamError
-		if ctx.Err() != nil || !errors.As(err, &ue) || !retryable(ClassifyError(StageStream, err)) || attempt >= t.maxRetries || ue.RetryAfter > maxRetryAfter {
+		if ctx.Err() != nil || !errors.As(err, &ue) || !retryable(classifyUpstream(ue)) || attempt >= t.maxRetries || ue.RetryAfter > maxRetryAfter {
 			return nil, false, err
 		}
 		delay := t.e.opts.RetryBaseDelay << attempt
