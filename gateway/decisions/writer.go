@@ -90,7 +90,8 @@ type Writer struct {
 	// failing while writes fail: each is logged once when it starts.
 	overflowing, failing bool
 	// turnEnded is set when a turn's last hook record (onChatResponse) is
-	// queued, and cleared when a batch is taken: it ends the linger.
+	// queued, and cleared when a batch takes the whole queue: it ends the
+	// linger.
 	turnEnded bool
 	// flushing counts the Flush calls waiting: they end the linger too.
 	flushing int
@@ -265,14 +266,22 @@ func (w *Writer) linger(ctx context.Context) {
 	}
 }
 
-// drain stores the queue, batch by batch, until it is empty or a write
-// fails.
+// drain stores the records queued when it starts, batch by batch, until
+// they are stored or a write fails. Records queued meanwhile wait for Run's
+// next round (their Tap woke it), which lingers for the rest of their
+// turns.
 func (w *Writer) drain(ctx context.Context) error {
-	for {
+	w.mu.Lock()
+	left := len(w.pending)
+	w.mu.Unlock()
+	for left > 0 {
 		w.mu.Lock()
-		batch := append([]store.DecisionRow(nil), w.pending[:min(len(w.pending), maxBatch)]...)
-		w.turnEnded = false
+		batch := append([]store.DecisionRow(nil), w.pending[:min(len(w.pending), left, maxBatch)]...)
+		if len(batch) == len(w.pending) {
+			w.turnEnded = false // no ended turn's record is left behind
+		}
 		w.mu.Unlock()
+		left -= len(batch)
 		if len(batch) == 0 {
 			return nil
 		}
@@ -297,6 +306,7 @@ func (w *Writer) drain(ctx context.Context) error {
 			w.done(len(batch), "stored")
 		}
 	}
+	return nil
 }
 
 // oneByOne stores the rows of a batch the store refused one at a time,

@@ -115,13 +115,16 @@ func TestWriterQueueBound(t *testing.T) {
 }
 
 // batchLog is a decision store that records the size of every batch it
-// is given and fails the first fail of them.
+// is given and fails the first fail of them. With hold set, a write
+// signals entered and waits until hold is closed.
 type batchLog struct {
 	store.Decisions
 	mu      sync.Mutex
 	batches []int
 	fail    int
 	stored  chan struct{}
+	entered chan struct{}
+	hold    chan struct{}
 }
 
 func (b *batchLog) InsertDecisions(ctx context.Context, rows []store.DecisionRow) error {
@@ -129,6 +132,13 @@ func (b *batchLog) InsertDecisions(ctx context.Context, rows []store.DecisionRow
 	b.batches = append(b.batches, len(rows))
 	failing := len(b.batches) <= b.fail
 	b.mu.Unlock()
+	if b.hold != nil {
+		select {
+		case b.entered <- struct{}{}:
+		default:
+		}
+		<-b.hold
+	}
 	if failing {
 		return store.ErrUnavailable
 	}
@@ -195,6 +205,31 @@ func TestWriterLinger(t *testing.T) {
 			}
 		})
 	}
+	// A record of the next turn queued while the last turn's batch is
+	// being written waits for the rest of its turn.
+	t.Run("a turn queued during a write lingers too", func(t *testing.T) {
+		st := &batchLog{Decisions: openSQLite(t), stored: make(chan struct{}, 2), entered: make(chan struct{}, 1), hold: make(chan struct{})}
+		w := New(st, Options{Linger: time.Hour, Logger: quiet})
+		run(t, w)
+		records := turnRecords(time.Now())
+		for _, r := range records {
+			w.Tap(r.kind, r.v, []byte(`{}`))
+		}
+		<-st.entered
+		w.Tap(records[0].kind, records[0].v, []byte(`{}`))
+		close(st.hold)
+		<-st.stored
+		for _, r := range records[1:] {
+			w.Tap(r.kind, r.v, []byte(`{}`))
+		}
+		<-st.stored
+		flush(t, w)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if want := []int{4, 4}; !slices.Equal(st.batches, want) {
+			t.Errorf("batches of %v records, want %v", st.batches, want)
+		}
+	})
 	t.Run("cancel ends the linger", func(t *testing.T) {
 		w := New(openSQLite(t), Options{Linger: time.Hour, Logger: quiet})
 		ctx, cancel := context.WithCancel(context.Background())
