@@ -21,15 +21,12 @@ import (
 // disagreement counts, and the kill switches and quotas in force. A tenant
 // admin sees only the kill switches and quotas that apply to its tenant.
 func (s *Server) rulesStatus(c *gin.Context) error {
-	scope := decisionScope(principal(c))
-	mine := func(tenant string) bool { return scope.AllTenants || tenant == "" || tenant == scope.Tenant }
 	kills := s.visibleKillSwitches(principal(c))
-	quotas := []quotaView{}
-	for _, q := range s.cfg.Quotas {
-		if mine(q.Tenant) {
-			quotas = append(quotas, quotaView{Name: q.Name, Per: q.Per, Tenant: q.Tenant, Agent: q.Agent,
-				Turns: q.Turns, InputTokens: q.InputTokens, OutputTokens: q.OutputTokens, Window: q.Window, TimeZone: q.TimeZone})
-		}
+	quotas, usageErr := s.quotaViews(c.Request.Context(), decisionScope(principal(c)))
+	usageError := ""
+	if usageErr != nil {
+		s.log.Warn("reading the quotas' usage for the overview", "err", usageErr)
+		usageError = "the quotas' usage could not be read: the store did not answer"
 	}
 	cov, covErrs := s.rules.Current().LiveCoverage(c.Request.Context())
 	c.JSON(http.StatusOK, struct {
@@ -42,28 +39,18 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		KillSwitches []store.KillSwitch `json:"killSwitches"`
 		// ShadowRules count each shadow rule's firings on this replica.
 		ShadowRules []metrics.ShadowCount `json:"shadowRules"`
-		// Quotas are the configured quotas (config "quotas").
+		// Quotas are the configured quotas (config "quotas") with their
+		// current usage.
 		Quotas []quotaView `json:"quotas"`
+		// QuotaUsageError says why the quotas' usage is missing.
+		QuotaUsageError string `json:"quotaUsageError,omitempty"`
 		// Coverage is what the live revision's tests exercise (absent
 		// without tests), measured on the first request that asks.
 		Coverage *ruleset.Coverage `json:"coverage,omitempty"`
 		// CoverageErrors say why it could not be measured.
 		CoverageErrors policy.Errors `json:"coverageErrors,omitempty"`
-	}{s.rules.Status(), s.cfg.Replica.ID, kills, s.metrics.ShadowCounts(), quotas, cov, covErrs})
+	}{s.rules.Status(), s.cfg.Replica.ID, kills, s.metrics.ShadowCounts(), quotas, usageError, cov, covErrs})
 	return nil
-}
-
-// quotaView is a configured quota as GET /v1/admin/rules shows it.
-type quotaView struct {
-	Name         string `json:"name"`
-	Per          string `json:"per"`
-	Tenant       string `json:"tenant,omitempty"`
-	Agent        string `json:"agent,omitempty"`
-	Turns        int64  `json:"turns,omitempty"`
-	InputTokens  int64  `json:"inputTokens,omitempty"`
-	OutputTokens int64  `json:"outputTokens,omitempty"`
-	Window       string `json:"window"`
-	TimeZone     string `json:"timeZone,omitempty"`
 }
 
 // rulesReload serves POST /v1/admin/rules/reload. A rejected candidate is

@@ -165,6 +165,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 
 	t.Run("overview", func(t *testing.T) {
+		// Two turns of acme's alice count in acme's quota usage.
+		for i := range 2 {
+			g.as(consoleAlice).chat("files", userChat(fmt.Sprintf("console-q%d-%d", i, time.Now().UnixNano()), "u1", "delete /tmp/a", nil))
+		}
 		ctx := newBrowserContext(t)
 		signInAs(t, ctx, g, consoleAdmin)
 		view(t, ctx, g, "overview", "overview")
@@ -188,6 +192,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		// approval's lines are listed as no test's.
 		if got := text(t, ctx, `#coverage`); !strings.Contains(got, "Rego: ") || !strings.Contains(got, "tools.rego") {
 			t.Errorf("coverage %q, want the Rego line coverage with tools.rego's untested lines", got)
+		}
+		// The quotas' usage: acme's two turns of its daily 1000, and none
+		// of globex's quota.
+		if got := text(t, ctx, `#limits tr[data-quota="tenant-turns"] li[data-key="acme"] .used`); got != "2 / 1000 turns" {
+			t.Errorf("acme's tenant-turns usage shows %q, want 2 / 1000 turns; quotas %q", got, text(t, ctx, `#limits`))
+		}
+		if got := text(t, ctx, `#limits`); strings.Contains(got, "globex") {
+			t.Errorf("acme's admin sees globex's quota: %q", got)
 		}
 		screenshot(t, ctx, "overview")
 

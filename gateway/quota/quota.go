@@ -331,3 +331,93 @@ func (h hooks) OnStepFinish(ctx context.Context, s *engine.StepResult) {
 		h.q.opts.Logger.Error("recording token usage in the quotas", "requestId", s.RequestID, "err", err)
 	}
 }
+
+// MaxUsageRows bounds the keys Usage reports of one quota.
+const MaxUsageRows = 100
+
+// Usage is a quota's current count for one of its keys: the parts of the
+// key its Per names are set (Tenant too for a principal, whose subject is
+// its tenant's).
+type Usage struct {
+	Tenant    string `json:"tenant,omitempty"`
+	Principal string `json:"principal,omitempty"`
+	Agent     string `json:"agent,omitempty"`
+	// Used is what the key used in the current window (admitted turns, or
+	// tokens rounded up), Limit the quota's bound.
+	Used  int64 `json:"used"`
+	Limit int64 `json:"limit"`
+	// Since is when the current window started.
+	Since time.Time `json:"since"`
+}
+
+// UsageReport is Usage's answer: each quota's rows by name, and the
+// quotas that had more keys than MaxUsageRows.
+type UsageReport struct {
+	Rows      map[string][]Usage
+	Truncated map[string]bool
+}
+
+// Usage reads the current count of each quota for the keys of ids (one
+// store read per identity that brings a key not read yet), in the order
+// of ids; at most MaxUsageRows keys per quota. The counts are the store's,
+// every replica's turns. A store failure is ErrUnavailable.
+func (q *Quotas) Usage(ctx context.Context, ids []engine.Identity) (UsageReport, error) {
+	rep := UsageReport{Rows: map[string][]Usage{}, Truncated: map[string]bool{}}
+	if q == nil {
+		return rep, nil
+	}
+	now := q.opts.Now()
+	type seenKey struct {
+		quota int
+		key   Usage
+	}
+	seen := map[seenKey]bool{}
+	for i := range ids {
+		id := &ids[i]
+		var reads []*state.Decl
+		var rows []Usage
+		var of []*quota
+		for _, x := range q.applicable(id, false) {
+			u := x.key(id)
+			if seen[seenKey{x.index, u}] {
+				continue
+			}
+			seen[seenKey{x.index, u}] = true
+			if len(rep.Rows[x.cfg.Name]) >= MaxUsageRows {
+				rep.Truncated[x.cfg.Name] = true
+				continue
+			}
+			reads, rows, of = append(reads, x.decl), append(rows, u), append(of, x)
+		}
+		if len(reads) == 0 {
+			continue
+		}
+		vals, err := q.tr.Read(ctx, &rulestate.Event{Kind: state.EventTurn, Identity: *id}, reads)
+		if err != nil {
+			return UsageReport{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		for j, x := range of {
+			u := rows[j]
+			u.Used, u.Limit, u.Since = number(vals[x.decl.Name]), x.limit, x.decl.Window.Start(now).UTC()
+			rep.Rows[x.cfg.Name] = append(rep.Rows[x.cfg.Name], u)
+		}
+	}
+	return rep, nil
+}
+
+// key is the key of x that counts id's turns, as a Usage with its parts
+// set.
+func (x *quota) key(id *engine.Identity) Usage {
+	var u Usage
+	for _, p := range x.cfg.QuotaParts() {
+		switch p {
+		case config.QuotaPerTenant:
+			u.Tenant = id.Principal.Tenant
+		case config.QuotaPerPrincipal:
+			u.Tenant, u.Principal = id.Principal.Tenant, id.Principal.Subject
+		case config.QuotaPerAgent:
+			u.Agent = id.Agent
+		}
+	}
+	return u
+}

@@ -1,6 +1,6 @@
 // overview.js: the replica's live revision and rule files, reload history
 // with the positions of rejected reloads, rule test counts, shadow rules'
-// disagreements, kill switches and quotas, as
+// disagreements, kill switches and quotas with their current usage, as
 // GET /v1/admin/rules reports them.
 import { h, mount, json, errorBox, position, time } from '/console/static/dom.js';
 import { api } from './api.js';
@@ -8,7 +8,7 @@ import { api } from './api.js';
 // known are the members rendered as their own sections; any other member
 // the gateway adds is shown as JSON under its name.
 const known = new Set(['dir', 'revision', 'files', 'loadedAt', 'lastReload', 'lastCheck', 'lastError', 'reloadsOk',
-  'reloadsFailed', 'replica', 'killSwitches', 'reloads', 'tests', 'coverage', 'coverageErrors', 'shadowRules', 'quotas']);
+  'reloadsFailed', 'replica', 'killSwitches', 'reloads', 'tests', 'coverage', 'coverageErrors', 'shadowRules', 'quotas', 'quotaUsageError']);
 
 export async function render(main) {
   const st = await api('GET', '/v1/admin/rules');
@@ -50,8 +50,9 @@ export async function render(main) {
         [h('code', {}, k.id), k.block, scope(k), k.reason, k.createdBy, time(k.createdAt), k.expiresAt ? time(k.expiresAt) : 'until lifted']))
         : h('p', { class: 'muted' }, 'None in force.')),
     st.quotas ? h('section', { class: 'card', id: 'limits' }, h('h2', {}, 'Quotas'),
-      st.quotas.length ? table(['Name', 'Per', 'Scope', 'Limit', 'Window'], st.quotas.map(q => [h('code', {}, q.name), q.per, scope(q),
-        q.turns ? `${q.turns} turns` : q.inputTokens ? `${q.inputTokens} input tokens` : `${q.outputTokens} output tokens`, q.window + (q.timeZone ? ' ' + q.timeZone : '')]))
+      st.quotaUsageError ? h('div', { class: 'error', id: 'quota-usage-error' }, st.quotaUsageError) : null,
+      st.quotas.length ? table(['Name', 'Per', 'Scope', 'Limit', 'Window', 'Used in this window'], st.quotas.map(q => [h('code', {}, q.name), q.per, scope(q),
+        limit(q), q.window + (q.timeZone ? ' ' + q.timeZone : ''), usage(q)]), i => ({ dataset: { quota: st.quotas[i].name } }))
         : h('p', { class: 'muted' }, 'None configured.')) : null,
     Object.keys(st).filter(k => !known.has(k)).map(k => h('section', { class: 'card' }, h('h2', {}, k), json(st[k]))));
 }
@@ -70,6 +71,30 @@ function coverage(st) {
     h('p', { id: 'coverage-summary' }, `Rego: ${c.rego.coveredLines} of ${c.rego.coverableLines} lines (${c.rego.percent.toFixed(1)} %). CEL: ${c.cel.fired} of ${c.cel.rules} rules fired (${c.cel.percent.toFixed(1)} %).`),
     gaps.length ? table(['File', 'Covered', 'Lines no test reached'], gaps) : null,
     (c.cel.notFired || []).length ? h('ul', {}, c.cel.notFired.map(r => h('li', {}, h('code', {}, r.rule), ' ', position(r)))) : null);
+}
+
+// what a quota counts and its bound.
+function limit(q) {
+  return q.turns ? `${q.turns} turns` : q.inputTokens ? `${q.inputTokens} input tokens` : `${q.outputTokens} output tokens`;
+}
+
+// usage lists a quota's current count per key (GET /v1/admin/rules
+// quotas[].usage): used of limit, since the window's start.
+function usage(q) {
+  const unit = q.turns ? 'turns' : 'tokens';
+  const rows = q.usage || [];
+  if (!rows.length) {
+    const shared = !q.tenant && !/tenant|principal/.test(q.per);
+    return h('span', { class: 'muted' }, shared ? 'counted across tenants: a global admin sees it' : 'no key known');
+  }
+  return h('ul', { class: 'usage' }, rows.map(u => {
+    const key = [u.principal ? u.tenant + '/' + u.principal : u.tenant, u.agent ? 'agent ' + u.agent : ''].filter(Boolean).join(' · ');
+    return h('li', { dataset: { key } },
+      h('span', { class: 'key' }, key), ' ',
+      h('meter', { min: 0, max: u.limit, value: Math.min(u.used, u.limit), high: u.limit * 0.8, optimum: 0 }), ' ',
+      h('span', { class: 'used' + (u.used >= u.limit ? ' over' : '') }, `${u.used} / ${u.limit} ${unit}`), ' ',
+      h('span', { class: 'muted' }, 'since ', time(u.since)));
+  }), q.usageTruncated ? h('li', { class: 'muted' }, 'more keys than shown') : null);
 }
 
 function scope(k) {
