@@ -59,7 +59,10 @@ func (s *Server) newQuotas(now func() time.Time) (*quota.Quotas, error) {
 		Now:      now,
 		Record:   s.audit.Record,
 		Exceeded: func(name, per, at string) { s.metrics.QuotaExceeded.WithLabelValues(name, per, at).Inc() },
-		Logger:   s.log,
+		Used: func(name, tenant string, used, limit int64) {
+			s.metrics.QuotaUsedRatio.WithLabelValues(name, s.metrics.TenantLabel(tenant)).Set(float64(used) / float64(limit))
+		},
+		Logger: s.log,
 	})
 }
 

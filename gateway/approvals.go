@@ -441,6 +441,20 @@ func (s *Server) sweepApprovals() (stop func()) {
 	})
 }
 
+// pendingApprovals counts the pending approvals of each configured tenant
+// (turngate_approvals_pending).
+func (s *Server) pendingApprovals(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	for _, t := range s.cfg.Tenants() {
+		list, err := s.store.ListApprovals(ctx, t, store.ApprovalFilter{State: store.ApprovalPending})
+		if err != nil {
+			return nil, err
+		}
+		out[t] = len(list)
+	}
+	return out, nil
+}
+
 // approvalResponse is an approval as /v1/approvals shows it.
 type approvalResponse struct {
 	ID          string          `json:"id"`

@@ -100,9 +100,13 @@ func TestAuditAndMetrics(t *testing.T) {
 
 	data := g.metricsText()
 	for _, want := range []string{
-		`turngate_turns_total{agent="demo",status="completed"} 2`,
-		`turngate_tool_calls_total{decision="block",tool="delete"} 1`,
-		`turngate_tool_calls_total{decision="allow",tool="weather"} 1`,
+		`turngate_turns_total{agent="demo",status="completed",tenant="acme"} 2`,
+		`turngate_tool_calls_total{decision="block",tenant="acme",tool="delete"} 1`,
+		`turngate_tool_calls_total{decision="allow",tenant="acme",tool="weather"} 1`,
+		`turngate_turn_duration_seconds_count{agent="demo",status="completed"} 2`,
+		`turngate_time_to_first_chunk_seconds_count{agent="demo"} 2`,
+		`turngate_tool_call_duration_seconds_count{tool="weather"} 1`,
+		`turngate_http_request_duration_seconds_count{method="POST",route="/v1/agents/:agent/chat",status="200"} 2`,
 		`turngate_steps_total{agent="demo"} 4`,
 		`turngate_hook_eval_seconds_count{hook="beforeToolCall"} 2`,
 		`turngate_active_streams 0`,
@@ -139,7 +143,7 @@ func TestActiveStreamsGauge(t *testing.T) {
 	// The turn is counted when its outcome is recorded, which may come
 	// just after the stream ended: wait for it rather than race it.
 	waitFor(t, "the cancelled turn counted aborted", func() bool {
-		return strings.Contains(g.metricsText(), `turngate_turns_total{agent="slow",status="aborted"} 1`)
+		return strings.Contains(g.metricsText(), `turngate_turns_total{agent="slow",status="aborted",tenant="default"} 1`)
 	})
 }
 
@@ -165,8 +169,8 @@ func TestUpstreamFailureCounted(t *testing.T) {
 	for _, want := range []string{
 		`turngate_upstream_errors_total{model="up"} 1`,
 		`turngate_upstream_request_seconds_count{model="up"} 2`,
-		`turngate_turns_total{agent="remote",status="error"} 1`,
-		`turngate_turns_total{agent="remote",status="completed"} 1`,
+		`turngate_turns_total{agent="remote",status="error",tenant="default"} 1`,
+		`turngate_turns_total{agent="remote",status="completed",tenant="default"} 1`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "upstream", "turns_total"))
@@ -186,4 +190,53 @@ func grepLines(text string, words ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestMetricsCardinality: what a caller puts in a request never becomes a
+// label value. A token naming a tenant the config does not know is refused
+// and its tenant is nowhere in /metrics; the turns of a configured tenant
+// carry its name; a request is observed under its route's template, not
+// its path with the session id, and any path no route matches under one
+// "unmatched" series.
+func TestMetricsCardinality(t *testing.T) {
+	g := newJWTGateway(t)
+	g.key = g.token(t, nil)
+	readUIStream(t, g.do("POST", "/v1/agents/demo/chat", chatBody("card-s-4242", "u1", "weather in Lima")))
+	resp := g.do("GET", "/v1/agents/demo/sessions/card-s-4242/messages", nil)
+	resp.Body.Close()
+	const rogue = "initech-3b9f0e71"
+	g.key = g.token(t, map[string]any{"org": rogue})
+	resp = g.do("POST", "/v1/agents/demo/chat", chatBody("card-s-9999", "u1", "hello"))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a token of tenant %s: status %d, want 403", rogue, resp.StatusCode)
+	}
+	for _, path := range []string{"/v1/agents/demo/sessions/card-s-4242/nope", "/wp-admin/card-probe-77"} {
+		resp = g.do("GET", path, nil)
+		resp.Body.Close()
+	}
+	g.key = "7f3c9a2b4e8d1f60aa11bb22cc33dd44"
+	m := g.metricsText()
+	for _, raw := range []string{rogue, "card-s-4242", "card-s-9999", "card-probe-77", "wp-admin"} {
+		if strings.Contains(m, raw) {
+			t.Errorf("/metrics holds %q:\n%s", raw, grepLines(m, raw))
+		}
+	}
+	for _, want := range []string{
+		`turngate_turns_total{agent="demo",status="completed",tenant="acme"} 1`,
+		`turngate_http_request_duration_seconds_count{method="GET",route="/v1/agents/:agent/sessions/:id/messages",status="200"} 1`,
+		`turngate_http_request_duration_seconds_count{method="POST",route="/v1/agents/:agent/chat",status="403"} 1`,
+		`turngate_http_request_duration_seconds_count{method="GET",route="unmatched",status="404"} 2`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "turns_total", "http_request_duration_seconds_count"))
+		}
+	}
+	for _, l := range strings.Split(m, "\n") {
+		if _, rest, ok := strings.Cut(l, `tenant="`); ok && !strings.HasPrefix(l, "#") {
+			if v, _, _ := strings.Cut(rest, `"`); v != "acme" && v != "other" {
+				t.Errorf("tenant label %q is not a configured tenant: %s", v, l)
+			}
+		}
+	}
 }

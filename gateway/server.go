@@ -230,6 +230,12 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.metrics.SetToolNames(configuredTool(opts.Config, s.tools))
+	s.metrics.SetTenants(opts.Config.Tenants())
+	s.metrics.SetFailurePolicy(s.failurePolicy.String())
+	s.metrics.SetSources(metrics.Sources{
+		RulesRejected:    func() bool { return len(s.rules.Status().LastError) > 0 },
+		PendingApprovals: s.pendingApprovals,
+	})
 	s.buildSessions()
 	s.kill = s.newKillSwitches(opts.Now)
 	if s.quotas, err = s.newQuotas(opts.Now); err != nil {
@@ -408,7 +414,7 @@ func (s *Server) routes() http.Handler {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
-	r.Use(s.recovery(), s.requestIDMiddleware, s.guard, s.limitBody)
+	r.Use(s.metrics.HTTP(), s.recovery(), s.requestIDMiddleware, s.guard, s.limitBody)
 	if s.cfg.Tracing.Enabled {
 		r.Use(traceContext)
 	}

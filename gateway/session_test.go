@@ -356,7 +356,7 @@ cachedPrompt: true
 			}
 			// Model steps 1 and 4 report 80 cached tokens, step 2 4000 (the summarize request is no step).
 			m := g.srv.metrics
-			if cached := testutil.ToFloat64(m.InputTokens.WithLabelValues("mem", "cached")); cached != 4160 {
+			if cached := testutil.ToFloat64(m.InputTokens.WithLabelValues("mem", "default", "cached")); cached != 4160 {
 				t.Errorf("turngate_input_tokens_total{kind=cached} = %v, want 4160", cached)
 			}
 			if n := testutil.ToFloat64(m.Compactions.WithLabelValues("mem", store.CompactThreshold)); n != 1 {

@@ -340,7 +340,14 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	// writes are stored: a turn whose writes failed ends with an error
 	// chunk before its finish (endFrames).
 	var finish *engine.Event
+	// output says model output waits in held; chunked, that the first
+	// of it reached the client's stream (turngate_time_to_first_chunk_seconds).
+	var output, chunked bool
 	flush := func() {
+		if output && !chunked {
+			chunked = true
+			s.metrics.FirstChunk.WithLabelValues(in.agent.name).Observe(time.Since(start).Seconds())
+		}
 		t.buf.Append(held...)
 		held = held[:0]
 	}
@@ -382,6 +389,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 				finish = &ev
 			} else if frame, err := uistream.EventFrame(ev); err == nil {
 				held = append(held, frame)
+				output = output || modelOutput[ev.Type]
 			} else {
 				s.log.Error("encoding stream event", "type", ev.Type, "err", err)
 			}
@@ -423,6 +431,11 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 	}
 	close(t.done)
 }
+
+// modelOutput are the stream events that carry the model's output: the
+// first of them to reach the client is a turn's first chunk.
+var modelOutput = map[string]bool{engine.EventTextDelta: true, engine.EventReasoningDelta: true,
+	engine.EventToolInputStart: true, engine.EventToolInputAvailable: true}
 
 // runEngine runs the engine, turning a panic into an error result so one
 // bad turn never takes the gateway down.
@@ -488,7 +501,7 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, res *engine.Turn
 			notStored(res)
 		}
 	}
-	s.metrics.Turns.WithLabelValues(in.agent.name, res.Status).Inc()
+	s.metrics.Turn(in.agent.name, in.principal.Tenant, res.Status, end.Sub(start))
 	calls := storedCalls(res.Steps, res.Message, stored, perr)
 	s.audit.Turn(&audit.Turn{
 		Time: end, RequestID: in.requestID, Tenant: in.principal.Tenant, Subject: in.principal.Subject,

@@ -188,8 +188,8 @@ func TestToolPolicyInStream(t *testing.T) {
 		if d, _ := rec["decision"].(map[string]any); d["action"] != "block" {
 			t.Errorf("audit record = %v, want decision.action block", rec)
 		}
-		if line := g.metricLine("turngate_tool_calls_total", `tool="delete"`, `decision="block"`); line == "" {
-			t.Error("no turngate_tool_calls_total sample for the blocked delete")
+		if line := g.metricLine("turngate_tool_calls_total", `tool="delete"`, `decision="block"`, `tenant="default"`); line == "" {
+			t.Error("no turngate_tool_calls_total sample of tenant default for the blocked delete")
 		}
 	})
 

@@ -47,6 +47,9 @@ type Options struct {
 	// Exceeded counts each refusal by quota name, per and AtTurn/AtStep;
 	// nil: not counted.
 	Exceeded func(name, per, at string)
+	// Used is told, for every quota read for a turn of tenant, how much of
+	// its limit is used; nil: not told.
+	Used func(name, tenant string, used, limit int64)
 	// Now is the clock of retry times; nil: time.Now. The Tracker has its
 	// own for the windows.
 	Now    func() time.Time
@@ -231,6 +234,9 @@ func (q *Quotas) over(qs []*quota, vals state.Values, id *engine.Identity, at st
 	now := q.opts.Now()
 	for _, x := range qs {
 		used := number(vals[x.decl.Name])
+		if q.opts.Used != nil {
+			q.opts.Used(x.cfg.Name, id.Principal.Tenant, used, x.limit)
+		}
 		if used < x.limit {
 			continue
 		}

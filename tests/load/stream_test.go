@@ -52,7 +52,7 @@ func TestParseMetrics(t *testing.T) {
 # TYPE go_goroutines gauge
 go_goroutines 42
 go_memstats_heap_inuse_bytes 1.2345e+07
-turngate_turns_total{status="completed"} 7
+turngate_turns_total{agent="demo",status="completed",tenant="default"} 7
 process_cpu_seconds_total 3.5 1700000000000
 `
 	got, err := parseMetrics(strings.NewReader(in))
