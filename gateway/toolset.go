@@ -83,9 +83,11 @@ func (s *Server) agentTools(ag *agent) []engine.Tool {
 }
 
 // subAgentTemplate is the turn template of a sub-agent: its own model,
-// prompt, tools and defaults, the live rules and the gateway's observers;
-// prepareSubAgent then applies its session configuration. Sub-agent turns
-// are not stored; their decisions are audited.
+// prompt, tools and defaults, the live rules, the extensions after them
+// (as on a top-level turn: an extension subscribed to beforeToolCall or
+// afterToolCall sees the sub-agent's tool calls too) and the gateway's
+// observers; prepareSubAgent then applies its session configuration.
+// Sub-agent turns are not stored; their decisions are audited.
 func (s *Server) subAgentTemplate(name string) (engine.TurnRequest, error) {
 	ag, ok := s.agents[name]
 	if !ok {
@@ -97,6 +99,6 @@ func (s *Server) subAgentTemplate(name string) (engine.TurnRequest, error) {
 		System:   ag.system,
 		Tools:    s.agentTools(ag),
 		Defaults: ag.defaults,
-		Hooks:    engine.Compose(s.kill.Hooks(), s.state.Hooks(rev, rev.Hooks(s.recorder, s.failurePolicy)), s.quotas.Hooks(), s.observers),
+		Hooks:    engine.Compose(s.kill.Hooks(), s.state.Hooks(rev, s.extensions.Wrap(rev.Hooks(s.recorder, s.failurePolicy))), s.quotas.Hooks(), s.observers),
 	}, nil
 }

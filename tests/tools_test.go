@@ -276,17 +276,25 @@ type toolsRun struct {
 // startTools starts the servers and a gateway on testdata/tools/gateway.
 func startTools(t *testing.T) *toolsRun {
 	t.Helper()
+	return startToolsOn(t, filepath.Join("tools", "gateway"))
+}
+
+// startToolsOn starts the servers and a gateway on the fixture
+// testdata/<dir> (whose turngate.yaml reads the servers' addresses from
+// the environment), with env added to the gateway's environment.
+func startToolsOn(t *testing.T, dir string, env ...string) *toolsRun {
+	t.Helper()
 	x := &toolsRun{web: startToolServer(t), files: startMCPFiles(t), localLog: filepath.Join(t.TempDir(), "local-calls.log")}
 	x.g = startGateway(t, gatewayOptions{
 		Config: "turngate.yaml",
-		Dir:    fixture(t, filepath.Join("tools", "gateway")),
-		Env: []string{
+		Dir:    fixture(t, dir),
+		Env: append([]string{
 			"TURNGATE_TEST_HTTP_URL=" + x.web.URL,
 			"TURNGATE_TEST_HTTP_TOKEN=" + toolsToken,
 			"TURNGATE_TEST_MCP_URL=" + x.files.URL(),
 			"TURNGATE_TEST_MCP_COMMAND=" + stdioMCPServer(t),
 			"TURNGATE_TEST_MCP_LOG=" + x.localLog,
-		},
+		}, env...),
 	})
 	// Runs before the gateway's stop: no turn is left waiting on a held call.
 	t.Cleanup(x.web.releaseHeld)
