@@ -368,10 +368,13 @@ type ChatResponseResult struct {
 	Continuation bool      `json:"continuation"`
 	Status       string    `json:"status"`
 	Error        string    `json:"error,omitempty"`
-	FinishReason string    `json:"finishReason,omitempty"`
-	Steps        int       `json:"steps"`
-	Usage        Usage     `json:"usage"`
-	DurationMs   float64   `json:"durationMs"`
+	// ErrorClass is the class of the error that ended the turn
+	// (ClassifyError); empty unless Status is StatusError.
+	ErrorClass   string  `json:"errorClass,omitempty"`
+	FinishReason string  `json:"finishReason,omitempty"`
+	Steps        int     `json:"steps"`
+	Usage        Usage   `json:"usage"`
+	DurationMs   float64 `json:"durationMs"`
 }
 
 // Error stages: where in a turn a failure happened.

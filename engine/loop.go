@@ -117,6 +117,7 @@ type turn struct {
 	// Outcome.
 	status       string
 	errText      string
+	errClass     string
 	finishReason string
 	output       json.RawMessage
 }
@@ -891,7 +892,8 @@ func (t *turn) fail(ctx context.Context, stage string, err error) {
 	}
 	t.closeBlocks(false)
 	t.status, t.finishReason = StatusError, FinishError
-	t.errText = t.chatError(ctx, stage, err, maskedErrorText)
+	t.errClass = ClassifyError(stage, err)
+	t.errText = t.chatError(ctx, stage, t.errClass, err, maskedErrorText)
 	t.log.Warn("engine: turn failed", "requestId", t.req.RequestID, "stage", stage, "err", err)
 	t.tr.fail(stage, err)
 	t.emit(Event{Type: EventError, ErrorText: t.errText})
@@ -903,8 +905,9 @@ func (t *turn) fail(ctx context.Context, stage string, err error) {
 
 // chatError consults onChatError and returns the text clients (and, for
 // tool errors, the model) see: the hook's replacement, or def — except that
-// a PublicError (an engine-made one among them) shows its own text.
-func (t *turn) chatError(ctx context.Context, stage string, err error, def string) string {
+// a PublicError (an engine-made one among them) shows its own text. class
+// is err's ClassifyError class.
+func (t *turn) chatError(ctx context.Context, stage, class string, err error, def string) string {
 	if msg, ok := PublicText(err); ok {
 		def = msg
 	}
@@ -913,7 +916,7 @@ func (t *turn) chatError(ctx context.Context, stage string, err error, def strin
 		Stage:          stage,
 		Err:            err,
 		Message:        err.Error(),
-		Class:          ClassifyError(stage, err),
+		Class:          class,
 		PartialMessage: len(t.msg.Parts) > 0,
 		At:             time.Now(),
 	}
@@ -948,6 +951,7 @@ func (t *turn) end(ctx context.Context) *TurnResult {
 		Message:          t.msg,
 		Status:           t.status,
 		Error:            t.errText,
+		ErrorClass:       t.errClass,
 		FinishReason:     t.finishReason,
 		Steps:            t.steps,
 		Output:           t.output,
@@ -964,6 +968,7 @@ func (t *turn) end(ctx context.Context) *TurnResult {
 		Continuation: t.req.Continuation,
 		Status:       t.status,
 		Error:        t.errText,
+		ErrorClass:   t.errClass,
 		FinishReason: t.finishReason,
 		Steps:        len(t.steps),
 		Usage:        res.Usage,

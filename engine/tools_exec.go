@@ -353,7 +353,7 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 			t.log.Warn("engine: tool call failed", "requestId", t.req.RequestID, "tool", cs.call.ToolName,
 				"toolCallId", cs.call.ToolCallID, "err", cs.err)
 		}
-		cs.errText = t.chatError(ctx, cs.errStage, cs.err, def)
+		cs.errText = t.chatError(ctx, cs.errStage, ClassifyError(cs.errStage, cs.err), cs.err, def)
 	}
 	rc.Success, rc.DurationMs = cs.success, float64(cs.duration.Microseconds())/1000
 	part := &t.msg.Parts[cs.part]
@@ -425,7 +425,7 @@ func (t *turn) settleClientResults(ctx context.Context) {
 			out, err := t.runToolResult(ctx, rc)
 			switch {
 			case err != nil:
-				rc.Success, rc.Error = false, t.chatError(ctx, StagePolicy, err, policyErrorText(name))
+				rc.Success, rc.Error = false, t.chatError(ctx, StagePolicy, ClassifyError(StagePolicy, err), err, policyErrorText(name))
 				part.State, part.Output, part.ErrorText = ToolStateOutputError, nil, rc.Error
 				t.emit(Event{Type: EventToolOutputError, ToolCallID: part.ToolCallID, ErrorText: rc.Error, Dynamic: rc.Dynamic})
 			case out != nil:

@@ -91,7 +91,10 @@ type TurnResult struct {
 	Status string `json:"status"`
 	// Error is the client-visible error text (masked unless onChatError
 	// replaced it) when Status is StatusError.
-	Error        string       `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// ErrorClass is the failure's error class (ClassifyError, one of the
+	// Class constants) when Status is StatusError.
+	ErrorClass   string       `json:"errorClass,omitempty"`
 	FinishReason string       `json:"finishReason"`
 	Steps        []StepResult `json:"steps"`
 	Usage        Usage        `json:"usage"`

@@ -435,16 +435,20 @@ func oaiFinishReason(res *engine.TurnResult) string {
 // when no onChatError hook replaced it.
 const maskedErrorText = "An error occurred."
 
-// oaiTurnError maps a failed turn to the OpenAI endpoint's answer, so that
-// the SDKs retry what a retry may fix (API.md has the table):
+// oaiTurnError maps a failed turn to the OpenAI endpoint's answer by the
+// error's class (engine.ClassifyError), so that the SDKs retry what a
+// retry may fix (API.md has the table):
 //
-//   - upstream 429: 429 rate_limit_error, with the upstream's Retry-After;
+//   - rate_limit (an upstream 429 it may retry): 429 rate_limit_error,
+//     with the upstream's Retry-After;
 //   - the model's timeout.totalMs or timeout.chunkMs: 504;
-//   - another transient upstream failure (5xx, 408, 409, a transport
-//     error, a retryable error inside the stream): 502, retryable, with
-//     the upstream's Retry-After if any;
-//   - anything else (an upstream 4xx such as a bad key, a policy or tool
-//     failure): 502 with x-should-retry: false.
+//   - transient (an upstream 5xx, 529, 408, 409, a transport error, a
+//     retryable error inside the stream): 502, retryable, with the
+//     upstream's Retry-After if any;
+//   - anything else — fatal (an upstream 4xx such as a bad key, a failure
+//     the upstream says not to retry, a policy failure), context_overflow
+//     the compaction could not fix, unknown (a tool's own error): 502 with
+//     x-should-retry: false.
 //
 // text is the turn's client-visible error; the masked default is replaced
 // by a description of the class, which carries no provider text.
@@ -453,22 +457,26 @@ func oaiTurnError(err error, text string) *apiError {
 		return ae
 	}
 	var ue *engine.UpstreamError
-	upstream := errors.As(err, &ue)
+	errors.As(err, &ue)
 	ae := &apiError{Status: http.StatusBadGateway, Code: "server_error", Message: text}
 	describe := func(what string) {
 		if text == maskedErrorText || text == "" {
 			ae.Message = what
 		}
 	}
-	switch {
-	case upstream && ue.Status == http.StatusTooManyRequests:
+	// The stage tells fatal from unknown only, which answer alike.
+	switch class := engine.ClassifyError("", err); {
+	case class == engine.ClassRateLimit:
 		ae.Status, ae.Code, ae.Retryable, ae.RetryAfter = http.StatusTooManyRequests, "upstream_rate_limited", true, ue.RetryAfter
 		describe("The upstream model is rate limited; retry later.")
 	case errors.Is(err, engine.ErrModelTimeout):
 		ae.Status, ae.Code, ae.Retryable = http.StatusGatewayTimeout, "upstream_timeout", true
 		describe("The upstream model did not answer in time.")
-	case upstream && ue.Retryable:
-		ae.Code, ae.Retryable, ae.RetryAfter = "upstream_unavailable", true, ue.RetryAfter
+	case class == engine.ClassTransient:
+		ae.Code, ae.Retryable = "upstream_unavailable", true
+		if ue != nil {
+			ae.RetryAfter = ue.RetryAfter
+		}
 		describe("The upstream model is unavailable; retry later.")
 	}
 	return ae

@@ -445,7 +445,7 @@ func (s *Server) runEngine(ctx context.Context, req *engine.TurnRequest) (res *e
 			s.log.Error("engine panicked", "requestId", req.RequestID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			res = &engine.TurnResult{
 				Message: engine.UIMessage{ID: req.MessageID, Role: engine.RoleAssistant},
-				Status:  engine.StatusError, Error: maskedErrorText, FinishReason: engine.FinishError,
+				Status:  engine.StatusError, Error: maskedErrorText, ErrorClass: engine.ClassUnknown, FinishReason: engine.FinishError,
 			}
 			req.Emit(engine.Event{Type: engine.EventError, ErrorText: res.Error})
 			req.Emit(engine.Event{Type: engine.EventFinish, FinishReason: engine.FinishError})
@@ -506,7 +506,7 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, res *engine.Turn
 	s.audit.Turn(&audit.Turn{
 		Time: end, RequestID: in.requestID, Tenant: in.principal.Tenant, Subject: in.principal.Subject,
 		SessionID: in.sessionID, Agent: in.agent.name, EntryPath: in.entry, Revision: revision, Replica: s.cfg.Replica.ID,
-		Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, Steps: len(res.Steps),
+		Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, ErrorClass: res.ErrorClass, Steps: len(res.Steps),
 		ToolCalls: calls, Usage: res.Usage, DurationMs: float64(end.Sub(start).Microseconds()) / 1000,
 	})
 	return err

@@ -15,6 +15,9 @@ const (
 	// writes it; what it changes is stored, never shown to the model of
 	// the running turn.
 	HookBeforePersist = "beforePersist"
+	// HookOnChatError is evaluated on every failure of a turn (and every
+	// tool error) to choose the text the client, or the model, sees.
+	HookOnChatError = "onChatError"
 )
 
 // Outcomes of one hook evaluation. "No rule matched" and "not evaluated" are
@@ -43,6 +46,9 @@ type Record struct {
 	// mcp, agent, client, builtin) and, for MCP and sub-agents, which server.
 	ToolKind   string `json:"toolKind,omitempty"`
 	ToolServer string `json:"toolServer,omitempty"`
+	// ErrorClass is, on an onChatError record, the class of the failure
+	// (context_overflow, rate_limit, transient, fatal or unknown).
+	ErrorClass string `json:"errorClass,omitempty"`
 	Outcome    string `json:"outcome"`
 	// RulesFired names the rules that matched: "file.yaml#rule" for CEL,
 	// "data.turngate.tool_call.block" style paths for Rego.

@@ -22,6 +22,7 @@ func TestInputTablesMatchSchemas(t *testing.T) {
 	toolResult := mustSchema(t)(opa.InputSchema(opa.ToolResultPackage, opa.Options{}))
 	turn := mustSchema(t)(celrules.JSONSchema("turn"))
 	step := mustSchema(t)(celrules.JSONSchema("step"))
+	chatError := mustSchema(t)(celrules.JSONSchema("error"))
 	tests := []struct {
 		doc, marker string
 		want        map[string]string // documented path → type
@@ -32,6 +33,7 @@ func TestInputTablesMatchSchemas(t *testing.T) {
 		{"README.md", "## Rego: `toolResult`", regoFields("input", toolResult), true},
 		{"README.md", "`turn` (`turngate.Turn`):", celFields(turn), false},
 		{"README.md", "`step` (`turngate.Step`):", celFields(step), false},
+		{"README.md", "`error` (`turngate.ChatError`):", celFields(chatError), false},
 		{"../policy/opa/INPUT.md", "## `input` for `data.turngate.tool_call`", regoFields("input", toolCall), false},
 		{"../policy/opa/INPUT.md", "## `input` for `data.turngate.tool_result`", regoFields("input", toolResult), true},
 	}

@@ -16,9 +16,9 @@ import (
 // evalParams are the inputs of `turngate eval`.
 type evalParams struct {
 	Dir string
-	// Hook is beforeTurn, beforeStep, beforeToolCall, toolResult or
-	// beforePersist; it may
-	// be empty when Input is a document eval printed or an audit record.
+	// Hook is beforeTurn, beforeStep, beforeToolCall, toolResult,
+	// beforePersist or onChatError; it may be empty when Input is a
+	// document eval printed or an audit record.
 	Hook  string
 	Input string // path of a JSON or YAML hook context
 	// Explain adds the rules that did not fire and why (notFired).
@@ -32,9 +32,9 @@ type evalParams struct {
 // itself a valid --input. It exits 1 when the rules fail to load or the
 // evaluation fails, 2 on a usage error (a misspelt --hook among them).
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("eval", "[--hook beforeTurn|beforeStep|beforeToolCall|toolResult|beforePersist] [--explain] --input FILE DIR", stderr)
+	fs := newFlagSet("eval", "[--hook beforeTurn|beforeStep|beforeToolCall|toolResult|beforePersist|onChatError] [--explain] --input FILE DIR", stderr)
 	var p evalParams
-	fs.StringVar(&p.Hook, "hook", "", "the `hook` to evaluate: beforeTurn, beforeStep, beforeToolCall, toolResult or beforePersist (optional when the input is a document eval printed or an audit decision record)")
+	fs.StringVar(&p.Hook, "hook", "", "the `hook` to evaluate: beforeTurn, beforeStep, beforeToolCall, toolResult, beforePersist or onChatError (optional when the input is a document eval printed or an audit decision record)")
 	fs.StringVar(&p.Input, "input", "", "`file` holding the hook's context as JSON or YAML, a document eval printed or an audit decision record")
 	fs.BoolVar(&p.Explain, "explain", false, "also print notFired: the rules that did not fire, with file:line and why")
 	dir, err := parseDir(fs, args)
@@ -46,7 +46,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if hooks := []string{policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult, policy.HookBeforePersist}; p.Hook != "" && !slices.Contains(hooks, p.Hook) {
+	if hooks := []string{policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult, policy.HookBeforePersist, policy.HookOnChatError}; p.Hook != "" && !slices.Contains(hooks, p.Hook) {
 		msg := fmt.Sprintf("turngate eval: unknown --hook %q (want %s)", p.Hook, strings.Join(hooks, ", "))
 		if meant := suggest.Closest(p.Hook, hooks); meant != "" {
 			msg += fmt.Sprintf("; did you mean %s?", meant)

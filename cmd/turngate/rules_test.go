@@ -226,7 +226,7 @@ func mustRun(t *testing.T, code int, args ...string) string {
 func TestEvalMisspeltHook(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"eval", "--hook", "beforetoolcall", "--input", "testdata/rules/inputs/turn.yaml", "testdata/rules/good"}, &stdout, &stderr)
-	const want = `turngate eval: unknown --hook "beforetoolcall" (want beforeTurn, beforeStep, beforeToolCall, toolResult, beforePersist); did you mean beforeToolCall?`
+	const want = `turngate eval: unknown --hook "beforetoolcall" (want beforeTurn, beforeStep, beforeToolCall, toolResult, beforePersist, onChatError); did you mean beforeToolCall?`
 	if code != 2 || !strings.Contains(stderr.String(), want) {
 		t.Errorf("exit %d, stderr %q; want 2 and %q", code, &stderr, want)
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // schemaNames are the documents `turngate schema` prints: the Rego input of
-// each decision package, and the CEL variables turn and step.
-var schemaNames = []string{"tool_call", "tool_result", "turn", "step"}
+// each decision package, and the CEL variables turn, step and error
+// (onChatError's).
+var schemaNames = []string{"tool_call", "tool_result", "turn", "step", "error"}
 
 // schemaParams are the inputs of `turngate schema`.
 type schemaParams struct {
@@ -26,10 +27,10 @@ type schemaParams struct {
 	Rules string
 }
 
-// runSchema is `turngate schema [--config FILE] tool_call|tool_result|turn|step`:
+// runSchema is `turngate schema [--config FILE] tool_call|tool_result|turn|step|error`:
 // print the JSON Schema rules are type-checked against.
 func runSchema(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("schema", "[--config FILE] [--rules DIR] tool_call|tool_result|turn|step", stderr)
+	fs := newFlagSet("schema", "[--config FILE] [--rules DIR] tool_call|tool_result|turn|step|error", stderr)
 	var p schemaParams
 	fs.StringVar(&p.Config, "config", "", "gateway config `file` whose agents' bodySchema types input.body")
 	fs.StringVar(&p.Rules, "rules", "", "rules `directory` whose declared state (state.yaml, *.state.yaml) types input.state")
@@ -69,7 +70,7 @@ func schema(p schemaParams) (map[string]any, error) {
 			}
 		}
 		return opa.InputSchema("turngate."+p.Name, opts)
-	case "turn", "step":
+	case "turn", "step", "error":
 		return celrules.JSONSchema(p.Name)
 	}
 	return nil, fmt.Errorf("unknown schema %q (want one of %v)", p.Name, schemaNames)

@@ -49,14 +49,16 @@ type Turn struct {
 	EntryPath string    `json:"entryPath"`
 	Revision  string    `json:"revision"`
 	// Replica is the id of the gateway replica that ran the turn.
-	Replica      string              `json:"replica,omitempty"`
-	Status       string              `json:"status"`
-	FinishReason string              `json:"finishReason,omitempty"`
-	Error        string              `json:"error,omitempty"`
-	Steps        int                 `json:"steps"`
-	ToolCalls    []engine.ToolResult `json:"toolCalls,omitempty"`
-	Usage        engine.Usage        `json:"usage"`
-	DurationMs   float64             `json:"durationMs"`
+	Replica      string `json:"replica,omitempty"`
+	Status       string `json:"status"`
+	FinishReason string `json:"finishReason,omitempty"`
+	Error        string `json:"error,omitempty"`
+	// ErrorClass is a failed turn's error class (engine.ClassifyError).
+	ErrorClass string              `json:"errorClass,omitempty"`
+	Steps      int                 `json:"steps"`
+	ToolCalls  []engine.ToolResult `json:"toolCalls,omitempty"`
+	Usage      engine.Usage        `json:"usage"`
+	DurationMs float64             `json:"durationMs"`
 }
 
 // Identity names the turn an observation record belongs to.
@@ -106,8 +108,10 @@ type OnStepFinish struct {
 // observes it: completed, error or aborted.
 type OnChatResponse struct {
 	Identity
-	Status       string `json:"status"`
-	Error        string `json:"error,omitempty"`
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// ErrorClass is a failed turn's error class (engine.ClassifyError).
+	ErrorClass   string `json:"errorClass,omitempty"`
 	FinishReason string `json:"finishReason,omitempty"`
 	Continuation bool   `json:"continuation"`
 	Steps        int    `json:"steps"`
@@ -245,7 +249,7 @@ func (o observer) OnStepFinish(_ context.Context, s *engine.StepResult) {
 
 func (o observer) OnChatResponse(_ context.Context, r *engine.ChatResponseResult) {
 	o.l.post(KindOnChatResponse, &OnChatResponse{Identity: identity(o.l.now(), &r.Identity),
-		Status: r.Status, Error: r.Error, FinishReason: r.FinishReason, Continuation: r.Continuation, Steps: r.Steps})
+		Status: r.Status, Error: r.Error, ErrorClass: r.ErrorClass, FinishReason: r.FinishReason, Continuation: r.Continuation, Steps: r.Steps})
 }
 
 // Close writes the records handed over and closes a file sink.

@@ -44,6 +44,10 @@ func appendDecision(dst []byte, r *policy.Record) ([]byte, chainAt, error) {
 		dst = append(dst, `,"error":`...)
 		dst = appendString(dst, r.Error)
 	}
+	if r.ErrorClass != "" {
+		dst = append(dst, `,"errorClass":`...)
+		dst = appendString(dst, r.ErrorClass)
+	}
 	dst = append(dst, `,"hook":`...)
 	dst = appendString(dst, r.Hook)
 	if len(r.Input) > 0 {

@@ -36,7 +36,7 @@ const maxValue = 512
 // Hooks are the hooks whose records the store keeps, the values of the
 // hook filter, in execution order.
 var Hooks = []string{policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, audit.KindAfterToolCall,
-	policy.HookToolResult, audit.KindOnStepFinish, policy.HookBeforePersist, audit.KindOnChatResponse}
+	policy.HookToolResult, audit.KindOnStepFinish, policy.HookBeforePersist, policy.HookOnChatError, audit.KindOnChatResponse}
 
 // Outcomes are the values of the outcome filter: a decision record's
 // outcome.

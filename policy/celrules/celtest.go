@@ -43,7 +43,7 @@ type testCase struct {
 //
 //	cases:
 //	  - name: cheap model on continuations
-//	    hook: beforeTurn            # or beforeStep, beforePersist
+//	    hook: beforeTurn            # or beforeStep, beforePersist, onChatError
 //	    input: {turn: {continuation: true}}   # an Input (see Input)
 //	    expect: {model: fast}       # these fields have these values
 //	  - name: nothing for first turns
@@ -58,7 +58,8 @@ type testCase struct {
 // expect is a subset check: fields it does not name may be set by other
 // rules. Values are compared as JSON (toolChoice as "auto" or a map). A
 // beforePersist case expects message (the message as stored, whole) and
-// masked (how many matches were replaced).
+// masked (how many matches were replaced); an onChatError case expects
+// message (the text shown).
 // Cases see shadow rules as enforced, as Rego tests do: a shadow rule's
 // tests are written as they will hold once it is promoted, so promoting
 // it changes no test's outcome (rules/README.md, "Shadow rules"). Test
@@ -202,8 +203,8 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 			c.name = val.Value
 		case "hook":
 			c.hook = val.Value
-			if c.hook != policy.HookBeforeTurn && c.hook != policy.HookBeforeStep && c.hook != policy.HookBeforePersist {
-				return nil, src.nodeError(policy.CodeSchema, val, fmt.Sprintf("hook %q is not beforeTurn, beforeStep or beforePersist", c.hook))
+			if c.hook != policy.HookBeforeTurn && c.hook != policy.HookBeforeStep && c.hook != policy.HookBeforePersist && c.hook != policy.HookOnChatError {
+				return nil, src.nodeError(policy.CodeSchema, val, fmt.Sprintf("hook %q is not beforeTurn, beforeStep, beforePersist or onChatError", c.hook))
 			}
 		case "input":
 			var doc any
@@ -243,7 +244,7 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 			"test case %q needs exactly one of expect, expectNoMatch or expectError", c.name))
 	}
 	for k := range c.expect {
-		if (c.hook == policy.HookBeforePersist) != persistResults[k] {
+		if !expectable(c.hook, k) {
 			return nil, src.nodeError(policy.CodeSchema, expectNode, fmt.Sprintf("expect: unknown field %q for %s", k, c.hook))
 		}
 	}
@@ -255,6 +256,17 @@ func parseCase(src *source, cn *yaml.Node) (*testCase, *policy.Error) {
 
 // persistResults are the results a beforePersist case may expect.
 var persistResults = map[string]bool{"message": true, "masked": true}
+
+// expectable reports whether a case of hook may expect the result k.
+func expectable(hook, k string) bool {
+	switch hook {
+	case policy.HookBeforePersist:
+		return persistResults[k]
+	case policy.HookOnChatError:
+		return errorFields[k] != nil
+	}
+	return !persistResults[k]
+}
 
 // decodeExpect reads expected field values (the value of key, expect),
 // normalised through JSON so they compare equal to Fields'
@@ -285,12 +297,12 @@ func decodeExpect(key string, n *yaml.Node, dst *map[string]any) error {
 // promoted returns s with its shadow rules enforced, as test cases see
 // them; s itself when it has none.
 func (s *Set) promoted() *Set {
-	if !s.turnShadow && !s.stepShadow && !s.persistShadow {
+	if !s.turnShadow && !s.stepShadow && !s.persistShadow && !s.errorShadow {
 		return s
 	}
 	p := *s
-	p.turnRules, p.stepRules, p.persistRules = enforced(s.turnRules), enforced(s.stepRules), enforced(s.persistRules)
-	p.turnShadow, p.stepShadow, p.persistShadow = false, false, false
+	p.turnRules, p.stepRules, p.persistRules, p.errorRules = enforced(s.turnRules), enforced(s.stepRules), enforced(s.persistRules), enforced(s.errorRules)
+	p.turnShadow, p.stepShadow, p.persistShadow, p.errorShadow = false, false, false, false
 	return &p
 }
 

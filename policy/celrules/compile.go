@@ -79,9 +79,11 @@ type Set struct {
 	stepRules []*rule
 	// persistRules are the beforePersist rules (persist.go).
 	persistRules []*rule
-	// turnShadow, stepShadow and persistShadow say whether the hook has
-	// shadow rules.
-	turnShadow, stepShadow, persistShadow bool
+	// errorRules are the onChatError rules (chaterror.go).
+	errorRules []*rule
+	// turnShadow, stepShadow, persistShadow and errorShadow say whether
+	// the hook has shadow rules.
+	turnShadow, stepShadow, persistShadow, errorShadow bool
 	// warnings are the statically visible conflicts (see conflictWarnings).
 	warnings policy.Errors
 	// toolNames are the tool names the rules spell out (toolnames.go).
@@ -147,6 +149,8 @@ func (s *Set) Rules(hook string) []RuleInfo {
 		rules = s.stepRules
 	case policy.HookBeforePersist:
 		rules = s.persistRules
+	case policy.HookOnChatError:
+		rules = s.errorRules
 	}
 	out := make([]RuleInfo, len(rules))
 	for i, r := range rules {
@@ -192,6 +196,8 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 				rules, shadow = &s.stepRules, &s.stepShadow
 			case policy.HookBeforePersist:
 				rules, shadow = &s.persistRules, &s.persistShadow
+			case policy.HookOnChatError:
+				rules, shadow = &s.errorRules, &s.errorShadow
 			}
 			r.index = len(*rules)
 			*rules = append(*rules, r)
@@ -373,7 +379,7 @@ func readsVariables(ast *cel.Ast) bool {
 
 // hookVariables are the names rules read the hook context through.
 var hookVariables = map[string]bool{"turn": true, "step": true, "principal": true, "now": true, stateVariable: true,
-	"message": true, "agent": true, "sessionId": true}
+	"message": true, "agent": true, "sessionId": true, "requestId": true, "error": true}
 
 // decodeConstant validates, at load, a field value that does not depend on
 // the hook context (a literal toolChoice, timeout, maxSteps …), so a bad
@@ -411,7 +417,10 @@ func (c *compiler) celErrors(src *source, spec *ruleSpec, field string, n *yaml.
 			msg += " (step is only available in beforeStep rules)"
 		}
 		if spec.hook == policy.HookBeforePersist && (strings.Contains(msg, "undeclared reference to 'turn'") || strings.Contains(msg, "undeclared reference to 'step'")) {
-			msg += " (beforePersist rules see message, principal, agent, sessionId and now)"
+			msg += " (beforePersist rules see message, principal, agent, sessionId, requestId and now)"
+		}
+		if spec.hook == policy.HookOnChatError && (strings.Contains(msg, "undeclared reference to 'turn'") || strings.Contains(msg, "undeclared reference to 'step'")) {
+			msg += " (onChatError rules see error, principal, agent, sessionId, requestId and now)"
 		}
 		if hint != nil {
 			msg += hint(e)
@@ -457,7 +466,7 @@ func runeOffset(text string, line, col int) int {
 	return off + max(col, 0)
 }
 
-// hookEnvs builds the two CEL environments once: they are immutable and
+// hookEnvs builds the hooks' CEL environments once: they are immutable and
 // safe for concurrent use.
 var hookEnvs = sync.OnceValues(func() (map[string]*cel.Env, error) {
 	turnEnv, err := newEnv(policy.HookBeforeTurn)
@@ -472,12 +481,18 @@ var hookEnvs = sync.OnceValues(func() (map[string]*cel.Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]*cel.Env{policy.HookBeforeTurn: turnEnv, policy.HookBeforeStep: stepEnv, policy.HookBeforePersist: persistEnv}, nil
+	errorEnv, err := newEnv(policy.HookOnChatError)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]*cel.Env{policy.HookBeforeTurn: turnEnv, policy.HookBeforeStep: stepEnv,
+		policy.HookBeforePersist: persistEnv, policy.HookOnChatError: errorEnv}, nil
 })
 
 // newEnv declares the variables a hook's rules see: principal and now
 // everywhere; turn and state in beforeTurn and beforeStep, step in
-// beforeStep only; message, agent and sessionId in beforePersist.
+// beforeStep only; message, agent, sessionId and requestId in
+// beforePersist; error, agent, sessionId and requestId in onChatError.
 func newEnv(hook string) (*cel.Env, error) {
 	p := newProvider()
 	opts := []cel.EnvOption{
@@ -495,7 +510,10 @@ func newEnv(hook string) (*cel.Env, error) {
 	switch hook {
 	case policy.HookBeforePersist:
 		opts = append(opts, cel.Variable("message", messageType.typ),
-			cel.Variable("agent", cel.StringType), cel.Variable("sessionId", cel.StringType))
+			cel.Variable("agent", cel.StringType), cel.Variable("sessionId", cel.StringType), cel.Variable("requestId", cel.StringType))
+	case policy.HookOnChatError:
+		opts = append(opts, cel.Variable("error", chatErrorType.typ),
+			cel.Variable("agent", cel.StringType), cel.Variable("sessionId", cel.StringType), cel.Variable("requestId", cel.StringType))
 	case policy.HookBeforeStep:
 		opts = append(opts, cel.Variable("turn", turnType.typ), cel.Variable(stateVariable, dynMapType),
 			cel.Variable("step", stepType.typ))

@@ -244,10 +244,11 @@ func (e *expr) fail(ruleID, field, code, msg string) *policy.Error {
 // activations cost several).
 type activation struct {
 	turn, step, principal object
-	// message, agent and sessionId are beforePersist's (persist.go).
-	message          object
-	agent, sessionID types.String
-	now              types.Timestamp
+	// message is beforePersist's (persist.go), chatError onChatError's
+	// error (chaterror.go); agent, sessionId and requestId are both's.
+	message, chatError          object
+	agent, sessionID, requestID types.String
+	now                         types.Timestamp
 	// stateVals are the declared state values read (the step's in
 	// beforeStep, the turn's in beforeTurn), converted when first read.
 	stateVals map[string]any
@@ -285,6 +286,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.agent, true
 	case "sessionId":
 		return a.sessionID, true
+	case "requestId":
+		return a.requestID, true
+	case "error":
+		return &a.chatError, a.chatError.ptr != nil
 	case stateVariable:
 		return stateValue(a.stateVals), true
 	}

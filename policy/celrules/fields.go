@@ -161,8 +161,11 @@ func init() {
 
 // fieldNames lists the fields a hook accepts, for "unknown field" messages.
 func fieldNames(hook string) string {
-	if hook == policy.HookBeforePersist {
+	switch hook {
+	case policy.HookBeforePersist:
 		return strings.Join(persistFieldOrder, ", ")
+	case policy.HookOnChatError:
+		return "message"
 	}
 	var names []string
 	for _, n := range fieldOrder {
@@ -176,8 +179,11 @@ func fieldNames(hook string) string {
 // fieldFor returns the field hook's rules may set under name, nil when
 // there is none.
 func fieldFor(hook, name string) *fieldSpec {
-	if hook == policy.HookBeforePersist {
+	switch hook {
+	case policy.HookBeforePersist:
 		return persistFields[name]
+	case policy.HookOnChatError:
+		return errorFields[name]
 	}
 	f := fields[name]
 	if f == nil || (hook == policy.HookBeforeStep && f.step == nil) {

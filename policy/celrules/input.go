@@ -27,8 +27,10 @@ import (
 //	principal:   # tenant, subject, roles; copied into the turn's and step's identity
 //	now: "2025-01-01T12:00:00Z"   # the clock; default 1970-01-01T00:00:00Z
 //	message:     # beforePersist only: the engine.UIMessage to store (id, role, parts)
-//	agent:       # beforePersist only: the session's agent
-//	sessionId:   # beforePersist only
+//	error:       # onChatError only: the failure (stage, class, message, partialMessage)
+//	agent:       # beforePersist and onChatError: the session's agent
+//	sessionId:   # beforePersist and onChatError
+//	requestId:   # beforePersist and onChatError
 //
 // Unknown keys are errors, so a misspelt input field is not silently empty.
 type Input struct {
@@ -37,8 +39,10 @@ type Input struct {
 	Principal *engine.Principal          `json:"principal,omitempty"`
 	Now       *time.Time                 `json:"now,omitempty"`
 	Message   *engine.UIMessage          `json:"message,omitempty"`
+	Error     *ChatError                 `json:"error,omitempty"`
 	Agent     string                     `json:"agent,omitempty"`
 	SessionID string                     `json:"sessionId,omitempty"`
+	RequestID string                     `json:"requestId,omitempty"`
 }
 
 // TurnInput is what the beforeTurn rules see when they evaluate tc at now,
@@ -124,9 +128,28 @@ func (in *Input) Clock() time.Time {
 	return time.Unix(0, 0).UTC()
 }
 
+// Identity is the turn identity of a beforePersist or onChatError input.
+func (in *Input) Identity() *engine.Identity {
+	id := &engine.Identity{Agent: in.Agent, SessionID: in.SessionID, RequestID: in.RequestID}
+	if in.Principal != nil {
+		id.Principal = *in.Principal
+	}
+	return id
+}
+
+// ChatErrorContext returns the input's error as onChatError's context.
+func (in *Input) ChatErrorContext() *engine.ChatErrorContext {
+	e := &engine.ChatErrorContext{Identity: *in.Identity()}
+	if in.Error != nil {
+		e.Stage, e.Class, e.Message, e.PartialMessage = in.Error.Stage, in.Error.Class, in.Error.Message, in.Error.PartialMessage
+	}
+	return e
+}
+
 // Eval runs one hook's rules on a dry-run input. The config is a
-// *engine.TurnConfig for beforeTurn, a *engine.StepConfig for beforeStep
-// and a *Persisted for beforePersist, nil when no rule fired.
+// *engine.TurnConfig for beforeTurn, a *engine.StepConfig for beforeStep,
+// a *Persisted for beforePersist and a *ChatErrorDecision for
+// onChatError, nil when no rule fired.
 func (s *Set) Eval(ctx context.Context, hook string, in *Input) (any, Trace, error) {
 	switch hook {
 	case policy.HookBeforeTurn:
@@ -145,17 +168,22 @@ func (s *Set) Eval(ctx context.Context, hook string, in *Input) (any, Trace, err
 		if in.Message == nil {
 			return nil, Trace{}, errNoMessage
 		}
-		id := &engine.Identity{Agent: in.Agent, SessionID: in.SessionID}
-		if in.Principal != nil {
-			id.Principal = *in.Principal
-		}
-		p, tr, err := s.BeforePersist(ctx, id, in.Message, in.Clock())
+		p, tr, err := s.BeforePersist(ctx, in.Identity(), in.Message, in.Clock())
 		if p == nil {
 			return nil, tr, err
 		}
 		return p, tr, err
+	case policy.HookOnChatError:
+		if in.Error == nil {
+			return nil, Trace{}, errNoError
+		}
+		d, tr, err := s.OnChatError(ctx, in.ChatErrorContext(), in.Clock())
+		if d == nil {
+			return nil, tr, err
+		}
+		return d, tr, err
 	}
-	return nil, Trace{}, fmt.Errorf("evaluating rules: hook %q is not beforeTurn, beforeStep or beforePersist", hook)
+	return nil, Trace{}, fmt.Errorf("evaluating rules: hook %q is not beforeTurn, beforeStep, beforePersist or onChatError", hook)
 }
 
 // Fields renders the fields a config from Eval sets as JSON-ready values

@@ -39,7 +39,7 @@ func parseRules(src *source) ([]*ruleSpec, policy.Errors) {
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		return nil, policy.Errors{src.nodeError(policy.CodeSchema, root,
-			"a rule file must be a mapping with beforeTurn, beforeStep and/or beforePersist lists")}
+			"a rule file must be a mapping with beforeTurn, beforeStep, beforePersist and/or onChatError lists")}
 	}
 	var (
 		rules []*ruleSpec
@@ -49,9 +49,9 @@ func parseRules(src *source) ([]*ruleSpec, policy.Errors) {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, val := root.Content[i], root.Content[i+1]
 		hook := key.Value
-		if hook != policy.HookBeforeTurn && hook != policy.HookBeforeStep && hook != policy.HookBeforePersist {
+		if hook != policy.HookBeforeTurn && hook != policy.HookBeforeStep && hook != policy.HookBeforePersist && hook != policy.HookOnChatError {
 			errs = append(errs, src.nodeError(policy.CodeSchema, key,
-				fmt.Sprintf("unknown top-level key %q (want beforeTurn, beforeStep or beforePersist)", hook)))
+				fmt.Sprintf("unknown top-level key %q (want beforeTurn, beforeStep, beforePersist or onChatError)", hook)))
 			continue
 		}
 		if seenHooks[hook] {

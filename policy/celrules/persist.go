@@ -178,6 +178,7 @@ func persistActivation(id *engine.Identity, m *engine.UIMessage, now time.Time) 
 		principal: object{principalType, &id.Principal},
 		agent:     types.String(id.Agent),
 		sessionID: types.String(id.SessionID),
+		requestID: types.String(id.RequestID),
 		now:       types.Timestamp{Time: now},
 	}
 }
@@ -286,7 +287,7 @@ func (r *Redaction) walk(v any, n *int) any {
 // for the turn id at now, as an Input.
 func PersistInput(id *engine.Identity, m *engine.UIMessage, now time.Time) *Input {
 	p := id.Principal
-	return &Input{Message: m, Agent: id.Agent, SessionID: id.SessionID, Principal: &p, Now: &now}
+	return &Input{Message: m, Agent: id.Agent, SessionID: id.SessionID, RequestID: id.RequestID, Principal: &p, Now: &now}
 }
 
 // errNoMessage is the dry-run error of a beforePersist input without one.

@@ -28,9 +28,10 @@ var (
 	usageType      = newObjectType[engine.Usage]("turngate.Usage")
 	stopType       = newObjectType[engine.StopCondition]("turngate.StopCondition")
 	attachmentType = newObjectType[engine.Attachment]("turngate.Attachment")
+	chatErrorType  = newObjectType[ChatError]("turngate.ChatError")
 
 	objectTypes = []*objectType{turnType, stepType, principalType, messageType, partType,
-		toolType, stepResultType, toolCallType, toolResultType, usageType, stopType, attachmentType}
+		toolType, stepResultType, toolCallType, toolResultType, usageType, stopType, attachmentType, chatErrorType}
 
 	stringListType = types.NewListType(types.StringType)
 	dynMapType     = types.NewMapType(types.StringType, types.DynType)
@@ -133,6 +134,12 @@ func init() {
 		field("size", types.IntType, func(a *engine.Attachment) ref.Val { return types.Int(a.Size) }),
 		field("remote", types.BoolType, func(a *engine.Attachment) ref.Val { return types.Bool(a.Remote) }),
 		field("url", types.StringType, func(a *engine.Attachment) ref.Val { return types.String(a.URL) }),
+	)
+	addFields(chatErrorType,
+		field("stage", types.StringType, func(e *ChatError) ref.Val { return types.String(e.Stage) }),
+		field("class", types.StringType, func(e *ChatError) ref.Val { return types.String(e.Class) }),
+		field("message", types.StringType, func(e *ChatError) ref.Val { return types.String(e.Message) }),
+		field("partialMessage", types.BoolType, func(e *ChatError) ref.Val { return types.Bool(e.PartialMessage) }),
 	)
 	addFields(stopType,
 		field("type", types.StringType, func(c *engine.StopCondition) ref.Val { return types.String(c.Type) }),
@@ -486,7 +493,8 @@ func (p *provider) NewValue(name string, fields map[string]ref.Val) ref.Val {
 }
 
 // JSONSchema returns the JSON Schema of the CEL variable named variable,
-// "turn" (turngate.Turn) or "step" (turngate.Step), derived from the type
+// "turn" (turngate.Turn), "step" (turngate.Step) or "error"
+// (turngate.ChatError, onChatError's), derived from the type
 // declarations above so that `turngate schema` and the documentation
 // tables cannot drift from what rules are type-checked against. Object
 // types are closed (a rule cannot select another field); dyn is any JSON.
@@ -497,8 +505,10 @@ func JSONSchema(variable string) (map[string]any, error) {
 		root = turnType
 	case "step":
 		root = stepType
+	case "error":
+		root = chatErrorType
 	default:
-		return nil, fmt.Errorf("no CEL variable %q with a schema (want turn or step)", variable)
+		return nil, fmt.Errorf("no CEL variable %q with a schema (want turn, step or error)", variable)
 	}
 	byName := map[string]*objectType{}
 	for _, o := range objectTypes {

@@ -237,7 +237,7 @@ func class(hook string, s Side) string {
 		return classError
 	}
 	switch hook {
-	case policy.HookBeforeTurn, policy.HookBeforeStep:
+	case policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookOnChatError:
 		return classOK
 	case policy.HookToolResult:
 		if s.Decision == nil {

@@ -68,7 +68,7 @@ func (r *Revision) coverage(rego *opa.Coverage, exercised map[string]bool) *Cove
 			})
 		}
 	}
-	for _, hook := range []string{policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforePersist} {
+	for _, hook := range []string{policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforePersist, policy.HookOnChatError} {
 		for _, rule := range r.cel.Rules(hook) {
 			c.CEL.Rules++
 			if exercised[rule.ID] {

@@ -120,12 +120,12 @@ func (r *Revision) Eval(ctx context.Context, hook string, input []byte) (*EvalRe
 			return nil, err
 		}
 		return r.evalCEL(ctx, hook, in), nil
-	case policy.HookBeforePersist:
+	case policy.HookBeforePersist, policy.HookOnChatError:
 		in, err := celrules.DecodeInput(input)
 		if err != nil {
 			return nil, err
 		}
-		return r.evalPersist(ctx, in)
+		return r.evalIdentified(ctx, hook, in)
 	case policy.HookBeforeToolCall:
 		var tc engine.ToolCallContext
 		if err := DecodeInput(input, &tc); err != nil {
@@ -164,12 +164,12 @@ func (r *Revision) EvalRecorded(ctx context.Context, hook string, input json.Raw
 			return nil, err
 		}
 		return r.evalCEL(ctx, hook, in), nil
-	case policy.HookBeforePersist:
+	case policy.HookBeforePersist, policy.HookOnChatError:
 		in, err := celrules.DecodeInput(input)
 		if err != nil {
 			return nil, err
 		}
-		return r.evalPersist(ctx, in)
+		return r.evalIdentified(ctx, hook, in)
 	case policy.HookBeforeToolCall:
 		tc, err := opa.DecodeToolCallInput(input)
 		if err != nil {
@@ -249,21 +249,27 @@ func sameShape(d *state.Decl, v any) bool {
 }
 
 func unknownHook(hook string) error {
-	return fmt.Errorf("unknown hook %q (want %s, %s, %s, %s or %s)", hook,
-		policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult, policy.HookBeforePersist)
+	return fmt.Errorf("unknown hook %q (want %s, %s, %s, %s, %s or %s)", hook,
+		policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult,
+		policy.HookBeforePersist, policy.HookOnChatError)
 }
 
-// evalPersist runs the beforePersist rules on a dry-run input
-// ({message, principal, agent, sessionId, now}) at its clock.
-func (r *Revision) evalPersist(ctx context.Context, in *celrules.Input) (*EvalResult, error) {
+// evalIdentified runs the beforePersist rules ({message, principal, agent,
+// sessionId, requestId, now}) or the onChatError rules ({error, principal,
+// agent, sessionId, requestId, now}) on a dry-run input at its clock. A
+// revision without onChatError rules still answers, not_evaluated.
+func (r *Revision) evalIdentified(ctx context.Context, hook string, in *celrules.Input) (*EvalResult, error) {
+	rc := r.withClock(in.Clock())
+	if hook == policy.HookOnChatError {
+		if in.Error == nil {
+			return nil, errors.New("decoding input: an onChatError input needs error")
+		}
+		return rc.evalHook(func(h *hooks) { _ = h.OnChatError(ctx, in.ChatErrorContext()) }), nil
+	}
 	if in.Message == nil {
 		return nil, errors.New("decoding input: a beforePersist input needs message")
 	}
-	id := &engine.Identity{Agent: in.Agent, SessionID: in.SessionID}
-	if in.Principal != nil {
-		id.Principal = *in.Principal
-	}
-	return r.withClock(in.Clock()).evalHook(func(h *hooks) { _, _ = h.BeforePersist(ctx, id, in.Message) }), nil
+	return rc.evalHook(func(h *hooks) { _, _ = h.BeforePersist(ctx, in.Identity(), in.Message) }), nil
 }
 
 // evalCEL runs a CEL hook on a dry-run input at the input's clock (the

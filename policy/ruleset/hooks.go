@@ -3,6 +3,7 @@ package ruleset
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -267,6 +268,34 @@ func (h *hooks) BeforePersist(ctx context.Context, id *engine.Identity, m *engin
 			}
 			return h.marshalInput(celrules.PersistInput(id, stored, now))
 		})
+}
+
+// OnChatError runs the revision's CEL onChatError rules on a failure and
+// returns the text they chose, nil when none fired. A revision without
+// onChatError rules evaluates and records nothing outside a dry run.
+// Whatever the failure
+// policy, rules that fail to evaluate choose nothing: the failure keeps
+// the masked default, which shows nothing of it (the record says why).
+func (h *hooks) OnChatError(ctx context.Context, e *engine.ChatErrorContext) error {
+	has := h.rev.cel.HasOnChatError()
+	if !has && !h.dryRun {
+		return nil
+	}
+	r := newRecord(policy.HookOnChatError, &e.Identity)
+	r.ErrorClass = e.Class
+	d, err := evaluate(ctx, h, r, has,
+		func(ctx context.Context, now time.Time) (*celrules.ChatErrorDecision, trace, error) {
+			d, tr, err := h.rev.cel.OnChatError(ctx, e, now)
+			return d, celTrace(tr), err
+		}, func(now time.Time) json.RawMessage { return h.marshalInput(celrules.ChatErrorInput(e, now)) })
+	if err != nil && h.fp == FailClosed {
+		h.rev.opts.Logger.Warn("onChatError rules failed; the error keeps its default text",
+			"revision", r.Revision, "requestId", r.RequestID, "error", err)
+	}
+	if d == nil {
+		return nil
+	}
+	return errors.New(d.Message)
 }
 
 // celTrace and regoTrace adapt the two evaluators' traces.
