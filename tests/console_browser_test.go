@@ -143,6 +143,12 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
 // TestConsoleInBrowser drives the console in headless Chromium against the
 // real gateway: sign-in, the overview, an approver approving a held tool
 // call with the button (the turn resumes and the tool runs), the
@@ -367,7 +373,6 @@ func TestConsoleInBrowser(t *testing.T) {
 		if i := slices.Index(hooks, "beforeToolCall"); i < 0 || slices.Index(hooks, "beforeTurn") > i {
 			t.Errorf("the timeline's hooks %q: want beforeToolCall, after beforeTurn when recorded", hooks)
 		}
-		screenshot(t, ctx, "timeline")
 
 		other := newBrowserContext(t)
 		signInAs(t, other, g, consoleGlobex)
@@ -375,6 +380,77 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := text(t, other, `main`); !strings.Contains(got, "not_found") || strings.Contains(got, "/etc/passwd") {
 			t.Errorf("globex's admin sees acme's decision: %q", got)
 		}
+	})
+
+	t.Run("the timeline draws a turn's hooks in the reference's execution order", func(t *testing.T) {
+		session := fmt.Sprintf("console-tl-%d", time.Now().UnixNano())
+		g.as(consoleAlice).chat("files", userChat(session, "u1", "tidy up", nil))
+		var turn string
+		poll(t, "the turn's end in the store", func() error {
+			var list struct {
+				Decisions []struct {
+					Turn string `json:"turn"`
+				} `json:"decisions"`
+			}
+			g.as(consoleAdmin).json("GET", "/v1/admin/decisions?session="+session+"&hook=onChatResponse", nil, 200, &list)
+			if len(list.Decisions) != 1 {
+				return fmt.Errorf("%d onChatResponse records", len(list.Decisions))
+			}
+			turn = list.Decisions[0].Turn
+			return nil
+		})
+		ctx := newBrowserContext(t)
+		signInAs(t, ctx, g, consoleAdmin)
+		view(t, ctx, g, "turn/"+turn, "turn")
+		// Each hook as hook@step, in the order drawn: beforeTurn, each
+		// step's beforeStep, its tool call (beforeToolCall, toolResult,
+		// afterToolCall) and onStepFinish, then onChatResponse.
+		want := []string{"beforeTurn",
+			"beforeStep@0", "beforeToolCall@0", "toolResult@0", "afterToolCall@0", "onStepFinish@0",
+			"beforeStep@1", "beforeToolCall@1", "toolResult@1", "afterToolCall@1", "onStepFinish@1",
+			"beforeStep@2", "onStepFinish@2", "onChatResponse"}
+		drawn := value(t, ctx, "listing the hooks", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#timeline li.hook')].map(li => {
+			const step = li.closest('li.step');
+			return li.dataset.hook + (step ? '@' + step.dataset.step : '');
+		})`))
+		if !slices.Equal(drawn, want) {
+			t.Errorf("the timeline draws\n%q\nwant\n%q", drawn, want)
+		}
+		calls := value(t, ctx, "reading the tool calls", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#timeline li.call')].map(li => li.textContent)`))
+		if len(calls) != 2 {
+			t.Fatalf("tool calls drawn: %q, want 2", calls)
+		}
+		for _, c := range calls {
+			if !strings.Contains(c, "delete") || !strings.Contains(c, "decision allow") || !strings.Contains(c, "tool executes") || !strings.Contains(c, "succeeded") {
+				t.Errorf("tool call %q: want the delete, its decision allow, its execution and result", c)
+			}
+		}
+		// Each hook's overrides: rules/turn.yaml's on the turn and on
+		// every step.
+		if got := text(t, ctx, `#timeline li.hook.beforeTurn`); !strings.Contains(got, "maxSteps = 4") || !strings.Contains(got, "turn.yaml#cap-steps") {
+			t.Errorf("beforeTurn %q, want its override maxSteps = 4 by turn.yaml#cap-steps", got)
+		}
+		steps := value(t, ctx, "reading the steps' overrides", chromedp.Evaluate[[]string](`[...document.querySelectorAll('#timeline li.hook.beforeStep')].map(li => li.textContent)`))
+		for i, s := range steps {
+			if !strings.Contains(s, `activeTools = ["delete"]`) {
+				t.Errorf("step %d's beforeStep %q, want its override activeTools = [\"delete\"]", i, s)
+			}
+		}
+		if got := text(t, ctx, `#stop`); !strings.Contains(got, "stop") || !strings.Contains(got, "completed, 3 steps") {
+			t.Errorf("stop reason %q, want the finish reason stop (completed, 3 steps)", got)
+		}
+		// The same records handed over newest first, with one time: the
+		// order is the steps' and the hooks', not the records' times.
+		shuffled := value(t, ctx, "ordering shuffled records", chromedp.Evaluate[[]string](`(async () => {
+			const m = await import('/console/app/timeline.js');
+			const page = await fetch('/v1/admin/decisions?order=asc&limit=500&turn=' + encodeURIComponent(`+jsString(turn)+`)).then(r => r.json());
+			const ds = page.decisions.reverse().map(d => ({ ...d, time: page.decisions[0].time }));
+			return m.order(ds).map(d => d.hook + (d.hook === 'beforeTurn' || d.hook === 'onChatResponse' ? '' : '@' + d.step));
+		})()`, chromedp.EvalAwaitPromise))
+		if !slices.Equal(shuffled, want) {
+			t.Errorf("records out of order and with tied times are ordered\n%q\nwant\n%q", shuffled, want)
+		}
+		screenshot(t, ctx, "timeline")
 	})
 
 	t.Run("replay shows the counts the API reports for a candidate", func(t *testing.T) {
