@@ -4,7 +4,7 @@
 // beforeStep and its overrides, the model's chunks, each tool call's
 // beforeToolCall and decision, the tool's execution, toolResult and
 // afterToolCall, and onStepFinish; then the turn's end (beforePersist,
-// onChatResponse) and its stop reason.
+// onChatError, onChatResponse) and its stop reason.
 //
 // The order comes from the records' step numbers and each hook's place in
 // a step, not from their times: records of one turn can carry the same
@@ -51,7 +51,8 @@ export async function render(main, { arg, params }) {
 const beforeSteps = { beforeTurn: 0 };
 const inStep = { beforeStep: 0, beforeToolCall: 1, toolResult: 1, afterToolCall: 1, onStepFinish: 2 };
 const inCall = { beforeToolCall: 0, toolResult: 1, afterToolCall: 2 };
-const afterSteps = { beforePersist: 0, onChatResponse: 1 };
+// onChatError has no step number: a failure's record goes with the end.
+const afterSteps = { beforePersist: 0, onChatError: 1, onChatResponse: 2 };
 
 // stepOf is the step a record belongs to: its step column, or its record's.
 function stepOf(d) {
@@ -174,6 +175,8 @@ function details(d) {
       return h('span', { class: 'muted' }, `finish ${r.finishReason || '—'} · ${r.toolCallCount || 0} tool calls · ` +
         `${u.inputTokens || 0} in / ${u.outputTokens || 0} out tokens`);
     }
+    case 'onChatError':
+      return h('span', {}, r.errorClass ? ['class ', h('code', {}, r.errorClass), ' '] : null, overrides(r.decision));
     case 'onChatResponse':
       return h('span', {}, outcome(r.status || '—'), ` ${r.steps || 0} steps`, r.finishReason ? ' · finish ' + r.finishReason : '',
         r.error ? ' · ' + r.error : '');
