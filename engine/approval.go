@@ -153,7 +153,8 @@ func (t *turn) requestApproval(cs *callState, part *UIPart) {
 	reason := cs.approval.Reason()
 	part.State = ToolStateApprovalRequested
 	part.Approval = &ToolApproval{ID: cs.approval.ApprovalID, RequestReason: reason}
-	t.emit(Event{Type: EventToolApprovalRequest, ApprovalID: cs.approval.ApprovalID, ToolCallID: cs.call.ToolCallID, Reason: reason})
+	t.emit(Event{Type: EventToolApprovalRequest, ApprovalID: cs.approval.ApprovalID, ToolCallID: cs.call.ToolCallID, Reason: reason,
+		Approvers: cs.approval.Approvers()})
 }
 
 // settleApprovals applies TurnRequest.ApprovalResponses to the continued

@@ -47,10 +47,18 @@ type Event struct {
 	Output         json.RawMessage `json:"output,omitempty"`
 	ErrorText      string          `json:"errorText,omitempty"`
 	// ApprovalID and Reason ride on tool-approval-request.
-	ApprovalID   string `json:"approvalId,omitempty"`
-	Reason       string `json:"reason,omitempty"`
-	FinishReason string `json:"finishReason,omitempty"`
-	Dynamic      bool   `json:"dynamic,omitempty"`
+	ApprovalID string `json:"approvalId,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	// Approvers are the roles that may decide a tool-approval-request
+	// (PendingApproval.Approvers); nil when the chat user may. They are
+	// not sent: the gateway turns them into ApprovalDescriptor.
+	Approvers []string `json:"-"`
+	// ApprovalDescriptor rides on tool-approval-request: what the caller
+	// tells the client about who may answer it (the AI SDK keeps it as
+	// the part's approval.descriptor).
+	ApprovalDescriptor json.RawMessage `json:"approvalDescriptor,omitempty"`
+	FinishReason       string          `json:"finishReason,omitempty"`
+	Dynamic            bool            `json:"dynamic,omitempty"`
 	// ProviderExecuted marks a tool call the client must not execute: the
 	// engine sets it on client tool calls that beforeToolCall blocked or
 	// substituted, so the AI SDK client skips onToolCall for them.

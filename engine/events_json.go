@@ -69,6 +69,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		if e.Reason != "" {
 			field(&b, "reason", e.Reason)
 		}
+		err = rawField(&b, "approvalDescriptor", e.ApprovalDescriptor, false)
 	case EventToolOutputDenied:
 		field(&b, "toolCallId", e.ToolCallID)
 	case EventFinish:

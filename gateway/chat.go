@@ -338,7 +338,9 @@ func (s *Server) stream(c *gin.Context, buf *uistream.Buffer) {
 }
 
 // resumeStream serves GET /v1/agents/:agent/chat/:id/stream: a replay of
-// the in-flight response from its first chunk, or 204 when none runs.
+// the in-flight response from its first chunk; a stream held open while
+// the session's turn waits for an approver (approvals_hold.go); or 204
+// when no turn runs nor waits.
 func (s *Server) resumeStream(c *gin.Context) error {
 	ag, err := s.agentOf(c)
 	if err != nil {
@@ -355,6 +357,9 @@ func (s *Server) resumeStream(c *gin.Context) error {
 		}
 	}
 	if t == nil {
+		if held, err := s.holdStream(c, principal(c), c.Param("id")); held || err != nil {
+			return err
+		}
 		c.Status(http.StatusNoContent)
 		return nil
 	}

@@ -267,8 +267,8 @@ var knownChunks = map[string]bool{"start": true, "start-step": true, "finish-ste
 	"text-delta": true, "text-end": true, "reasoning-start": true, "reasoning-delta": true, "reasoning-end": true,
 	"tool-input-start": true, "tool-input-delta": true, "tool-input-available": true, "tool-input-error": true,
 	"tool-output-available": true, "tool-output-error": true, "tool-output-denied": true, "finish": true,
-	"tool-approval-request": true,
-	"error":                 true, "abort": true, "message-metadata": true}
+	"tool-approval-request": true, "tool-approval-response": true,
+	"error": true, "abort": true, "message-metadata": true}
 
 // checkUIStream checks the protocol rules a useChat client relies on.
 func checkUIStream(t *testing.T, chunks []chunk) {

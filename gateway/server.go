@@ -168,6 +168,9 @@ type Server struct {
 
 	mu     sync.Mutex
 	active map[string]*turn
+	// started wakes the chat streams held for an approval (approvals_hold.go)
+	// when a turn of their session starts; guarded by mu.
+	started map[string]*turnWatch
 
 	subs *submissions
 	// ws tracks the WebSocket chat connections (ws.go).
@@ -193,6 +196,7 @@ func New(opts Options) (*Server, error) {
 		log:     opts.Logger,
 		locks:   newSessionLocks(opts.Config.Limits.MaxQueuedTurnsPerSession),
 		active:  map[string]*turn{},
+		started: map[string]*turnWatch{},
 		mcp:     opts.MCP,
 		state:   opts.State,
 	}

@@ -104,6 +104,9 @@ type plan struct {
 type turn struct {
 	requestID string
 	key       string
+	// messageID is the assistant message the turn writes (the continued
+	// one on continuations).
+	messageID string
 	buf       *uistream.Buffer
 	done      chan struct{}
 	cancel    context.CancelFunc
@@ -259,8 +262,10 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	}
 	runCtx, cancel := context.WithTimeout(tracing.Follow(parent, ctx), s.cfg.Limits.TurnTimeout)
 	t.cancel = cancel
+	t.messageID = p.messageID
 	s.mu.Lock()
 	s.active[key] = t
+	s.wakeHeld(key)
 	s.mu.Unlock()
 	running = true
 	go s.run(runCtx, t, in, p, tx.messages, release)
@@ -385,6 +390,9 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		// events of one model part or tool round reach the client in one
 		// write.
 		Emit: func(ev engine.Event) {
+			if ev.Type == engine.EventToolApprovalRequest {
+				describeApproval(&ev, in.principal, nil)
+			}
 			if ev.Type == engine.EventFinish {
 				finish = &ev
 			} else if frame, err := uistream.EventFrame(ev); err == nil {

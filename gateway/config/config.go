@@ -420,6 +420,9 @@ type Limits struct {
 	// ApprovalExpiry is how long a tool call waits for approval before it
 	// is denied with reason "expired".
 	ApprovalExpiry time.Duration `yaml:"approvalExpiry"`
+	// StreamKeepAlive is how often a chat stream held open while its turn
+	// waits for an approver sends an SSE keep-alive comment.
+	StreamKeepAlive time.Duration `yaml:"streamKeepAlive"`
 	// Attachments limits user messages' file parts (attachments.go).
 	Attachments Attachments `yaml:"attachments"`
 	// MaxQueuedSubmissionsPerSession and MaxQueuedSubmissionsPerTenant
@@ -446,6 +449,7 @@ const (
 	DefaultReadBodyTimeout          = 30 * time.Second // limits.maxBodyBytes (4 MiB) at 140 KB/s
 	DefaultMaxConnections           = 16384            // about 20 KiB each when idle: 320 MiB at most
 	DefaultApprovalExpiry           = 24 * time.Hour
+	DefaultStreamKeepAlive          = 15 * time.Second // under the usual 60s idle timeouts of proxies
 	DefaultPollInterval             = 5 * time.Second
 	DefaultAuditMaxSizeMB           = 100
 	DefaultAuditMaxBackups          = 5
@@ -595,6 +599,7 @@ func (c *Config) applyDefaults() {
 	l.ReadBodyTimeout = cmp.Or(l.ReadBodyTimeout, DefaultReadBodyTimeout)
 	l.MaxConnections = cmp.Or(l.MaxConnections, DefaultMaxConnections)
 	l.ApprovalExpiry = cmp.Or(l.ApprovalExpiry, DefaultApprovalExpiry)
+	l.StreamKeepAlive = cmp.Or(l.StreamKeepAlive, DefaultStreamKeepAlive)
 	c.applyExtensionDefaults()
 	c.applyWebhookDefaults()
 	c.applySessionDefaults()
@@ -733,7 +738,7 @@ func (c *Config) Validate() error {
 	})
 	// Zero takes the default for these; their errors have always said "must be positive".
 	notNegative(add, "limits", "must be positive", map[string]any{
-		"approvalExpiry": l.ApprovalExpiry, "maxConcurrentTools": l.MaxConcurrentTools,
+		"approvalExpiry": l.ApprovalExpiry, "streamKeepAlive": l.StreamKeepAlive, "maxConcurrentTools": l.MaxConcurrentTools,
 		"toolTimeout": l.ToolTimeout, "maxToolOutputBytes": l.MaxToolOutputBytes,
 	})
 	c.validateExtensions(add)

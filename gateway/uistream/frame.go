@@ -36,7 +36,7 @@ func Frame(v any) ([]byte, error) {
 func EventFrame(ev engine.Event) ([]byte, error) {
 	n := frameOverhead + len(ev.Type) + len(ev.MessageID) + len(ev.ID) + len(ev.Delta) +
 		len(ev.ToolCallID) + len(ev.ToolName) + len(ev.InputTextDelta) + len(ev.Input) +
-		len(ev.Output) + len(ev.ErrorText) + len(ev.ApprovalID) + len(ev.Reason) + len(ev.FinishReason) + len(ev.MessageMetadata)
+		len(ev.Output) + len(ev.ErrorText) + len(ev.ApprovalID) + len(ev.Reason) + len(ev.ApprovalDescriptor) + len(ev.FinishReason) + len(ev.MessageMetadata)
 	if n > frameScratch {
 		f, err := AppendFrame(make([]byte, 0, n), ev)
 		if err != nil {
@@ -113,6 +113,7 @@ func AppendFrame(dst []byte, ev engine.Event) ([]byte, error) {
 		if ev.Reason != "" {
 			dst = appendField(dst, `,"reason":`, ev.Reason)
 		}
+		dst, ok = appendRaw(dst, `,"approvalDescriptor":`, ev.ApprovalDescriptor, false)
 	case engine.EventToolOutputDenied:
 		dst = appendField(dst, `,"toolCallId":`, ev.ToolCallID)
 	case engine.EventFinish:
