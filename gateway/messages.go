@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -17,7 +19,11 @@ import (
 // turn on an ephemeral session (entry path "anthropic"), every rule runs,
 // server tools run in the gateway and the request's own tools are client
 // tools, returned as tool_use blocks. The wire format is package
-// gateway/anthropic's.
+// gateway/anthropic's. A stream answers its 200 once the model answered
+// (text, thinking or a tool call) and gets a ping event whenever it was
+// silent for Options.AnthropicPing, so a slow tool does not let a proxy
+// cut it. A user message holds at most limits.attachments.maxCount image
+// and document blocks.
 
 const formatAnthropic = "anthropic"
 
@@ -39,6 +45,17 @@ func (s *Server) messages(c *gin.Context) error {
 		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), s.cfg.Limits.MaxMessages)
 	}
 	files := s.fileRules(ag)
+	for i, m := range req.Messages {
+		n := 0
+		for _, b := range m.Content {
+			if b.Type == "image" || b.Type == "document" {
+				n++
+			}
+		}
+		if err := files.countFiles(n, fmt.Sprintf("messages[%d].content", i)); err != nil {
+			return err
+		}
+	}
 	history, err := req.History(func(p engine.UIPart, field string) (engine.UIPart, error) {
 		if err := files.fetchPart(c.Request.Context(), &p, field); err != nil {
 			return engine.UIPart{}, err
@@ -72,6 +89,7 @@ func (s *Server) messages(c *gin.Context) error {
 			return enc.Message(res, approvalNotice(res))
 		})
 	}
+	go enc.KeepAlive(c.Request.Context(), cmp.Or(s.anthropicPing, anthropic.DefaultPingInterval))
 	return s.streamStateless(c, in, enc, anthropicTurnError, func(res *engine.TurnResult, err error) {
 		if res.Status == engine.StatusError {
 			ae := anthropicTurnError(err, res.Error)

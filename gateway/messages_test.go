@@ -1,18 +1,24 @@
 package gateway
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/engine/tools"
+	"github.com/turngate/turngate/engine/tools/httptool"
 	"github.com/turngate/turngate/gateway/anthropic"
 	"github.com/turngate/turngate/gateway/config"
 	goldenfile "github.com/turngate/turngate/internal/golden"
@@ -243,6 +249,9 @@ func TestAnthropicErrors(t *testing.T) {
 		{"bad image", acme, map[string]any{"model": "demo", "max_tokens": 1, "messages": []any{map[string]any{"role": "user", "content": []any{
 			map[string]any{"type": "image", "source": map[string]any{"type": "base64", "media_type": "image/tiff", "data": "AAAA"}}}}}}, nil, 400, "invalid_request_error",
 			"field messages[0].content[0].source.media_type: must be image/jpeg"},
+		{"too many files", acme, map[string]any{"model": "demo", "max_tokens": 1, "messages": []any{map[string]any{"role": "user", "content": slices.Repeat([]any{
+			map[string]any{"type": "image", "source": map[string]any{"type": "base64", "media_type": "image/png", "data": "AAAA"}}}, 5)}}}, nil, 400, "invalid_request_error",
+			"field messages[0].content: 5 files is more than the limit of 4 (limits.attachments.maxCount)"},
 		{"unknown model", acme, map[string]any{"model": "gpt-9", "max_tokens": 1, "messages": []any{userText("hi")}}, nil, 404, "not_found_error", "The model `gpt-9` does not exist"},
 		{"too many messages", acme, map[string]any{"model": "demo", "max_tokens": 1, "messages": []any{userText("a"), userText("b"), userText("c"), userText("d")}}, nil, 413, "request_too_large",
 			"4 messages is more than the limit of 3"},
@@ -305,5 +314,84 @@ func TestAnthropicTurnErrors(t *testing.T) {
 				t.Errorf("anthropicTurnError = %+v (%s), want %d %s retryable %t after %v", ae, typ, tt.status, tt.typ, tt.retry, tt.after)
 			}
 		})
+	}
+}
+
+// TestAnthropicStreamPings: a stream whose model called a server tool is
+// answered at once with message_start and its ping, and while the tool is
+// held (it answers only once the test saw pings during the call) the
+// stream gets ping events (Options.AnthropicPing, shortened here) and
+// nothing else; then the tool's answer is streamed and the message ends.
+func TestAnthropicStreamPings(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var enterOnce, releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free()
+	tool := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		enterOnce.Do(func() { close(entered) })
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"held":"done"}`)
+	}))
+	defer tool.Close()
+	cfg := testConfig(t, "basic")
+	cfg.Tools = append(cfg.Tools, config.Tool{Config: tools.Config{Name: "hold", HTTP: &httptool.Config{URL: tool.URL}}})
+	cfg.Agents = append(cfg.Agents, config.Agent{Name: "holder", Model: "demo", Tools: []string{"hold"}})
+	g := startGateway(t, cfg, Options{AnthropicPing: 10 * time.Millisecond})
+
+	// A generous watchdog instead of a hang: the tool is let go, and the
+	// stream's checks below fail on what it then holds.
+	watchdog := time.AfterFunc(time.Minute, free)
+	defer watchdog.Stop()
+	resp := g.do("POST", "/v1/messages", map[string]any{"model": "holder", "max_tokens": 100, "stream": true,
+		"messages": []any{userText("hold the line")}})
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, data)
+	}
+	// next returns the next event's type; text collects the text deltas.
+	lines := bufio.NewScanner(resp.Body)
+	var text strings.Builder
+	next := func() string {
+		t.Helper()
+		for lines.Scan() {
+			if typ, ok := strings.CutPrefix(lines.Text(), "event: "); ok {
+				return typ
+			}
+			var ev struct {
+				Delta struct{ Text string } `json:"delta"`
+			}
+			if data, ok := strings.CutPrefix(lines.Text(), "data: "); ok && json.Unmarshal([]byte(data), &ev) == nil {
+				text.WriteString(ev.Delta.Text)
+			}
+		}
+		t.Fatalf("the stream ended (%v)", lines.Err())
+		return ""
+	}
+	if a, b := next(), next(); a != "message_start" || b != "ping" {
+		t.Fatalf("the stream starts with %s, %s; want message_start, ping", a, b)
+	}
+	<-entered
+	for range 2 {
+		if typ := next(); typ != "ping" {
+			t.Fatalf("event %s while the tool is held, want ping", typ)
+		}
+	}
+	free()
+	var rest []string
+	for typ := next(); typ != "message_stop"; typ = next() {
+		if typ != "ping" {
+			rest = append(rest, typ)
+		}
+	}
+	if len(rest) < 3 || rest[0] != "content_block_start" || !slices.Equal(rest[len(rest)-2:], []string{"content_block_stop", "message_delta"}) {
+		t.Errorf("after the tool: %v, want the answer's text block and message_delta", rest)
+	}
+	if got, want := text.String(), `The hold tool returned: {"held":"done"}`; got != want {
+		t.Errorf("the answer %q, want %q", got, want)
 	}
 }

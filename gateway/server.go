@@ -84,6 +84,10 @@ type Options struct {
 	Audit *audit.Log
 	// Metrics receives the gateway's metrics; nil makes a private registry.
 	Metrics *metrics.Metrics
+	// AnthropicPing is how long a /v1/messages stream stays silent before
+	// it gets a ping event (zero: anthropic.DefaultPingInterval); tests
+	// shorten it.
+	AnthropicPing time.Duration
 	// Observer, if set, observes every turn after the rule hooks (its
 	// decision hooks run too). Its OnChatResponse runs after the assistant
 	// message is persisted and the turn lock released.
@@ -143,6 +147,8 @@ type Server struct {
 	notify *notify.Notifier
 	// extensions run after the rules on every turn; Shutdown stops them.
 	extensions *extension.Set
+	// anthropicPing is Options.AnthropicPing (zero: the default).
+	anthropicPing time.Duration
 	// kill holds the kill switches (killswitch.go); stopKill stops their
 	// polling.
 	kill     *killswitch.Switches
@@ -199,6 +205,8 @@ func New(opts Options) (*Server, error) {
 		started: map[string]*turnWatch{},
 		mcp:     opts.MCP,
 		state:   opts.State,
+
+		anthropicPing: opts.AnthropicPing,
 	}
 	if s.log == nil {
 		s.log = slog.Default()

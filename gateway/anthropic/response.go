@@ -1,15 +1,22 @@
 package anthropic
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/uistream"
 )
+
+// DefaultPingInterval is how long a stream stays silent before KeepAlive
+// sends a ping event, Anthropic's own keep-alive: well under the 60 s idle
+// cut of common proxies and load balancers.
+const DefaultPingInterval = 15 * time.Second
 
 // Encoder turns one turn's engine events into a Messages response: the
 // named SSE events of a stream (protocols.md B.2) in its Buffer, and the
@@ -17,7 +24,9 @@ import (
 // streamed as the model sends them, one content block each; server tool
 // calls run inside the gateway and are not shown (the protocol has no
 // event for a result the server produced); the client tool calls the turn
-// ends with become tool_use blocks at its end.
+// ends with become tool_use blocks at its end. A ping event follows
+// message_start, and KeepAlive adds one whenever the stream is silent (a
+// slow tool, a model thinking long).
 type Encoder struct {
 	id, model string
 	// stream is false for a non-streaming response: no frames are kept.
@@ -44,8 +53,40 @@ func NewEncoder(id, model string, stream bool) *Encoder {
 // Buffer holds the stream's frames; End and Fail end it.
 func (e *Encoder) Buffer() *uistream.Buffer { return e.buf }
 
-// Content is closed when the first text or thinking delta is encoded.
+// Content is closed when the first text or thinking delta, or the first
+// tool call, is encoded: the model has answered, and the stream (whose
+// tools may take long) is committed to its 200.
 func (e *Encoder) Content() <-chan struct{} { return e.content }
+
+// KeepAlive appends a ping event to the stream each time it stayed silent
+// for every, from message_start on, until the stream ends or ctx is done;
+// run it beside the turn. It does nothing for a non-streaming response.
+func (e *Encoder) KeepAlive(ctx context.Context, every time.Duration) {
+	if !e.stream {
+		return
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	seen := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if e.buf.Closed() {
+			return
+		}
+		// Frames are whole events: a ping between two of the turn's is
+		// still a well-formed stream. message_start is the first frame.
+		n := e.buf.Len()
+		if n > 0 && n == seen {
+			e.buf.Append(Frame("ping", map[string]any{}))
+			n++
+		}
+		seen = n
+	}
+}
 
 // HasContent reports whether Content is closed.
 func (e *Encoder) HasContent() bool {
@@ -155,6 +196,8 @@ func (e *Encoder) Event(ev engine.Event) {
 		e.closeBlock()
 	case engine.EventTextEnd:
 		e.closeBlock()
+	case engine.EventToolInputAvailable:
+		e.contentOnce.Do(func() { close(e.content) })
 	}
 }
 
