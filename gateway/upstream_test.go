@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -183,23 +185,49 @@ agents:
 	}
 }
 
-// TestSendReasoning checks that reasoning reaches the UI stream by default
-// and not for an agent with sendReasoning: false.
+// TestSendReasoning checks that reasoning reaches the UI stream and the
+// stored message by default, not for an agent with sendReasoning: false,
+// and that a beforeTurn rule's sendReasoning overrides the agent's either
+// way.
 func TestSendReasoning(t *testing.T) {
 	up := newFakeOpenAI(t)
+	rules := filepath.Join(t.TempDir(), "rules")
+	if err := os.MkdirAll(rules, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rules, "turn.yaml"), []byte(`beforeTurn:
+  - name: hide-reasoning
+    when: has(turn.body.reasoning) && turn.body.reasoning == "hide"
+    set:
+      sendReasoning: 'false'
+  - name: show-reasoning
+    when: has(turn.body.reasoning) && turn.body.reasoning == "show"
+    set:
+      sendReasoning: 'true'
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	g := newTestGateway(t, "basic", withUpstream(up, "",
 		config.Agent{Name: "thinker", Model: "up"},
-		config.Agent{Name: "quiet", Model: "up", SendReasoning: new(false)}))
+		config.Agent{Name: "quiet", Model: "up", SendReasoning: new(false)}),
+		func(c *config.Config) { c.Rules.Dir = rules })
 	tests := []struct {
-		agent     string
-		reasoning bool
+		name, agent, body string // body: the request's reasoning field, "" for none
+		reasoning         bool
 	}{
-		{"thinker", true},
-		{"quiet", false},
+		{"agent default", "thinker", "", true},
+		{"agent sendReasoning false", "quiet", "", false},
+		{"rule hides", "thinker", "hide", false},
+		{"rule shows", "quiet", "show", true},
 	}
 	for _, tc := range tests {
-		t.Run(tc.agent, func(t *testing.T) {
-			chunks := readUIStream(t, g.do("POST", "/v1/agents/"+tc.agent+"/chat", chatBody("s-"+tc.agent, "u1", "hi")))
+		t.Run(tc.name, func(t *testing.T) {
+			session := "s-" + strings.ReplaceAll(tc.name, " ", "-")
+			var extra []any
+			if tc.body != "" {
+				extra = []any{"reasoning", tc.body}
+			}
+			chunks := readUIStream(t, g.do("POST", "/v1/agents/"+tc.agent+"/chat", chatBody(session, "u1", "hi", extra...)))
 			var reasoning strings.Builder
 			for _, c := range chunks {
 				if strings.HasPrefix(c.str("type"), "reasoning-") {
@@ -208,6 +236,14 @@ func TestSendReasoning(t *testing.T) {
 			}
 			if got := reasoning.String() == fakeReasoning; got != tc.reasoning {
 				t.Errorf("reasoning in the stream %q, want it sent: %v (%s)", reasoning.String(), tc.reasoning, strings.Join(types(chunks), ","))
+			}
+			msgs := g.history(tc.agent, session)
+			stored := false
+			for _, p := range msgs[len(msgs)-1].Parts {
+				stored = stored || (p.Type == engine.PartReasoning && p.Text == fakeReasoning)
+			}
+			if stored != tc.reasoning {
+				t.Errorf("stored message %s: reasoning part %v, want %v", mustJSON(msgs[len(msgs)-1]), stored, tc.reasoning)
 			}
 		})
 	}
