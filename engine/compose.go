@@ -248,6 +248,7 @@ func mergeTurnConfig(dst, src *TurnConfig) {
 	setIf(&dst.Seed, src.Seed)
 	setIf(&dst.MaxRetries, src.MaxRetries)
 	setIf(&dst.Timeout, src.Timeout)
+	setIf(&dst.Telemetry, src.Telemetry)
 	dst.Headers = mergeMap(dst.Headers, src.Headers)
 	dst.ProviderOptions = mergeMap(dst.ProviderOptions, src.ProviderOptions)
 	setIf(&dst.Output, src.Output)

@@ -102,6 +102,20 @@ type TimeoutConfig struct {
 	ChunkMs int64 `json:"chunkMs,omitempty"`
 }
 
+// TelemetryConfig says what a traced turn puts on its OpenTelemetry spans
+// besides their metadata (the reference's per-call telemetry settings).
+// Both default to false: no message content on a span.
+type TelemetryConfig struct {
+	// RecordInputs records each model call's system prompt and input
+	// messages (gen_ai.system_instructions, gen_ai.input.messages) and
+	// each tool call's input (gen_ai.tool.call.arguments).
+	RecordInputs bool `json:"recordInputs"`
+	// RecordOutputs records each model call's output message
+	// (gen_ai.output.messages) and each tool call's result as the model
+	// sees it (gen_ai.tool.call.result).
+	RecordOutputs bool `json:"recordOutputs"`
+}
+
 // OutputSpec asks for structured output: the final answer must be JSON that
 // validates against Schema; its parsed value is returned in TurnResult.Output.
 type OutputSpec struct {
@@ -134,6 +148,9 @@ type TurnConfig struct {
 	Headers          map[string]string `json:"headers,omitempty"`
 	ProviderOptions  map[string]any    `json:"providerOptions,omitempty"`
 	Output           *OutputSpec       `json:"output,omitempty"`
+	// Telemetry, when set, says what the turn's spans record (nil: no
+	// message content).
+	Telemetry *TelemetryConfig `json:"telemetry,omitempty"`
 	// Refuse, when set, refuses the turn with this reason: the model is
 	// never called and the turn ends with a *TurnRefusedError.
 	Refuse *string `json:"refuse,omitempty"`

@@ -243,6 +243,7 @@ func (t *turn) setup(ctx context.Context) error {
 		}
 	}
 	t.sendReasoning = cfg.SendReasoning == nil || *cfg.SendReasoning
+	t.tr.record(cfg.Telemetry)
 	if cfg.Output != nil {
 		if _, err := t.e.schemas.compile(cfg.Output.Schema); err != nil {
 			return fmt.Errorf("output schema: %w", err)
@@ -489,7 +490,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*Step
 	}
 	stream, ok, err := t.open(t.tr.startModel(stepCtx, plan.req, plan.model), plan.prov, plan.req, timer, chunkTimeout)
 	if err != nil {
-		t.tr.endModel(nil, err)
+		t.tr.endModel(nil, err, nil)
 		if !t.interrupted(parent, ctx, stepCtx) {
 			t.fail(ctx, StageStream, fmt.Errorf("step %d: %w", n, err))
 		}
@@ -519,7 +520,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*Step
 		ok = stream.Next()
 	}
 	if err := stream.Err(); err != nil || stepCtx.Err() != nil {
-		t.tr.endModel(nil, err)
+		t.tr.endModel(nil, err, nil)
 		t.closeBlocks(false)
 		if !t.interrupted(parent, ctx, stepCtx) {
 			t.fail(ctx, StageStream, fmt.Errorf("step %d: model stream: %w", n, err))
@@ -530,7 +531,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*Step
 		timer.Stop()
 	}
 	t.closeBlocks(true)
-	t.tr.endModel(&st.finish, nil)
+	t.tr.endModel(&st.finish, nil, &st)
 	step := &StepResult{
 		Identity:         t.req.Identity,
 		StepNumber:       n,

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -37,13 +38,32 @@ const (
 // (nil) and every method below is then one nil check: tracing that is off
 // costs no allocation.
 //
-// Message content (prompts, outputs, tool inputs and results) is never put
-// on a span.
+// Message content (prompts, outputs, tool inputs and results) is put on a
+// span only as the turn's TelemetryConfig asks.
 type turnTrace struct {
 	tracer trace.Tracer
 	turn   trace.Span
 	step   trace.Span
 	model  trace.Span
+	// content says which message content the spans record.
+	content TelemetryConfig
+}
+
+// record sets what the spans record of message content (nil: none).
+func (tt *turnTrace) record(c *TelemetryConfig) {
+	if tt != nil && c != nil {
+		tt.content = *c
+	}
+}
+
+// contentJSON renders message content for a span attribute; "" when it
+// does not encode (content the engine built always does).
+func contentJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // startTrace opens the turn's span under ctx's (an incoming request's
@@ -100,6 +120,20 @@ func (tt *turnTrace) fail(stage string, err error) {
 	tt.turn.RecordError(err)
 }
 
+// output is the step's assistant message as the model produced it: its
+// text and tool calls (its reasoning, which sendReasoning may hide from
+// the client, is left out).
+func (st *stepState) output() ModelMessage {
+	m := ModelMessage{Role: RoleAssistant}
+	if len(st.text) > 0 {
+		m.Content = append(m.Content, ContentPart{Type: ContentText, Text: string(st.text)})
+	}
+	for _, c := range st.calls {
+		m.Content = append(m.Content, ContentPart{Type: ContentToolCall, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: c.Input})
+	}
+	return m
+}
+
 // startStep closes the previous step's span and opens step n's under the
 // turn's; beforeStep's decision is recorded on it.
 func (tt *turnTrace) startStep(ctx context.Context, n int) context.Context {
@@ -150,14 +184,19 @@ func (tt *turnTrace) startModel(ctx context.Context, req *ModelRequest, alias st
 	if req.Seed != nil {
 		attrs = append(attrs, semconv.GenAIRequestSeed(int(*req.Seed)))
 	}
+	if tt.content.RecordInputs {
+		attrs = append(attrs, semconv.GenAISystemInstructionsKey.String(req.System),
+			semconv.GenAIInputMessagesKey.String(contentJSON(req.Messages)))
+	}
 	ctx, tt.model = tt.tracer.Start(ctx, semconv.GenAIOperationNameChat.Value.AsString()+" "+req.Model,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	return ctx
 }
 
 // endModel closes the model call's span: with the finish part's usage and
-// finish reason when the stream ended well (finish not nil), else with err.
-func (tt *turnTrace) endModel(finish *StreamPart, err error) {
+// finish reason when the stream ended well (finish not nil), and the
+// step's output message (st) when the turn records outputs; else with err.
+func (tt *turnTrace) endModel(finish *StreamPart, err error, st *stepState) {
 	if tt == nil || tt.model == nil {
 		return
 	}
@@ -177,6 +216,9 @@ func (tt *turnTrace) endModel(finish *StreamPart, err error) {
 	}
 	if reason != "" {
 		span.SetAttributes(semconv.GenAIResponseFinishReasons(reason))
+	}
+	if tt.content.RecordOutputs && st != nil {
+		span.SetAttributes(semconv.GenAIOutputMessagesKey.String(contentJSON([]ModelMessage{st.output()})))
 	}
 	if u := finish.Usage; u != nil {
 		span.SetAttributes(semconv.GenAIUsageInputTokens(u.InputTokens), semconv.GenAIUsageOutputTokens(u.OutputTokens))
@@ -208,6 +250,9 @@ func (tt *turnTrace) startTool(ctx context.Context, cs *callState) context.Conte
 			attrs = append(attrs, attrToolServer.String(cs.tool.Server))
 		}
 	}
+	if tt.content.RecordInputs {
+		attrs = append(attrs, semconv.GenAIToolCallArgumentsKey.String(string(cs.call.Input)))
+	}
 	ctx, cs.span = tt.tracer.Start(ctx, semconv.GenAIOperationNameExecuteTool.Value.AsString()+" "+cs.call.ToolName,
 		trace.WithAttributes(attrs...))
 	return ctx
@@ -231,6 +276,9 @@ func (tt *turnTrace) endTool(cs *callState) {
 	span := cs.span
 	cs.span = nil
 	span.SetAttributes(attrDecision.String(cs.decision))
+	if tt.content.RecordOutputs && len(cs.output) > 0 {
+		span.SetAttributes(semconv.GenAIToolCallResultKey.String(string(cs.output)))
+	}
 	switch {
 	case cs.pending:
 		span.SetAttributes(attrToolPending.Bool(true))

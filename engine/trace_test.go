@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/codes"
@@ -111,4 +112,71 @@ func hasAttr(s sdktrace.ReadOnlySpan, key, value string) bool {
 		}
 	}
 	return false
+}
+
+// TestTraceRecordsContent checks the per-turn telemetry settings a
+// beforeTurn hook returns: without them no span holds message content;
+// recordInputs puts the model calls' system prompt and messages and the
+// tool call's input on their spans, recordOutputs the model's output
+// message and the tool's result.
+func TestTraceRecordsContent(t *testing.T) {
+	inputs := []string{"gen_ai.system_instructions", "gen_ai.input.messages", "gen_ai.tool.call.arguments"}
+	outputs := []string{"gen_ai.output.messages", "gen_ai.tool.call.result"}
+	tests := []struct {
+		name      string
+		telemetry *engine.TelemetryConfig
+		want      []string // the content attributes on some span
+	}{
+		{"none", nil, nil},
+		{"off", &engine.TelemetryConfig{}, nil},
+		{"inputs", &engine.TelemetryConfig{RecordInputs: true}, inputs},
+		{"outputs", &engine.TelemetryConfig{RecordOutputs: true}, outputs},
+		{"both", &engine.TelemetryConfig{RecordInputs: true, RecordOutputs: true}, append(slices.Clone(inputs), outputs...)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			eng := engine.New(engine.Options{Models: models{"scripted": scripted.Default()}, Logger: quiet, Tracer: tp.Tracer("test")})
+			req := weatherTurn()
+			req.System = "Be brief."
+			req.Hooks = telemetryHook{cfg: tc.telemetry}
+			if res := eng.Run(context.Background(), req); res.Status != engine.StatusCompleted {
+				t.Fatalf("status %s (%s)", res.Status, res.Error)
+			}
+			got := map[string]string{}
+			for _, s := range rec.Ended() {
+				for _, kv := range s.Attributes() {
+					if k := string(kv.Key); slices.Contains(inputs, k) || slices.Contains(outputs, k) {
+						got[k] += kv.Value.Emit()
+					}
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("content attributes %v, want %v", got, tc.want)
+			}
+			for _, k := range tc.want {
+				if got[k] == "" {
+					t.Errorf("no %s on any span (got %v)", k, got)
+				}
+			}
+			for k, want := range map[string]string{"gen_ai.system_instructions": "Be brief.", "gen_ai.tool.call.arguments": `"city"`,
+				"gen_ai.input.messages": "What is the weather in Paris?", "gen_ai.tool.call.result": `{"weather":"sunny"}`,
+				"gen_ai.output.messages": `"type":"tool-call"`} {
+				if v, ok := got[k]; ok && !strings.Contains(v, want) {
+					t.Errorf("%s = %s, want it to hold %s", k, v, want)
+				}
+			}
+		})
+	}
+}
+
+// telemetryHook returns cfg as beforeTurn's telemetry settings.
+type telemetryHook struct {
+	engine.NopHooks
+	cfg *engine.TelemetryConfig
+}
+
+func (h telemetryHook) BeforeTurn(context.Context, *engine.TurnContext) (*engine.TurnConfig, error) {
+	return &engine.TurnConfig{Telemetry: h.cfg}, nil
 }

@@ -59,6 +59,7 @@ beforeTurn:
       headers: '{"x-tenant": principal.tenant}'
       providerOptions: '{"openai": {"reasoningEffort": "low", "n": 1}}'
       output: '{"name": "verdict", "schema": {"type": "object", "properties": {"severity": {"enum": ["low", "high"]}}}}'
+      telemetry: '{"recordInputs": principal.tenant == "acme", "recordOutputs": false}'
       refuse: '"no PDFs: " + principal.tenant'
 `))
 	tc := &engine.TurnContext{
@@ -93,15 +94,16 @@ beforeTurn:
 		ProviderOptions:  map[string]any{"openai": map[string]any{"reasoningEffort": "low", "n": int64(1)}},
 		Output: &engine.OutputSpec{Name: "verdict",
 			Schema: json.RawMessage(`{"properties":{"severity":{"enum":["low","high"]}},"type":"object"}`)},
-		Refuse: ptr("no PDFs: acme"),
+		Telemetry: &engine.TelemetryConfig{RecordInputs: true},
+		Refuse:    ptr("no PDFs: acme"),
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		g, _ := json.Marshal(cfg)
 		w, _ := json.Marshal(want)
 		t.Errorf("config:\n got %s\nwant %s", g, w)
 	}
-	if len(tr.SetBy) != 22 {
-		t.Errorf("SetBy has %d fields, want 22: %v", len(tr.SetBy), tr.SetBy)
+	if len(tr.SetBy) != 23 {
+		t.Errorf("SetBy has %d fields, want 23: %v", len(tr.SetBy), tr.SetBy)
 	}
 }
 
@@ -442,5 +444,23 @@ beforeTurn:
 		second.Headers["x-tier"] != "gold" || second.Timeout.TotalMs != 1000 {
 		data, _ := json.Marshal(second)
 		t.Errorf("second evaluation sees the first caller's changes: %s", data)
+	}
+}
+
+// TestTelemetryField checks that telemetry is typed: a misspelt setting
+// or a value of another type is a positioned load error.
+func TestTelemetryField(t *testing.T) {
+	tests := []struct{ name, value, want string }{
+		{"misspelt setting", `'{"recordInput": true}'`, `field telemetry: want {"recordInputs": bool, "recordOutputs": bool}: json: unknown field "recordInput"`},
+		{"not a bool", `'{"recordInputs": "yes"}'`, "field telemetry must be map(string, bool) but expression is map(string, string)"},
+		{"not a map", `'true'`, "field telemetry must be map(string, bool) but expression is bool"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, errs := Compile([]policy.File{file("t.yaml", "beforeTurn:\n  - name: x\n    set:\n      telemetry: "+tt.value+"\n")}, Options{})
+			if len(errs) != 1 || errs[0].Message != tt.want || errs[0].Location.Line != 4 {
+				t.Fatalf("errors %v, want one at line 4: %s", errs, tt.want)
+			}
+		})
 	}
 }

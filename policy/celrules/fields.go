@@ -82,6 +82,7 @@ var (
 	messageListType = types.NewListType(messageType.typ)
 	mapListType     = types.NewListType(dynMapType)
 	intMapType      = types.NewMapType(types.StringType, types.IntType)
+	boolMapType     = types.NewMapType(types.StringType, types.BoolType)
 	stringMapType   = types.NewMapType(types.StringType, types.StringType)
 	stopListType    = types.NewListType(stopType.typ)
 )
@@ -146,11 +147,13 @@ func init() {
 		step: func(c *engine.StepConfig, v any) { c.ProviderOptions = v.(map[string]any) }})
 	add(&fieldSpec{name: "output", want: []*types.Type{dynMapType}, decode: decodeOutput,
 		turn: func(c *engine.TurnConfig, v any) { c.Output = ptr(v.(engine.OutputSpec)) }})
+	add(&fieldSpec{name: "telemetry", want: []*types.Type{boolMapType}, decode: decodeTelemetry,
+		turn: func(c *engine.TurnConfig, v any) { c.Telemetry = ptr(v.(engine.TelemetryConfig)) }})
 	add(&fieldSpec{name: "refuse", want: []*types.Type{types.StringType}, decode: decodeReason,
 		turn: func(c *engine.TurnConfig, v any) { c.Refuse = ptr(v.(string)) }})
 	for _, name := range []string{"model", "system", "activeTools", "toolChoice", "maxSteps", "stopWhen", "sendReasoning",
 		"maxOutputTokens", "temperature", "topP", "topK", "presencePenalty", "frequencyPenalty", "stopSequences",
-		"seed", "maxRetries", "timeout", "refuse"} {
+		"seed", "maxRetries", "timeout", "telemetry", "refuse"} {
 		fields[name].copies = true
 	}
 	for name, m := range map[string]mergeKind{"maxSteps": mergeMin, "maxOutputTokens": mergeMin, "maxRetries": mergeMin,
@@ -396,6 +399,15 @@ func decodeTimeout(v ref.Val) (any, error) {
 		return nil, fmt.Errorf("timeouts must not be negative")
 	}
 	return t, nil
+}
+
+// decodeTelemetry reads {recordInputs?: bool, recordOutputs?: bool}.
+func decodeTelemetry(v ref.Val) (any, error) {
+	var c engine.TelemetryConfig
+	if err := decodeJSONInto(v, &c); err != nil {
+		return nil, fmt.Errorf("want {\"recordInputs\": bool, \"recordOutputs\": bool}: %w", err)
+	}
+	return c, nil
 }
 
 func decodeHeaders(v ref.Val) (any, error) {
