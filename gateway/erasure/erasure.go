@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/store"
 )
@@ -37,133 +36,25 @@ const (
 )
 
 // Document is the export of everything stored for one session: what
-// GET …/sessions/{id}/export answers.
-type Document struct {
-	Session Session `json:"session"`
-	// Messages are the stored transcript (file parts with their data
-	// inline, as the client sent them).
-	Messages        []json.RawMessage `json:"messages"`
-	MemoryBlocks    []MemoryBlock     `json:"memoryBlocks"`
-	Summaries       []Summary         `json:"summaries"`
-	LastInputTokens int               `json:"lastInputTokens"`
-	Approvals       []Approval        `json:"approvals"`
-	ToolJournal     []ToolResult      `json:"toolJournal"`
-	Submissions     []Submission      `json:"submissions"`
-	Turns           []Turn            `json:"turns"`
-}
+// GET …/sessions/{id}/export answers. It is the store's SessionData, whose
+// JSON tags name the document's fields and leave out the store's own (the
+// tenant, the principal of an approval, the relay's batches): messages are
+// the stored transcript (file parts with their data inline, as the client
+// sent them), and every list is [] when empty.
+type Document = store.SessionData
 
-// Session is a session's own fields.
-type Session struct {
-	ID        string          `json:"id"`
-	Agent     string          `json:"agent"`
-	CreatedAt time.Time       `json:"createdAt"`
-	UpdatedAt time.Time       `json:"updatedAt"`
-	LastBody  json.RawMessage `json:"lastBody,omitempty"`
-}
-
-// MemoryBlock is a writable context block.
-type MemoryBlock struct {
-	Name      string    `json:"name"`
-	Content   string    `json:"content"`
-	UpdatedAt time.Time `json:"updatedAt"`
-}
-
-// Summary is a compaction summary.
-type Summary struct {
-	ThroughMessageID string    `json:"throughMessageId"`
-	MessageCount     int       `json:"messageCount"`
-	Summary          string    `json:"summary"`
-	Reason           string    `json:"reason"`
-	InputTokens      int       `json:"inputTokens"`
-	Model            string    `json:"model"`
-	CreatedAt        time.Time `json:"createdAt"`
-}
-
-// Approval is a tool call held for approval, and its decision.
-type Approval struct {
-	ID          string          `json:"id"`
-	RequestID   string          `json:"requestId"`
-	MessageID   string          `json:"messageId"`
-	ToolCallID  string          `json:"toolCallId"`
-	ToolName    string          `json:"toolName"`
-	Input       json.RawMessage `json:"input"`
-	Reasons     json.RawMessage `json:"reasons"`
-	Approvers   []string        `json:"approvers"`
-	State       string          `json:"state"`
-	DecidedBy   string          `json:"decidedBy,omitempty"`
-	Reason      string          `json:"reason,omitempty"`
-	RequestedAt time.Time       `json:"requestedAt"`
-	ExpiresAt   time.Time       `json:"expiresAt"`
-	DecidedAt   time.Time       `json:"decidedAt,omitzero"`
-}
-
-// ToolResult is one journaled tool outcome.
-type ToolResult struct {
-	RequestID   string          `json:"requestId"`
-	ToolCallID  string          `json:"toolCallId"`
-	ToolName    string          `json:"toolName"`
-	Step        int             `json:"stepNumber"`
-	CallIndex   int             `json:"callIndex"`
-	InputSHA256 string          `json:"inputSha256"`
-	Output      json.RawMessage `json:"output,omitempty"`
-	Error       string          `json:"error,omitempty"`
-	CreatedAt   time.Time       `json:"createdAt"`
-}
-
-// Submission is a durable submitMessages request.
-type Submission struct {
-	ID             string          `json:"id"`
-	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
-	Status         string          `json:"status"`
-	Request        json.RawMessage `json:"request"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	Attempts       int             `json:"attempts"`
-	CreatedAt      time.Time       `json:"createdAt"`
-	UpdatedAt      time.Time       `json:"updatedAt"`
-}
-
-// Turn is a turn outcome the store recorded.
-type Turn struct {
-	RequestID    string       `json:"requestId"`
-	Status       string       `json:"status"`
-	FinishReason string       `json:"finishReason,omitempty"`
-	Error        string       `json:"error,omitempty"`
-	Usage        engine.Usage `json:"usage"`
-	RuleRevision string       `json:"ruleRevision"`
-	StartedAt    time.Time    `json:"startedAt"`
-	FinishedAt   time.Time    `json:"finishedAt"`
-}
-
-// NewDocument returns d as an export document.
+// NewDocument returns d as an export document: a copy whose empty lists,
+// and approvals' empty approvers, are [] rather than null.
 func NewDocument(d *store.SessionData) *Document {
-	s := d.Session
-	doc := &Document{
-		Session:  Session{ID: s.ID, Agent: s.Agent, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, LastBody: s.LastBody},
-		Messages: orEmpty(d.Messages), LastInputTokens: d.LastInputTokens,
-		MemoryBlocks: []MemoryBlock{}, Summaries: []Summary{}, Approvals: []Approval{},
-		ToolJournal: []ToolResult{}, Submissions: []Submission{}, Turns: []Turn{},
-	}
-	for _, b := range d.Blocks {
-		doc.MemoryBlocks = append(doc.MemoryBlocks, MemoryBlock(b))
-	}
-	for _, c := range d.Compactions {
-		doc.Summaries = append(doc.Summaries, Summary{c.ThroughMessageID, c.MessageCount, c.Summary, c.Reason, c.InputTokens, c.Model, c.CreatedAt})
-	}
+	doc := *d
+	doc.Messages, doc.Blocks, doc.Compactions = orEmpty(d.Messages), orEmpty(d.Blocks), orEmpty(d.Compactions)
+	doc.ToolResults, doc.Submissions, doc.Turns = orEmpty(d.ToolResults), orEmpty(d.Submissions), orEmpty(d.Turns)
+	doc.Approvals = make([]store.Approval, 0, len(d.Approvals))
 	for _, a := range d.Approvals {
-		doc.Approvals = append(doc.Approvals, Approval{a.ID, a.RequestID, a.MessageID, a.ToolCallID, a.ToolName, a.Input, a.Reasons,
-			orEmpty(a.Approvers), a.State, a.DecidedBy, a.Reason, a.RequestedAt, a.ExpiresAt, a.DecidedAt})
+		a.Approvers = orEmpty(a.Approvers)
+		doc.Approvals = append(doc.Approvals, a)
 	}
-	for _, t := range d.ToolResults {
-		doc.ToolJournal = append(doc.ToolJournal, ToolResult{t.RequestID, t.ToolCallID, t.ToolName, t.Step, t.CallIndex,
-			t.InputSHA256, t.Output, t.Error, t.CreatedAt})
-	}
-	for _, x := range d.Submissions {
-		doc.Submissions = append(doc.Submissions, Submission{x.ID, x.IdempotencyKey, x.Status, x.Request, x.Result, x.Attempts, x.CreatedAt, x.UpdatedAt})
-	}
-	for _, t := range d.Turns {
-		doc.Turns = append(doc.Turns, Turn{t.RequestID, t.Status, t.FinishReason, t.Error, t.Usage, t.RuleRevision, t.StartedAt, t.FinishedAt})
-	}
-	return doc
+	return &doc
 }
 
 func orEmpty[T any](s []T) []T {
@@ -196,10 +87,10 @@ func Erased(doc *Document) []audit.ErasedKind {
 	return []audit.ErasedKind{
 		kind(KindMessages, doc.Messages),
 		kind(KindFiles, files),
-		kind(KindMemoryBlocks, doc.MemoryBlocks),
-		kind(KindSummaries, doc.Summaries),
+		kind(KindMemoryBlocks, doc.Blocks),
+		kind(KindSummaries, doc.Compactions),
 		kind(KindApprovals, doc.Approvals),
-		kind(KindToolJournal, doc.ToolJournal),
+		kind(KindToolJournal, doc.ToolResults),
 		kind(KindSubmissions, doc.Submissions),
 		kind(KindTurns, doc.Turns),
 	}
@@ -209,7 +100,7 @@ func Erased(doc *Document) []audit.ErasedKind {
 func kind[T any](name string, items []T) audit.ErasedKind {
 	h := sha256.New()
 	for _, it := range items {
-		b, _ := json.Marshal(it) // the export's own types: always encodable
+		b, _ := json.Marshal(it) // the store's types: always encodable
 		h.Write(b)
 		h.Write([]byte{'\n'})
 	}

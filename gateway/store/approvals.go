@@ -19,34 +19,34 @@ const (
 
 // Approval is a tool call held for a person's approval.
 type Approval struct {
-	ID        string
-	Tenant    string
-	SessionID string
-	Agent     string
+	ID        string `json:"id"`
+	Tenant    string `json:"-"`
+	SessionID string `json:"-"`
+	Agent     string `json:"-"`
 	// RequestID is the turn that asked; MessageID the assistant message
 	// holding the call.
-	RequestID  string
-	MessageID  string
-	ToolCallID string
-	ToolName   string
+	RequestID  string `json:"requestId"`
+	MessageID  string `json:"messageId"`
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
 	// Input is the input that would run.
-	Input json.RawMessage
+	Input json.RawMessage `json:"input"`
 	// Reasons are the rules' reasons ([{reason, approvers?}]).
-	Reasons json.RawMessage
+	Reasons json.RawMessage `json:"reasons"`
 	// Approvers are the roles ("role:NAME") that may decide; empty means
 	// the chat user may.
-	Approvers []string
+	Approvers []string `json:"approvers"`
 	// Principal is the principal the asking turn ran for (JSON), which
 	// the turn resumes as.
-	Principal json.RawMessage
-	State     string
+	Principal json.RawMessage `json:"-"`
+	State     string          `json:"state"`
 	// DecidedBy is the deciding principal's subject ("" for an expiry).
-	DecidedBy   string
-	Reason      string
-	RequestedAt time.Time
-	ExpiresAt   time.Time
+	DecidedBy   string    `json:"decidedBy,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	RequestedAt time.Time `json:"requestedAt"`
+	ExpiresAt   time.Time `json:"expiresAt"`
 	// DecidedAt is zero while pending.
-	DecidedAt time.Time
+	DecidedAt time.Time `json:"decidedAt,omitzero"`
 }
 
 // Decision is DecideApproval's decision of one approval.

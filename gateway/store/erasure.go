@@ -41,36 +41,38 @@ type SessionRecords interface {
 // it from its transcript cache.
 const ChannelErased = "turngate_erased"
 
-// SessionData is everything stored for one session.
+// SessionData is everything stored for one session. Its JSON is the
+// session's export document (gateway/erasure.Document); a field tagged
+// "-" is the store's own, not exported.
 type SessionData struct {
-	Session Session
+	Session Session `json:"session"`
 	// Messages are the transcript's stored messages (UIMessage JSON, file
 	// parts and their data inline), in order.
-	Messages []json.RawMessage
+	Messages []json.RawMessage `json:"messages"`
 	// Blocks are the session's writable context blocks, by name.
-	Blocks []ContextBlock
+	Blocks []ContextBlock `json:"memoryBlocks"`
 	// Compactions are its compaction summaries, oldest first.
-	Compactions []Compaction
+	Compactions []Compaction `json:"summaries"`
 	// LastInputTokens is the last step's reported input tokens (0: none).
-	LastInputTokens int
-	Approvals       []Approval
+	LastInputTokens int        `json:"lastInputTokens"`
+	Approvals       []Approval `json:"approvals"`
 	// ToolResults is the tool journal, oldest first.
-	ToolResults []ToolResult
+	ToolResults []ToolResult `json:"toolJournal"`
 	// Submissions are its durable submissions, queued and finished,
 	// oldest first.
-	Submissions []Submission
+	Submissions []Submission `json:"submissions"`
 	// Turns are the turn outcomes the store recorded, oldest first.
-	Turns []TurnRecord
+	Turns []TurnRecord `json:"turns"`
 	// RelayBatches counts the stored batches of relayed streams
 	// (PostgreSQL's stream relay; always 0 on SQLite).
-	RelayBatches int
+	RelayBatches int `json:"-"`
 }
 
 // ContextBlock is one writable context block of a session.
 type ContextBlock struct {
-	Name      string
-	Content   string
-	UpdatedAt time.Time
+	Name      string    `json:"name"`
+	Content   string    `json:"content"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // MaxListSessions bounds one page of ListSessions and IdleSessions.

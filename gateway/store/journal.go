@@ -18,28 +18,29 @@ import (
 // a re-run after a crash finds what the crashed run journaled; ToolCallID is
 // the model's id of the call.
 type ToolCallKey struct {
-	Tenant     string
-	SessionID  string
-	RequestID  string
-	ToolCallID string
+	Tenant     string `json:"-"`
+	SessionID  string `json:"-"`
+	RequestID  string `json:"requestId"`
+	ToolCallID string `json:"toolCallId"`
 }
 
 // ToolResult is the journaled outcome of one executed tool call: its output,
 // or the error it failed with.
 type ToolResult struct {
 	ToolCallKey
+	ToolName string `json:"toolName"`
 	// Step and CallIndex are the call's position in its turn: its step
 	// number and its index among the step's calls.
-	Step, CallIndex int
-	ToolName        string
+	Step      int `json:"stepNumber"`
+	CallIndex int `json:"callIndex"`
 	// InputSHA256 is the hex SHA-256 of the input the tool ran with, so a
 	// re-run tells the same call from another under a reused id.
-	InputSHA256 string
+	InputSHA256 string `json:"inputSha256"`
 	// Output is the tool's output (JSON); nil when Error is set.
-	Output json.RawMessage
+	Output json.RawMessage `json:"output,omitempty"`
 	// Error is the tool's error text; empty on success.
-	Error     string
-	CreatedAt time.Time
+	Error     string    `json:"error,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // The tool journal's statements, the same text on both drivers but for the

@@ -56,18 +56,18 @@ const (
 // first MessageCount messages, through the message ThroughMessageID. The
 // transcript itself is kept whole.
 type Compaction struct {
-	Tenant           string
-	SessionID        string
-	ThroughMessageID string
-	MessageCount     int
-	Summary          string
+	Tenant           string `json:"-"`
+	SessionID        string `json:"-"`
+	ThroughMessageID string `json:"throughMessageId"`
+	MessageCount     int    `json:"messageCount"`
+	Summary          string `json:"summary"`
 	// Reason is CompactThreshold or CompactOverflow.
-	Reason string
+	Reason string `json:"reason"`
 	// InputTokens is the measure that triggered it.
-	InputTokens int
+	InputTokens int `json:"inputTokens"`
 	// Model is the model alias that wrote the summary.
-	Model     string
-	CreatedAt time.Time
+	Model     string    `json:"model"`
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // storableText reports text a TEXT column of both drivers can hold:

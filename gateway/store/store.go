@@ -257,17 +257,19 @@ type Store interface {
 	Close() error
 }
 
-// Session is one conversation of one tenant with one agent.
+// Session is one conversation of one tenant with one agent. Its JSON tags,
+// like those of the other types SessionData holds, shape the session
+// export (gateway/erasure); "-" marks what the export leaves out.
 type Session struct {
-	ID     string
-	Tenant string
-	Agent  string
+	ID        string    `json:"id"`
+	Tenant    string    `json:"-"`
+	Agent     string    `json:"agent"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 	// LastBody is the extra body of the latest request (TurnContext.body),
 	// kept for turns that have no request of their own, such as
 	// continuations; nil when never set.
-	LastBody  json.RawMessage
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	LastBody json.RawMessage `json:"lastBody,omitempty"`
 
 	// version counts the writes that changed the session or its
 	// transcript (PostgreSQL; 0 on SQLite): the transcript cache's entries
@@ -278,38 +280,38 @@ type Session struct {
 
 // Submission is a durable submitMessages request.
 type Submission struct {
-	ID        string
-	Tenant    string
-	SessionID string
-	Agent     string
+	ID        string `json:"id"`
+	Tenant    string `json:"-"`
+	SessionID string `json:"-"`
+	Agent     string `json:"-"`
 	// IdempotencyKey, when set, is unique per tenant and session.
-	IdempotencyKey string
-	// Request is the request as the gateway will replay it.
-	Request json.RawMessage
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 	// Status is one of the Status constants.
-	Status string
+	Status string `json:"status"`
+	// Request is the request as the gateway will replay it.
+	Request json.RawMessage `json:"request"`
 	// Result is the outcome the gateway recorded when finishing (message
 	// id, status, error); nil until then.
-	Result json.RawMessage
+	Result json.RawMessage `json:"result,omitempty"`
 	// Attempts counts claims, so a value above 1 means a retry after a crash.
-	Attempts  int
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Attempts  int       `json:"attempts"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // TurnRecord is the audit of one turn's outcome.
 type TurnRecord struct {
-	RequestID    string
-	Tenant       string
-	SessionID    string
-	Agent        string
-	Status       string
-	FinishReason string
-	Error        string
-	Usage        engine.Usage
-	RuleRevision string
-	StartedAt    time.Time
-	FinishedAt   time.Time
+	RequestID    string       `json:"requestId"`
+	Tenant       string       `json:"-"`
+	SessionID    string       `json:"-"`
+	Agent        string       `json:"-"`
+	Status       string       `json:"status"`
+	FinishReason string       `json:"finishReason,omitempty"`
+	Error        string       `json:"error,omitempty"`
+	Usage        engine.Usage `json:"usage"`
+	RuleRevision string       `json:"ruleRevision"`
+	StartedAt    time.Time    `json:"startedAt"`
+	FinishedAt   time.Time    `json:"finishedAt"`
 }
 
 // finalStatus reports whether status ends a submission.
