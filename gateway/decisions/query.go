@@ -47,9 +47,54 @@ var Outcomes = []string{policy.OutcomeMatched, policy.OutcomeNoMatch, policy.Out
 var Actions = []string{engine.ActionAllow, engine.ActionBlock, engine.ActionSubstitute, engine.ActionApproval,
 	engine.DecisionRewrite, engine.DecisionError, engine.DecisionClient}
 
-// params are the query parameters of the list.
-var params = []string{"since", "until", "tenant", "agent", "session", "turn", "tool", "hook", "outcome", "action",
-	"rule", "revision", "shadowChanged", "limit", "cursor", "order"}
+// filter is one query parameter of the list: its name, the field of the
+// store's query (its column) it sets and how its value parses.
+type filter struct {
+	name string
+	// text, when set, is the string field the value goes to as it is.
+	text func(q *store.DecisionQuery) *string
+	// values, when set, is the parameter's closed set: another value is
+	// refused with the closest one suggested ("did you mean").
+	values []string
+	// parse, when set, parses the value into q (after values took it);
+	// its error is the refusal's message.
+	parse func(q *store.DecisionQuery, val string) error
+	// emptyOK lets the value be empty.
+	emptyOK bool
+}
+
+// filters are the list's query parameters, in the order a refusal names
+// them; adding a filter is adding its line.
+var filters = []filter{
+	{name: "since", parse: func(q *store.DecisionQuery, val string) error { return parseTime(val, &q.Since) }},
+	{name: "until", parse: func(q *store.DecisionQuery, val string) error { return parseTime(val, &q.Until) }},
+	{name: "tenant", text: func(q *store.DecisionQuery) *string { return &q.Tenant }},
+	{name: "agent", text: func(q *store.DecisionQuery) *string { return &q.Agent }},
+	{name: "session", text: func(q *store.DecisionQuery) *string { return &q.SessionID }},
+	{name: "turn", text: func(q *store.DecisionQuery) *string { return &q.RequestID }},
+	{name: "tool", text: func(q *store.DecisionQuery) *string { return &q.Tool }},
+	{name: "hook", text: func(q *store.DecisionQuery) *string { return &q.Hook }, values: Hooks},
+	{name: "outcome", text: func(q *store.DecisionQuery) *string { return &q.Outcome }, values: Outcomes},
+	{name: "action", text: func(q *store.DecisionQuery) *string { return &q.Action }, values: Actions},
+	{name: "rule", text: func(q *store.DecisionQuery) *string { return &q.Rule }},
+	{name: "revision", text: func(q *store.DecisionQuery) *string { return &q.Revision }},
+	{name: "shadowChanged", parse: parseShadowChanged},
+	{name: "limit", parse: parseLimit},
+	{name: "cursor", parse: parseCursor, emptyOK: true}, // empty: the first page
+	{name: "order", values: []string{"desc", "asc"}, parse: func(q *store.DecisionQuery, val string) error {
+		q.Ascending = val == "asc"
+		return nil
+	}},
+}
+
+// params are the names of filters, as a refusal lists them.
+var params = func() []string {
+	names := make([]string, len(filters))
+	for i, f := range filters {
+		names[i] = f.name
+	}
+	return names
+}()
 
 // ParamError is a query parameter the list refuses.
 type ParamError struct {
@@ -89,7 +134,8 @@ type Query struct {
 func ParseQuery(v url.Values, scope Scope) (*Query, error) {
 	q := &Query{DecisionQuery: store.DecisionQuery{Limit: DefaultLimit}}
 	for _, name := range slices.Sorted(maps.Keys(v)) {
-		if !slices.Contains(params, name) {
+		i := slices.IndexFunc(filters, func(f filter) bool { return f.name == name })
+		if i < 0 {
 			msg := "is not a parameter of this list (it takes " + strings.Join(params, ", ") + ")"
 			if s := suggest.Closest(name, params); s != "" {
 				msg = fmt.Sprintf("is not a parameter of this list; did you mean %q?", s)
@@ -99,12 +145,8 @@ func ParseQuery(v url.Values, scope Scope) (*Query, error) {
 		if len(v[name]) != 1 {
 			return nil, paramErr(name, "is given %d times; give it once", len(v[name]))
 		}
-		val := v[name][0]
-		if err := checkValue(name, val); err != nil {
-			return nil, err
-		}
-		if err := q.set(name, val); err != nil {
-			return nil, err
+		if err := filters[i].set(&q.DecisionQuery, v[name][0]); err != nil {
+			return nil, &ParamError{Param: name, Message: err.Error()}
 		}
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Until.After(q.Since) {
@@ -119,97 +161,91 @@ func ParseQuery(v url.Values, scope Scope) (*Query, error) {
 	return q, nil
 }
 
-// checkValue refuses a value no record can hold: too long, not UTF-8, or
-// with control characters.
-func checkValue(name, val string) error {
-	switch {
-	case len(val) > maxValue:
-		return paramErr(name, "is longer than %d bytes", maxValue)
-	case !utf8.ValidString(val):
-		return paramErr(name, "is not UTF-8")
-	case strings.IndexFunc(val, unicode.IsControl) >= 0:
-		return paramErr(name, "holds a control character")
-	case val == "" && name != "cursor":
-		return paramErr(name, "is empty; leave it out to select every value")
+// set sets f's field of q to val, or says why val is refused.
+func (f *filter) set(q *store.DecisionQuery, val string) error {
+	if err := checkValue(val, f.emptyOK); err != nil {
+		return err
 	}
-	return nil
-}
-
-// set sets the parameter name of q to val.
-func (q *Query) set(name, val string) error {
-	switch name {
-	case "since", "until":
-		t, err := time.Parse(time.RFC3339Nano, val)
-		if err != nil {
-			return paramErr(name, "must be an RFC 3339 time such as 2026-12-01T10:00:00Z, not %q", val)
-		}
-		if name == "since" {
-			q.Since = t
-		} else {
-			q.Until = t
-		}
-	case "tenant":
-		q.Tenant = val
-	case "agent":
-		q.Agent = val
-	case "session":
-		q.SessionID = val
-	case "turn":
-		q.RequestID = val
-	case "tool":
-		q.Tool = val
-	case "rule":
-		q.Rule = val
-	case "revision":
-		q.Revision = val
-	case "hook":
-		return oneOf(name, val, Hooks, &q.Hook)
-	case "outcome":
-		return oneOf(name, val, Outcomes, &q.Outcome)
-	case "action":
-		return oneOf(name, val, Actions, &q.Action)
-	case "shadowChanged":
-		b, err := strconv.ParseBool(val)
-		if err != nil || (val != "true" && val != "false") {
-			return paramErr(name, "must be true or false, not %q", val)
-		}
-		q.ShadowChanged = &b
-	case "limit":
-		n, err := strconv.Atoi(val)
-		if err != nil || n < 1 || n > MaxLimit {
-			return paramErr(name, "must be a whole number from 1 to %d, not %q", MaxLimit, val)
-		}
-		q.Limit = n
-	case "order":
-		var order string
-		if err := oneOf(name, val, []string{"desc", "asc"}, &order); err != nil {
+	if f.values != nil {
+		if err := oneOf(val, f.values); err != nil {
 			return err
 		}
-		q.Ascending = order == "asc"
-	case "cursor":
-		if val == "" {
-			return nil // the first page
-		}
-		k, err := decodeCursor(val)
-		if err != nil {
-			return paramErr(name, "is not a cursor this list gave (use the page's \"next\" as it is)")
-		}
-		q.After = k
+	}
+	if f.text != nil {
+		*f.text(q) = val
+		return nil
+	}
+	return f.parse(q, val)
+}
+
+// checkValue refuses a value no record can hold: too long, not UTF-8,
+// with control characters, or empty unless emptyOK.
+func checkValue(val string, emptyOK bool) error {
+	switch {
+	case len(val) > maxValue:
+		return fmt.Errorf("is longer than %d bytes", maxValue)
+	case !utf8.ValidString(val):
+		return errors.New("is not UTF-8")
+	case strings.IndexFunc(val, unicode.IsControl) >= 0:
+		return errors.New("holds a control character")
+	case val == "" && !emptyOK:
+		return errors.New("is empty; leave it out to select every value")
 	}
 	return nil
 }
 
-// oneOf sets *dst to val when it is one of names, else refuses it with the
-// closest name.
-func oneOf(param, val string, names []string, dst *string) error {
+// parseTime parses an RFC 3339 time into dst.
+func parseTime(val string, dst *time.Time) error {
+	t, err := time.Parse(time.RFC3339Nano, val)
+	if err != nil {
+		return fmt.Errorf("must be an RFC 3339 time such as 2026-12-01T10:00:00Z, not %q", val)
+	}
+	*dst = t
+	return nil
+}
+
+// parseShadowChanged parses the shadowChanged filter: true or false.
+func parseShadowChanged(q *store.DecisionQuery, val string) error {
+	b, err := strconv.ParseBool(val)
+	if err != nil || (val != "true" && val != "false") {
+		return fmt.Errorf("must be true or false, not %q", val)
+	}
+	q.ShadowChanged = &b
+	return nil
+}
+
+// parseLimit parses the page size.
+func parseLimit(q *store.DecisionQuery, val string) error {
+	n, err := strconv.Atoi(val)
+	if err != nil || n < 1 || n > MaxLimit {
+		return fmt.Errorf("must be a whole number from 1 to %d, not %q", MaxLimit, val)
+	}
+	q.Limit = n
+	return nil
+}
+
+// parseCursor parses the cursor of a page before; empty, the first page.
+func parseCursor(q *store.DecisionQuery, val string) error {
+	if val == "" {
+		return nil
+	}
+	k, err := decodeCursor(val)
+	if err != nil {
+		return errors.New(`is not a cursor this list gave (use the page's "next" as it is)`)
+	}
+	q.After = k
+	return nil
+}
+
+// oneOf refuses val when it is not one of names, with the closest name.
+func oneOf(val string, names []string) error {
 	if slices.Contains(names, val) {
-		*dst = val
 		return nil
 	}
 	if s := suggest.Closest(val, names); s != "" {
-		return paramErr(param, "%q is not one of %s; did you mean %q?", val, strings.Join(names, ", "), s)
+		return fmt.Errorf("%q is not one of %s; did you mean %q?", val, strings.Join(names, ", "), s)
 	}
-	return paramErr(param, "%q is not one of %s", val, strings.Join(names, ", "))
+	return fmt.Errorf("%q is not one of %s", val, strings.Join(names, ", "))
 }
 
 // cursorVersion starts every cursor, so that a later form can tell.
