@@ -22,9 +22,7 @@ import (
 // code, stdout and stderr.
 func killswitchCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), append([]string{"killswitch"}, args...), &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
+	return runCLI(append([]string{"killswitch"}, args...)...)
 }
 
 // TestKillSwitchCLI: set, list and lift against a running gateway, as an

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,25 +19,15 @@ import (
 func TestReplayBeforePersist(t *testing.T) {
 	live, candidate := abs(t, "testdata/replay/persist-live"), abs(t, "testdata/replay/persist-candidate")
 	t.Chdir(t.TempDir())
-	rev, errs := ruleset.Load(live, ruleset.Options{Now: func() time.Time { return time.Unix(0, 0) }})
-	if errs != nil {
-		t.Fatal(errs)
-	}
-	f, err := os.Create("audit.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := audit.New(f, nil, slog.New(slog.DiscardHandler))
-	id := &engine.Identity{RequestID: "r1", SessionID: "s1", Agent: "demo", Principal: engine.Principal{Tenant: "acme"}}
-	for _, text := range []string{"card 4111 1111 1111 1234", "mail ann@example.com"} {
-		m := engine.UIMessage{ID: "m", Role: engine.RoleUser, Parts: []engine.UIPart{{Type: engine.PartText, Text: text}}}
-		if _, err := rev.BeforePersist(context.Background(), log, id, m); err != nil {
-			t.Fatal(err)
+	recorded := recordAudit(t, live, time.Unix(0, 0), func(rev *ruleset.Revision, log *audit.Log) {
+		id := &engine.Identity{RequestID: "r1", SessionID: "s1", Agent: "demo", Principal: engine.Principal{Tenant: "acme"}}
+		for _, text := range []string{"card 4111 1111 1111 1234", "mail ann@example.com"} {
+			m := engine.UIMessage{ID: "m", Role: engine.RoleUser, Parts: []engine.UIPart{{Type: engine.PartText, Text: text}}}
+			if _, err := rev.BeforePersist(context.Background(), log, id, m); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	log.Close()
-	f.Close()
-	recorded, _ := os.ReadFile("audit.jsonl")
+	})
 	if strings.Contains(string(recorded), "1111 1234") || !strings.Contains(string(recorded), "card [card]") {
 		t.Errorf("the audit log holds the card number or lacks the masked message:\n%s", recorded)
 	}
@@ -47,11 +35,7 @@ func TestReplayBeforePersist(t *testing.T) {
 		failOn string
 		code   int
 	}{{"allow-to-patch", 1}, {"patch-to-allow", 0}, {"patch-changed", 0}, {"any", 1}} {
-		var stdout, stderr bytes.Buffer
-		args := []string{"replay", "--audit", "audit.jsonl", "--rules", candidate, "--fail-on", tc.failOn}
-		if code := run(context.Background(), args, &stdout, &stderr); code != tc.code {
-			t.Errorf("--fail-on %s: exit %d, want %d\n%s%s", tc.failOn, code, tc.code, &stdout, &stderr)
-		}
+		replayExits(t, tc.code, "--audit", "audit.jsonl", "--rules", candidate, "--fail-on", tc.failOn)
 	}
 
 	// turngate eval dry-runs the hook on an input file.
@@ -59,11 +43,11 @@ func TestReplayBeforePersist(t *testing.T) {
 	if err := os.WriteFile(input, []byte("message: {id: m, role: user, parts: [{type: text, text: 'pay 4111111111111234'}]}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"eval", "--hook", "beforePersist", "--input", input, live}, &stdout, &stderr); code != 0 {
-		t.Fatalf("eval: exit %d\n%s%s", code, &stdout, &stderr)
+	code, stdout, stderr := runCLI("eval", "--hook", "beforePersist", "--input", input, live)
+	if code != 0 {
+		t.Fatalf("eval: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stdout.String(), `"masked": 1`) {
-		t.Errorf("eval printed %s, want one match masked", &stdout)
+	if !strings.Contains(stdout, `"masked": 1`) {
+		t.Errorf("eval printed %s, want one match masked", stdout)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,43 +48,28 @@ func TestReplayFileParts(t *testing.T) {
 	sum := sha256.Sum256(img)
 	standIn := "data:image/png;sha256=" + hex.EncodeToString(sum[:]) + ";size=2500"
 
-	now := time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC)
-	rev, errs := ruleset.Load("recorded", ruleset.Options{Now: func() time.Time { return now }})
-	if errs != nil {
-		t.Fatal(errs)
-	}
-	f, err := os.Create("audit.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := audit.New(f, nil, slog.New(slog.DiscardHandler))
-	h := rev.Hooks(log, ruleset.FailClosed)
-	id := engine.Identity{RequestID: "req-1", SessionID: "s1", Agent: "demo", EntryPath: engine.EntryChat,
-		Principal: engine.Principal{Tenant: "acme", Subject: "ann"}}
-	ui := []engine.UIMessage{{ID: "m1", Role: engine.RoleUser, Parts: []engine.UIPart{
-		{Type: engine.PartText, Text: "what is this?"},
-		{Type: engine.PartFile, MediaType: "image/png", URL: url, Filename: "cat.png"}}}}
-	msgs := []engine.ModelMessage{{Role: engine.RoleUser, Content: []engine.ContentPart{
-		{Type: engine.ContentText, Text: "what is this?"},
-		{Type: engine.ContentFile, MediaType: "image/png", URL: url, Filename: "cat.png"}}}}
-	tc := &engine.TurnContext{Identity: id, Messages: msgs, MaxSteps: 10, Attachments: engine.Attachments(ui)}
-	cfg, err := h.BeforeTurn(context.Background(), tc)
-	if err != nil || cfg == nil || cfg.MaxSteps == nil || *cfg.MaxSteps != 3 {
-		t.Fatalf("BeforeTurn = %+v, %v; want maxSteps 3", cfg, err)
-	}
-	if _, err := h.BeforeStep(context.Background(), &engine.PrepareStepContext{Identity: id, Turn: tc, Messages: msgs}); err != nil {
-		t.Fatal(err)
-	}
-	if tc.Messages[0].Content[1].URL != url {
-		t.Fatal("recording changed the turn's message")
-	}
-	log.Close() // writes the records handed over
-	f.Close()
-
-	recorded, err := os.ReadFile("audit.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	recorded := recordAudit(t, "recorded", time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC), func(rev *ruleset.Revision, log *audit.Log) {
+		h := rev.Hooks(log, ruleset.FailClosed)
+		id := engine.Identity{RequestID: "req-1", SessionID: "s1", Agent: "demo", EntryPath: engine.EntryChat,
+			Principal: engine.Principal{Tenant: "acme", Subject: "ann"}}
+		ui := []engine.UIMessage{{ID: "m1", Role: engine.RoleUser, Parts: []engine.UIPart{
+			{Type: engine.PartText, Text: "what is this?"},
+			{Type: engine.PartFile, MediaType: "image/png", URL: url, Filename: "cat.png"}}}}
+		msgs := []engine.ModelMessage{{Role: engine.RoleUser, Content: []engine.ContentPart{
+			{Type: engine.ContentText, Text: "what is this?"},
+			{Type: engine.ContentFile, MediaType: "image/png", URL: url, Filename: "cat.png"}}}}
+		tc := &engine.TurnContext{Identity: id, Messages: msgs, MaxSteps: 10, Attachments: engine.Attachments(ui)}
+		cfg, err := h.BeforeTurn(context.Background(), tc)
+		if err != nil || cfg == nil || cfg.MaxSteps == nil || *cfg.MaxSteps != 3 {
+			t.Fatalf("BeforeTurn = %+v, %v; want maxSteps 3", cfg, err)
+		}
+		if _, err := h.BeforeStep(context.Background(), &engine.PrepareStepContext{Identity: id, Turn: tc, Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+		if tc.Messages[0].Content[1].URL != url {
+			t.Fatal("recording changed the turn's message")
+		}
+	})
 	if bytes.Contains(recorded, []byte(encoded[:64])) {
 		t.Errorf("the audit log holds the file's base64:\n%s", recorded)
 	}
@@ -124,13 +108,8 @@ func TestReplayFileParts(t *testing.T) {
 		{"recorded", 0, "replayed 2 of 2 decisions"},
 		{"candidate", 1, "changed: 1"}, // the 2500-byte image is no longer over the limit
 	} {
-		var stdout, stderr bytes.Buffer
-		args := []string{"replay", "--audit", "audit.jsonl", "--rules", tc.rules, "--fail-on", "any"}
-		if code := run(context.Background(), args, &stdout, &stderr); code != tc.code {
-			t.Fatalf("%s: exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", tc.rules, code, tc.code, &stdout, &stderr)
-		}
-		if !strings.Contains(stdout.String(), tc.want) {
-			t.Errorf("%s: report lacks %q:\n%s", tc.rules, tc.want, &stdout)
+		if stdout, _ := replayExits(t, tc.code, "--audit", "audit.jsonl", "--rules", tc.rules, "--fail-on", "any"); !strings.Contains(stdout, tc.want) {
+			t.Errorf("%s: report lacks %q:\n%s", tc.rules, tc.want, stdout)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,12 +15,12 @@ import (
 	"github.com/turngate/turngate/policy/ruleset"
 )
 
-// recordTraffic writes the audit log of a few turns' decisions, made with
-// the rules of dir, to audit.jsonl in the current directory, with a turn
-// record between them.
-func recordTraffic(t *testing.T, dir string) {
+// recordAudit loads the rules of dir with their clock stopped at now, lets
+// record decide with them into an audit log writing audit.jsonl in the
+// current directory, and returns the file once the log has written every
+// record handed over and closed.
+func recordAudit(t *testing.T, dir string, now time.Time, record func(rev *ruleset.Revision, log *audit.Log)) []byte {
 	t.Helper()
-	now := time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC)
 	rev, errs := ruleset.Load(dir, ruleset.Options{Now: func() time.Time { return now }})
 	if errs != nil {
 		t.Fatal(errs)
@@ -30,32 +29,68 @@ func recordTraffic(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	log := audit.New(f, nil, slog.New(slog.DiscardHandler))
-	defer log.Close() // writes the records handed over, before f closes
-	h := rev.Hooks(log, ruleset.FailClosed)
-	ctx := context.Background()
-	id := func(session string, roles ...string) engine.Identity {
-		return engine.Identity{RequestID: "req-" + session, SessionID: session, Agent: "demo", EntryPath: engine.EntryChat,
-			Principal: engine.Principal{Tenant: "acme", Subject: "ann", Roles: append([]string{"user"}, roles...)}}
+	func() {
+		defer f.Close()
+		log := audit.New(f, nil, discardLog())
+		defer log.Close() // writes the records handed over, before f closes
+		record(rev, log)
+	}()
+	recorded, err := os.ReadFile("audit.jsonl")
+	if err != nil {
+		t.Fatal(err)
 	}
-	call := func(session, tool, input string, body map[string]any, roles ...string) {
-		tc := &engine.ToolCallContext{Identity: id(session, roles...), Type: "tool-call", ToolCallID: "call_" + tool, ToolName: tool,
-			Input: json.RawMessage(input), Tool: engine.ToolInfo{Name: tool, Kind: engine.ToolKindBuiltin}, Body: body}
-		_, _ = h.BeforeToolCall(ctx, tc)
+	return recorded
+}
+
+// runCLI runs the turngate command args and returns its exit code, stdout
+// and stderr.
+func runCLI(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// replayExits runs turngate replay with args, fails the test unless it
+// exits with code, and returns its stdout and stderr.
+func replayExits(t *testing.T, code int, args ...string) (string, string) {
+	t.Helper()
+	got, stdout, stderr := runCLI(append([]string{"replay"}, args...)...)
+	if got != code {
+		t.Fatalf("turngate replay %s: exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), got, code, stdout, stderr)
 	}
-	readOnly := map[string]any{"mode": "read-only"}
-	call("s1", "delete", `{"path": "/tmp/x"}`, readOnly)          // block → reason changed
-	call("s2", "delete", `{"path": "/tmp/x"}`, nil)               // allow → block
-	call("s3", "delete", `{"path": "/tmp/x"}`, readOnly, "admin") // block → allow
-	call("s4", "search", `{"query": "go", "limit": 500}`, nil)    // patch 50 → patch 20
-	call("s5", "search", `{"query": "go", "limit": 30}`, nil)     // allow → patch
-	call("s6", "search", `{"query": "go", "limit": 5}`, readOnly) // unchanged
-	log.Turn(&audit.Turn{SessionID: "s6", Status: "completed"})
-	_, _ = h.BeforeTurn(ctx, &engine.TurnContext{Identity: id("s7"), MaxSteps: 50, Continuation: true}) // maxSteps 10 → 5, model fast → unset
-	_, _ = h.BeforeStep(ctx, &engine.PrepareStepContext{Identity: id("s7"), StepNumber: 0})             // unchanged
-	_, _ = h.ToolResult(ctx, &engine.ToolCallResultContext{Identity: id("s8"), ToolCallID: "c", ToolName: "read",
-		Success: true, Output: json.RawMessage(`{"secret": "s"}`), Decision: engine.DecisionAllow}) // redacted: no input
+	return stdout, stderr
+}
+
+// recordTraffic writes the audit log of a few turns' decisions, made with
+// the rules of dir, to audit.jsonl in the current directory, with a turn
+// record between them, and returns it.
+func recordTraffic(t *testing.T, dir string) []byte {
+	t.Helper()
+	return recordAudit(t, dir, time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC), func(rev *ruleset.Revision, log *audit.Log) {
+		h := rev.Hooks(log, ruleset.FailClosed)
+		ctx := context.Background()
+		id := func(session string, roles ...string) engine.Identity {
+			return engine.Identity{RequestID: "req-" + session, SessionID: session, Agent: "demo", EntryPath: engine.EntryChat,
+				Principal: engine.Principal{Tenant: "acme", Subject: "ann", Roles: append([]string{"user"}, roles...)}}
+		}
+		call := func(session, tool, input string, body map[string]any, roles ...string) {
+			tc := &engine.ToolCallContext{Identity: id(session, roles...), Type: "tool-call", ToolCallID: "call_" + tool, ToolName: tool,
+				Input: json.RawMessage(input), Tool: engine.ToolInfo{Name: tool, Kind: engine.ToolKindBuiltin}, Body: body}
+			_, _ = h.BeforeToolCall(ctx, tc)
+		}
+		readOnly := map[string]any{"mode": "read-only"}
+		call("s1", "delete", `{"path": "/tmp/x"}`, readOnly)          // block → reason changed
+		call("s2", "delete", `{"path": "/tmp/x"}`, nil)               // allow → block
+		call("s3", "delete", `{"path": "/tmp/x"}`, readOnly, "admin") // block → allow
+		call("s4", "search", `{"query": "go", "limit": 500}`, nil)    // patch 50 → patch 20
+		call("s5", "search", `{"query": "go", "limit": 30}`, nil)     // allow → patch
+		call("s6", "search", `{"query": "go", "limit": 5}`, readOnly) // unchanged
+		log.Turn(&audit.Turn{SessionID: "s6", Status: "completed"})
+		_, _ = h.BeforeTurn(ctx, &engine.TurnContext{Identity: id("s7"), MaxSteps: 50, Continuation: true}) // maxSteps 10 → 5, model fast → unset
+		_, _ = h.BeforeStep(ctx, &engine.PrepareStepContext{Identity: id("s7"), StepNumber: 0})             // unchanged
+		_, _ = h.ToolResult(ctx, &engine.ToolCallResultContext{Identity: id("s8"), ToolCallID: "c", ToolName: "read",
+			Success: true, Output: json.RawMessage(`{"secret": "s"}`), Decision: engine.DecisionAllow}) // redacted: no input
+	})
 }
 
 func abs(t *testing.T, path string) string {
@@ -91,15 +126,12 @@ func TestReplay(t *testing.T) {
 		{"same rules: nothing changes", []string{"--audit", "audit.jsonl", "--rules", good, "--fail-on", "any"}, 0, "replay_same.golden"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), append([]string{"replay"}, tc.args...), &stdout, &stderr); code != tc.code {
-				t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, &stdout, &stderr)
-			}
-			if stderr.Len() > 0 {
-				t.Errorf("stderr = %q", &stderr)
+			stdout, stderr := replayExits(t, tc.code, tc.args...)
+			if stderr != "" {
+				t.Errorf("stderr = %q", stderr)
 			}
 			if tc.golden != "" {
-				compareGolden(t, filepath.Join(golden, tc.golden), stdout.String())
+				compareGolden(t, filepath.Join(golden, tc.golden), stdout)
 			}
 		})
 	}
@@ -109,11 +141,7 @@ func TestReplay(t *testing.T) {
 func TestReplayErrors(t *testing.T) {
 	candidate, good := abs(t, "testdata/replay/candidate"), abs(t, "testdata/rules/good")
 	t.Chdir(t.TempDir())
-	recordTraffic(t, good)
-	recorded, err := os.ReadFile("audit.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	recorded := recordTraffic(t, good)
 	lines := strings.SplitAfter(string(recorded), "\n")
 	broken := strings.Join(lines[:2], "") + `{"kind":"decision","hook":"beforeToolCall","stepNum` + "\n" + strings.Join(lines[2:], "")
 	if err := os.WriteFile("broken.jsonl", []byte(broken), 0o644); err != nil {
@@ -142,12 +170,8 @@ func TestReplayErrors(t *testing.T) {
 		{"bad format", []string{"--audit", "audit.jsonl", "--rules", candidate, "--format", "xml"}, 2, "unknown format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), append([]string{"replay"}, tc.args...), &stdout, &stderr); code != tc.code {
-				t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, &stdout, &stderr)
-			}
-			if !strings.Contains(stderr.String(), tc.want) {
-				t.Errorf("stderr = %q, want it to contain %q", &stderr, tc.want)
+			if _, stderr := replayExits(t, tc.code, tc.args...); !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr = %q, want it to contain %q", stderr, tc.want)
 			}
 		})
 	}
