@@ -19,8 +19,13 @@ import (
 // revision, its files, when it loaded, the reload history with the
 // positioned errors of rejected ones, its tests, the shadow rules'
 // disagreement counts, and the kill switches and quotas in force. A tenant
-// admin sees only the kill switches and quotas that apply to its tenant.
+// admin sees only the kill switches and quotas that apply to its tenant,
+// and not the host's rules directory.
 func (s *Server) rulesStatus(c *gin.Context) error {
+	st := s.rules.Status()
+	if !decisionScope(principal(c)).AllTenants {
+		st.Dir = ""
+	}
 	kills := s.visibleKillSwitches(principal(c))
 	quotas, usageErr := s.quotaViews(c.Request.Context(), decisionScope(principal(c)))
 	usageError := ""
@@ -31,6 +36,9 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 	cov, covErrs := s.rules.Current().LiveCoverage(c.Request.Context())
 	c.JSON(http.StatusOK, struct {
 		ruleset.Status
+		// Dir is the rules directory on the replica's host, shown to a
+		// global admin only.
+		Dir string `json:"dir,omitempty"`
 		// Replica names the replica whose revision this is: each replica
 		// loads its rules itself.
 		Replica string `json:"replica"`
@@ -49,14 +57,19 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		Coverage *ruleset.Coverage `json:"coverage,omitempty"`
 		// CoverageErrors say why it could not be measured.
 		CoverageErrors policy.Errors `json:"coverageErrors,omitempty"`
-	}{s.rules.Status(), s.cfg.Replica.ID, kills, s.metrics.ShadowCounts(), quotas, usageError, cov, covErrs})
+	}{st, st.Dir, s.cfg.Replica.ID, kills, s.metrics.ShadowCounts(), quotas, usageError, cov, covErrs})
 	return nil
 }
 
 // rulesReload serves POST /v1/admin/rules/reload. A rejected candidate is
 // a 422 whose "errors" are the positioned diagnostics; the last good
-// revision keeps serving.
+// revision keeps serving. The rules are every tenant's: a tenant admin is
+// refused (403), as with a fleet-wide kill switch.
 func (s *Server) rulesReload(c *gin.Context) error {
+	if !decisionScope(principal(c)).AllTenants {
+		return errorf(http.StatusForbidden, CodeForbidden,
+			"reloading the rules changes every tenant's revision: it needs the %q role beside %q", RoleGlobalAdmin, RoleAdmin)
+	}
 	changed, err := s.rules.Reload()
 	if err != nil {
 		ae := errorf(http.StatusUnprocessableEntity, CodeRulesInvalid, "the rules were rejected (they do not compile or their tests fail); the last good revision keeps serving")

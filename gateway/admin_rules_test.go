@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/turngate/turngate/gateway/config"
@@ -14,6 +15,7 @@ import (
 
 // overviewStatus is what the console's Overview reads of GET /v1/admin/rules.
 type overviewStatus struct {
+	Dir          string              `json:"dir"`
 	Revision     string              `json:"revision"`
 	Reloads      []ruleset.Reload    `json:"reloads"`
 	Tests        ruleset.TestSummary `json:"tests"`
@@ -25,7 +27,8 @@ type overviewStatus struct {
 
 // TestAdminRulesOverview: GET /v1/admin/rules keeps the reload history
 // (newest first, a rejected reload with its file:line), and shows a tenant
-// admin only the kill switches and quotas of its tenant or of everyone.
+// admin only the kill switches and quotas of its tenant or of everyone,
+// and the host's rules directory to a global admin only.
 func TestAdminRulesOverview(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"tools.rego", "results.rego"} {
@@ -74,9 +77,10 @@ func TestAdminRulesOverview(t *testing.T) {
 		as         *testGateway
 		wantKills  []string // reasons
 		wantQuotas []string
+		wantDir    string
 	}{
-		{"global admin", global, []string{"acme incident", "fleet freeze", "globex incident"}, []string{"acme-tokens", "fleet-turns", "globex-turns"}},
-		{"acme admin", acme, []string{"acme incident", "fleet freeze"}, []string{"acme-tokens", "fleet-turns"}},
+		{"global admin", global, []string{"acme incident", "fleet freeze", "globex incident"}, []string{"acme-tokens", "fleet-turns", "globex-turns"}, dir},
+		{"acme admin", acme, []string{"acme incident", "fleet freeze"}, []string{"acme-tokens", "fleet-turns"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var st overviewStatus
@@ -97,6 +101,9 @@ func TestAdminRulesOverview(t *testing.T) {
 			if st.Coverage == nil || st.Coverage.Rego.CoverableLines == 0 || st.Coverage.Rego.CoveredLines == 0 {
 				t.Errorf("coverage %+v: want the live revision's Rego line coverage", st.Coverage)
 			}
+			if st.Dir != tc.wantDir {
+				t.Errorf("rules directory %q, want %q", st.Dir, tc.wantDir)
+			}
 			if st.ShadowRules == nil {
 				t.Error("shadowRules missing: want [] when no shadow rule fired")
 			}
@@ -111,6 +118,33 @@ func TestAdminRulesOverview(t *testing.T) {
 			slices.Sort(quotas)
 			if !slices.Equal(kills, tc.wantKills) || !slices.Equal(quotas, tc.wantQuotas) {
 				t.Errorf("kill switches %v, quotas %v; want %v, %v", kills, quotas, tc.wantKills, tc.wantQuotas)
+			}
+		})
+	}
+}
+
+// TestRulesReloadNeedsGlobalAdmin: a reload changes every tenant's rules,
+// so a tenant admin's reload — by key or from the console — is a 403
+// naming the global-admin role, and a global admin's goes through.
+func TestRulesReloadNeedsGlobalAdmin(t *testing.T) {
+	g := newTestGateway(t, "basic", decisionKeys)
+	for _, tc := range []struct {
+		name    string
+		headers []string
+		status  int
+	}{
+		{"a tenant admin's key", bearer(dkAcmeAdmin), http.StatusForbidden},
+		{"a tenant admin's console session", consoleSignIn(t, g, dkGlobexAdm), http.StatusForbidden},
+		{"a global admin's key", bearer(dkGlobal), http.StatusOK},
+		{"a global admin's console session", consoleSignIn(t, g, dkGlobal), http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := status(t, g, "POST", "/v1/admin/rules/reload", "{}", tc.headers...)
+			if code != tc.status {
+				t.Fatalf("reload: %d %s, want %d", code, body, tc.status)
+			}
+			if code == http.StatusForbidden && !strings.Contains(body, `\"global-admin\" role`) {
+				t.Errorf("the refusal %s does not name the global-admin role", body)
 			}
 		})
 	}

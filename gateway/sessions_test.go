@@ -227,7 +227,8 @@ func TestTenantIsolation(t *testing.T) {
 func TestAuthAndAdmin(t *testing.T) {
 	g := newTestGateway(t, "basic", func(c *config.Config) {
 		c.Auth.APIKeys = []config.APIKey{
-			{Key: "admin-key", Tenant: "a", Roles: []string{"admin"}},
+			{Key: "admin-key", Tenant: "a", Roles: []string{"admin", RoleGlobalAdmin}},
+			{Key: "tenant-admin-key", Tenant: "a", Roles: []string{"admin"}},
 			// sha256("user-key")
 			{KeySHA256: "0845e3658edc1c91bfc9d172eeae3e60417056b1b7fe9909c00e05023adb7f1d", Tenant: "a"},
 			{Key: "plain-key", Tenant: "a"},
@@ -244,6 +245,7 @@ func TestAuthAndAdmin(t *testing.T) {
 		{"admin", "admin-key", "GET", "/v1/admin/rules", http.StatusOK},
 		{"hashed key", "user-key", "GET", "/v1/agents/demo/sessions/x/messages", http.StatusNotFound},
 		{"admin reload", "admin-key", "POST", "/v1/admin/rules/reload", http.StatusOK},
+		{"tenant admin reload", "tenant-admin-key", "POST", "/v1/admin/rules/reload", http.StatusForbidden},
 		{"no key on a session", "", "GET", "/v1/agents/demo/sessions/x/messages", http.StatusUnauthorized},
 		{"health is open", "", "GET", "/healthz", http.StatusOK},
 		{"readiness is open", "", "GET", "/readyz", http.StatusOK},

@@ -22,6 +22,9 @@ const (
 	consoleOlga   = "acme-olga-9f3b7e2a6c1d4e58b0a7c3d2e9f1b6a5"
 	consoleAlice  = "acme-alice-2e7d9c1b5a3f4e60b8d2c7a1f9e3b5d4"
 	consoleGlobex = "globex-admin-7a1e3c5b9d2f4a68c0e4b2d6f8a1c3e5"
+	// consoleRoot is a global admin: a tenant admin may not reload the
+	// rules, which are every tenant's.
+	consoleRoot = "ops-root-3c8e1a6f2b9d4e70a5c1f8b3d6e2a9c4"
 )
 
 // screenshotsEnv, set to 1, makes the browser tests write each view's
@@ -215,7 +218,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err := os.WriteFile(bad, []byte("package turngate.tool_call\nblock contains if {\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		g.as(consoleAdmin).json("POST", "/v1/admin/rules/reload", nil, 422, nil)
+		g.as(consoleRoot).json("POST", "/v1/admin/rules/reload", nil, 422, nil)
 		run(t, ctx, "reloading the overview",
 			chromedp.Reload(),
 			chromedp.WaitVisible(chromedp.CSS(`main[data-ready="overview"]`)))
@@ -228,7 +231,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err := os.Remove(bad); err != nil {
 			t.Fatal(err)
 		}
-		g.as(consoleAdmin).json("POST", "/v1/admin/rules/reload", nil, 200, nil)
+		g.as(consoleRoot).json("POST", "/v1/admin/rules/reload", nil, 200, nil)
 	})
 
 	t.Run("an approver approves with the button and the tool runs", func(t *testing.T) {
