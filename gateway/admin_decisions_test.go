@@ -318,6 +318,21 @@ func TestDecisionsReplay(t *testing.T) {
 	if rep.Changed != 1 || len(rep.Changes) != 1 || rep.Changes[0].Kind != "block-to-allow" || rep.Changes[0].Examples[0].ID != blocked[0].ID {
 		t.Errorf("replay: %+v, want one block-to-allow naming %s", rep, blocked[0].ID)
 	}
+	// A range holding more records than the limit is replayed up to it
+	// and says so; one within it does not.
+	var cut struct {
+		Decisions int  `json:"decisions"`
+		Truncated bool `json:"truncated"`
+		Limit     int  `json:"limit"`
+	}
+	g.as(dkAcmeAdmin).doJSON("POST", "/v1/admin/replay", map[string]any{"candidate": allowAll, "since": since, "limit": 2}, http.StatusOK, &cut)
+	if !cut.Truncated || cut.Limit != 2 || cut.Decisions > 2 {
+		t.Errorf("a replay of 2 records of a longer range: %+v, want truncated at the limit of 2", cut)
+	}
+	g.as(dkAcmeAdmin).doJSON("POST", "/v1/admin/replay", map[string]any{"candidate": allowAll, "since": since}, http.StatusOK, &cut)
+	if cut.Truncated || cut.Limit != decisions.DefaultReplay || cut.Decisions == 0 {
+		t.Errorf("a replay within the default limit: %+v, want it whole", cut)
+	}
 	// Another tenant's admin replays none of acme's records.
 	g.as(dkGlobexAdm).doJSON("POST", "/v1/admin/replay", map[string]any{"candidate": allowAll, "since": since}, http.StatusOK, &rep)
 	if rep.Replayed != 0 {

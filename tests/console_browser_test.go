@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -456,59 +457,80 @@ func TestConsoleInBrowser(t *testing.T) {
 		screenshot(t, ctx, "timeline")
 	})
 
-	t.Run("replay shows the counts the API reports for a candidate", func(t *testing.T) {
+	t.Run("replay shows the counts turngate replay reports for the same log", func(t *testing.T) {
 		session := fmt.Sprintf("console-r-%d", time.Now().UnixNano())
 		g.as(consoleAlice).chat("files", userChat(session, "u1", "delete /etc/hosts", nil))
-		candidate, err := os.ReadFile(filepath.Join(repoRoot, "tests", "testdata", "console", "candidate", "tools.rego"))
+		candidateDir := filepath.Join(repoRoot, "tests", "testdata", "console", "candidate")
+		candidate, err := os.ReadFile(filepath.Join(candidateDir, "tools.rego"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The whole range: every record since the gateway started.
 		since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
-		// The store writes in batches, in order: once this turn's blocked
-		// call is stored, so is every record before it, and a range ending
-		// just after it is complete for both replays.
-		var until string
-		poll(t, "the blocked call in the store", func() error {
-			var list struct {
-				Decisions []struct {
-					Time time.Time `json:"time"`
-				} `json:"decisions"`
+		body := map[string]any{"candidate": map[string]any{"files": map[string]string{"tools.rego": string(candidate)}}, "since": since}
+		// The store copies each line the audit log writes, in order: once
+		// it holds as many decision records as the log (no turn of this
+		// test runs now; the held ones wait for an approver), the two
+		// replays read the same records.
+		auditLog := filepath.Join(g.opts.Dir, "data", "audit.log")
+		var api replayCounts
+		poll(t, "the store to hold the audit log's decisions", func() error {
+			data, err := os.ReadFile(auditLog)
+			if err != nil {
+				return err
 			}
-			g.as(consoleAdmin).json("GET", "/v1/admin/decisions?session="+session+"&action=block&hook=beforeToolCall", nil, 200, &list)
-			if len(list.Decisions) != 1 {
-				return fmt.Errorf("%d decisions", len(list.Decisions))
+			inLog := strings.Count(string(data), `"kind":"decision"`)
+			api = replayCounts{}
+			g.as(consoleAdmin).json("POST", "/v1/admin/replay", body, 200, &api)
+			if api.Decisions != inLog {
+				return fmt.Errorf("the store has %d decisions, the audit log %d", api.Decisions, inLog)
 			}
-			until = list.Decisions[0].Time.Add(time.Microsecond).UTC().Format(time.RFC3339Nano)
 			return nil
 		})
-		var want struct {
-			Changed   int `json:"changed"`
-			Decisions int `json:"decisions"`
+		out, stderr, code := turngateCmd(t, g.opts.Dir, "replay", "--format", "json", "--rules", candidateDir, auditLog)
+		if code != 0 || stderr != "" {
+			t.Fatalf("turngate replay: exit %d, stderr %s\n%s", code, stderr, out)
 		}
-		g.as(consoleAdmin).json("POST", "/v1/admin/replay", map[string]any{"candidate": map[string]any{"files": map[string]string{"tools.rego": string(candidate)}},
-			"since": since, "until": until}, 200, &want)
-		if want.Changed == 0 {
-			t.Fatalf("the candidate changes nothing: %+v", want)
+		var cli replayCounts
+		if err := json.Unmarshal([]byte(out), &cli); err != nil {
+			t.Fatalf("turngate replay --format json: %v\n%s", err, out)
+		}
+		if cli.Changed == 0 || cli.Truncated {
+			t.Fatalf("turngate replay: %+v, want changes of the whole log", cli)
 		}
 		ctx := newBrowserContext(t)
 		signInAs(t, ctx, g, consoleAdmin)
 		view(t, ctx, g, "replay", "replay")
 		run(t, ctx, "replaying",
 			chromedp.SetValue(chromedp.CSS(`#since`), since),
-			chromedp.SetValue(chromedp.CSS(`#until`), until),
 			chromedp.Click(chromedp.CSS(`#candidate button.add`)),
 			chromedp.SetValue(chromedp.CSS(`#candidate .fname`), "tools.rego"),
 			chromedp.SetValue(chromedp.CSS(`#candidate .ftext`), string(candidate)),
 			chromedp.Click(chromedp.CSS(`#run`)),
 			chromedp.WaitVisible(chromedp.CSS(`#results[data-done="true"]`)))
-		changed := text(t, ctx, `[data-count="changed"]`)
-		if changed != fmt.Sprint(want.Changed) || text(t, ctx, `[data-count="decisions"]`) != fmt.Sprint(want.Decisions) {
-			t.Errorf("the console shows changed %s, the API %+v; report %q", changed, want, text(t, ctx, `#results`))
+		page := pageReplayCounts(t, ctx)
+		if !reflect.DeepEqual(page, cli.counts()) {
+			t.Errorf("the console shows\n%v\nturngate replay reports\n%v\nreport %q", page, cli.counts(), text(t, ctx, `#results`))
+		}
+		if n := value(t, ctx, "looking for the truncation notice", chromedp.Evaluate[int](`document.querySelectorAll('#truncated').length`)); n != 0 {
+			t.Errorf("a whole replay says it was truncated: %q", text(t, ctx, `#truncated`))
 		}
 		if links := value(t, ctx, "counting links", chromedp.Evaluate[int](`document.querySelectorAll('a.changed').length`)); links == 0 {
 			t.Errorf("no link to a changed decision")
 		}
 		screenshot(t, ctx, "replay")
+		// A limit below the range's records replays the first ones and
+		// says so.
+		run(t, ctx, "replaying 3 records",
+			chromedp.SetValue(chromedp.CSS(`#limit`), "3"),
+			chromedp.Click(chromedp.CSS(`#run`)),
+			chromedp.WaitVisible(chromedp.CSS(`#truncated`)))
+		if got := text(t, ctx, `#truncated`); !strings.Contains(got, "limit of 3 records") {
+			t.Errorf("truncation notice %q", got)
+		}
+		if got := text(t, ctx, `[data-count="decisions"]`); got != "1" && got != "2" && got != "3" {
+			t.Errorf("a replay of 3 records counts %s decisions, want the decisions among them", got)
+		}
 	})
 
 	t.Run("sign-out ends the session", func(t *testing.T) {
@@ -526,4 +548,39 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("after sign-out the admin API answers %d", status)
 		}
 	})
+}
+
+// replayCounts are the counts of a replay report (`turngate replay
+// --format json`, POST /v1/admin/replay).
+type replayCounts struct {
+	Decisions       int  `json:"decisions"`
+	Replayed        int  `json:"replayed"`
+	NotReplayable   int  `json:"notReplayable"`
+	UnrecordedState int  `json:"unrecordedState"`
+	Unchanged       int  `json:"unchanged"`
+	Changed         int  `json:"changed"`
+	Truncated       bool `json:"truncated"`
+	Changes         []struct {
+		Kind  string `json:"kind"`
+		Count int    `json:"count"`
+	} `json:"changes"`
+}
+
+// counts are the report's counts by name, each kind of change's as
+// "kind:NAME", as pageReplayCounts reads them.
+func (r replayCounts) counts() map[string]string {
+	m := map[string]string{"decisions": fmt.Sprint(r.Decisions), "replayed": fmt.Sprint(r.Replayed), "notReplayable": fmt.Sprint(r.NotReplayable),
+		"unrecordedState": fmt.Sprint(r.UnrecordedState), "unchanged": fmt.Sprint(r.Unchanged), "changed": fmt.Sprint(r.Changed)}
+	for _, c := range r.Changes {
+		m["kind:"+c.Kind] = fmt.Sprint(c.Count)
+	}
+	return m
+}
+
+// pageReplayCounts reads the counts the Replay page shows.
+func pageReplayCounts(t *testing.T, ctx context.Context) map[string]string {
+	t.Helper()
+	return value(t, ctx, "reading the replay's counts", chromedp.Evaluate[map[string]string](`Object.fromEntries([
+		...[...document.querySelectorAll('[data-count]')].map(e => [e.dataset.count, e.textContent]),
+		...[...document.querySelectorAll('[data-kind-count]')].map(e => ['kind:' + e.dataset.kindCount, e.textContent])])`))
 }

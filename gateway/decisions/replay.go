@@ -56,7 +56,8 @@ func Candidate(files map[string]string) (*ruleset.Revision, error) {
 
 // Replay replays the decision records q selects (at most limit, oldest
 // first) against rev, as `turngate replay` does an audit log; each example
-// names its record's id.
+// names its record's id. A range holding more than limit records is
+// replayed up to the limit and reported Truncated.
 func Replay(ctx context.Context, st store.Decisions, rev *ruleset.Revision, q *Query, limit int) (*replay.Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, ReplayTimeout)
 	defer cancel()
@@ -66,7 +67,18 @@ func Replay(ctx context.Context, st store.Decisions, rev *ruleset.Revision, q *Q
 	}
 	dq := q.DecisionQuery
 	dq.Ascending = true
-	for seen := 0; seen < limit; {
+	truncated := false
+	for seen := 0; ; {
+		if seen == limit {
+			// At the limit: one more record says the range goes on.
+			dq.Limit = 1
+			more, err := st.QueryDecisions(ctx, dq)
+			if err != nil {
+				return nil, err
+			}
+			truncated = len(more) > 0
+			break
+		}
 		dq.Limit = min(MaxLimit, limit-seen)
 		rows, err := st.QueryDecisions(ctx, dq)
 		if err != nil {
@@ -89,5 +101,7 @@ func Replay(ctx context.Context, st store.Decisions, rev *ruleset.Revision, q *Q
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	return r.Report(nil), nil
+	rep := r.Report(nil)
+	rep.Truncated, rep.Limit = truncated, limit
+	return rep, nil
 }

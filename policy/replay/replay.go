@@ -126,6 +126,12 @@ type Report struct {
 	Changes []*ChangeKind `json:"changes"`
 	// Failed lists the --fail-on kinds that occurred.
 	Failed []string `json:"failed,omitempty"`
+	// Truncated says the replay stopped at its limit of Limit records
+	// (POST /v1/admin/replay's limit) before the end of the range: the
+	// counts are of the range's first Limit records, oldest first, and the
+	// later ones were not read. `turngate replay` reads its files whole.
+	Truncated bool `json:"truncated"`
+	Limit     int  `json:"limit,omitempty"`
 }
 
 // ChangeKind is one kind of change, its count and its first examples.
