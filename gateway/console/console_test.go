@@ -11,11 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/decisions"
 	"github.com/turngate/turngate/internal/fakeclock"
 )
 
@@ -411,5 +413,32 @@ func TestScriptsParse(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFilterValues: the Decisions page offers every value of the store's
+// closed filters (hook, outcome, action), as decisions.Hooks, Outcomes
+// and Actions list them, in their order: a hook added to the store shows
+// in the page's filter.
+func TestFilterValues(t *testing.T) {
+	c := newTestConsole(fakeclock.New(time.Unix(1_800_000_000, 0)), 0)
+	src, err := fs.ReadFile(c.static, "app/decisions.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{"hooks": decisions.Hooks, "outcomes": decisions.Outcomes, "actions": decisions.Actions} {
+		m := regexp.MustCompile(`(?m)^export const ` + name + ` = (\[.*\]);$`).FindSubmatch(src)
+		if m == nil {
+			t.Errorf("decisions.js has no line export const %s = [...];", name)
+			continue
+		}
+		var got []string
+		if err := json.Unmarshal([]byte(strings.ReplaceAll(string(m[1]), "'", `"`)), &got); err != nil {
+			t.Errorf("decisions.js's %s %s: %v", name, m[1], err)
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("the Decisions page offers the %s %q, the store filters by %q", name, got, want)
+		}
 	}
 }

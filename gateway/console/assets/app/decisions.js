@@ -6,12 +6,18 @@ import { h, mount, json, time } from '/console/static/dom.js';
 import { api, query } from './api.js';
 import { table } from './overview.js';
 
+// The closed filters' values, as the server's decisions.Hooks, Outcomes
+// and Actions list them (TestFilterValues keeps them the same).
+export const hooks = ['beforeTurn', 'beforeStep', 'beforeToolCall', 'afterToolCall', 'toolResult', 'onStepFinish', 'beforePersist', 'onChatError', 'onChatResponse'];
+export const outcomes = ['matched', 'no_match', 'not_evaluated', 'error'];
+export const actions = ['allow', 'block', 'substitute', 'approval', 'rewrite', 'error', 'client'];
+
 // filters are the list's query parameters, in the form's order.
 const filters = [
   ['since', 'Since (RFC 3339)'], ['until', 'Until'], ['tenant', 'Tenant'], ['agent', 'Agent'], ['session', 'Session'],
-  ['turn', 'Turn (request id)'], ['tool', 'Tool'], ['hook', 'Hook', ['', 'beforeTurn', 'beforeStep', 'beforeToolCall', 'toolResult']],
-  ['outcome', 'Outcome'], ['action', 'Action'], ['rule', 'Rule fired'], ['revision', 'Revision'], ['shadowChanged', 'Shadow changed', ['', 'true', 'false']],
-  ['limit', 'Page size'],
+  ['turn', 'Turn (request id)'], ['tool', 'Tool'], ['hook', 'Hook', ['', ...hooks]],
+  ['outcome', 'Outcome', ['', ...outcomes]], ['action', 'Action', ['', ...actions]], ['rule', 'Rule fired'], ['revision', 'Revision'],
+  ['shadowChanged', 'Shadow changed', ['', 'true', 'false']], ['limit', 'Page size'],
 ];
 
 export async function render(main, { params }) {
