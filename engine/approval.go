@@ -165,7 +165,7 @@ func (t *turn) settleApprovals(ctx context.Context, before []UIMessage) {
 		return
 	}
 	msgs := ConvertToModelMessages(before)
-	for i, step := range t.toolParts() {
+	for i, step := range toolParts(t.msg.Parts) {
 		part := &t.msg.Parts[i]
 		if part.State != ToolStateApprovalRequested || part.Approval == nil {
 			continue
@@ -179,13 +179,13 @@ func (t *turn) settleApprovals(ctx context.Context, before []UIMessage) {
 	}
 }
 
-// toolParts yields the index of each tool part of the message and the
-// step it belongs to.
-func (t *turn) toolParts() iter.Seq2[int, int] {
+// toolParts yields the index of each tool part of parts (a message's) and
+// the step it belongs to.
+func toolParts(parts []UIPart) iter.Seq2[int, int] {
 	return func(yield func(int, int) bool) {
 		step := -1
-		for i := range t.msg.Parts {
-			switch p := &t.msg.Parts[i]; {
+		for i := range parts {
+			switch p := &parts[i]; {
 			case p.Type == PartStepStart:
 				step++
 			case p.IsTool():

@@ -177,10 +177,13 @@ func (t *turn) setup(ctx context.Context) error {
 		maxSteps = *req.Defaults.MaxSteps
 	}
 	history := req.Messages
-	if len(req.ClientToolResults)+len(req.ApprovalResponses) > 0 && req.Continuation && len(history) > 0 && history[len(history)-1].ID == t.msg.ID {
-		t.settleClientResults(ctx)
-		t.settleApprovals(ctx, history[:len(history)-1])
-		history = append(slices.Clip(history[:len(history)-1]), t.msg)
+	switch n := len(history); {
+	case len(req.ClientToolResults)+len(req.ApprovalResponses) > 0 && req.Continuation && n > 0 && history[n-1].ID == t.msg.ID:
+		t.settleClientResults(ctx, &t.msg)
+		t.settleApprovals(ctx, history[:n-1])
+		history = append(slices.Clip(history[:n-1]), t.msg)
+	case len(req.ClientToolResults) > 0 && !req.Continuation:
+		history = t.settleHistoryResults(ctx, history)
 	}
 	tc := &TurnContext{
 		Identity:     req.Identity,

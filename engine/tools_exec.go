@@ -393,14 +393,20 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 }
 
 // settleClientResults runs the toolResult hook and afterToolCall for the
-// client tool outputs a continuation brings (TurnRequest.ClientToolResults),
+// client tool outputs of msg that TurnRequest.ClientToolResults names (the
+// continued message's, or a stateless history's last assistant message's),
 // so client-supplied outputs pass the same data-loss policy and audit as
-// server executions. A replaced output is written into the continued
-// message and re-emitted; a hook error turns the output into a tool error
-// (fail closed).
-func (t *turn) settleClientResults(ctx context.Context) {
-	for i, step := range t.toolParts() {
-		part := &t.msg.Parts[i]
+// server executions. A replaced output is written into msg, and re-emitted
+// when msg is the turn's own (a stateless history's message is not in the
+// stream); a hook error turns the output into a tool error (fail closed).
+func (t *turn) settleClientResults(ctx context.Context, msg *UIMessage) {
+	emit := func(ev Event) {
+		if msg == &t.msg {
+			t.emit(ev)
+		}
+	}
+	for i, step := range toolParts(msg.Parts) {
+		part := &msg.Parts[i]
 		if !slices.Contains(t.req.ClientToolResults, part.ToolCallID) {
 			continue
 		}
@@ -427,11 +433,11 @@ func (t *turn) settleClientResults(ctx context.Context) {
 			case err != nil:
 				rc.Success, rc.Error = false, t.chatError(ctx, StagePolicy, ClassifyError(StagePolicy, err), err, policyErrorText(name))
 				part.State, part.Output, part.ErrorText = ToolStateOutputError, nil, rc.Error
-				t.emit(Event{Type: EventToolOutputError, ToolCallID: part.ToolCallID, ErrorText: rc.Error, Dynamic: rc.Dynamic})
+				emit(Event{Type: EventToolOutputError, ToolCallID: part.ToolCallID, ErrorText: rc.Error, Dynamic: rc.Dynamic})
 			case out != nil:
 				rc.ModelOutput = out
 				part.Output = rc.ModelOutput
-				t.emit(Event{Type: EventToolOutputAvailable, ToolCallID: part.ToolCallID, Output: rc.ModelOutput, Dynamic: rc.Dynamic})
+				emit(Event{Type: EventToolOutputAvailable, ToolCallID: part.ToolCallID, Output: rc.ModelOutput, Dynamic: rc.Dynamic})
 			}
 		case ToolStateOutputError:
 			rc.Error = part.ErrorText
@@ -440,6 +446,25 @@ func (t *turn) settleClientResults(ctx context.Context) {
 		}
 		t.callAfterToolCall(ctx, rc)
 	}
+}
+
+// settleHistoryResults settles the client outputs of the last assistant
+// message of a history the client sent whole (a turn that is not a
+// continuation: the stateless endpoints) and returns the history with
+// that message as the hooks left it; req.Messages is not changed.
+func (t *turn) settleHistoryResults(ctx context.Context, history []UIMessage) []UIMessage {
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role != RoleAssistant {
+			continue
+		}
+		history = slices.Clone(history)
+		msg := history[i]
+		msg.Parts = slices.Clone(msg.Parts)
+		t.settleClientResults(ctx, &msg)
+		history[i] = msg
+		break
+	}
+	return history
 }
 
 // runToolResult runs toolResult over rc's output. It returns the output the

@@ -473,6 +473,44 @@ func TestClientTools(t *testing.T) {
 			t.Errorf("afterToolCall for the client result: %+v", after)
 		}
 	})
+	t.Run("client result in a stateless history passes the toolResult hook and afterToolCall", func(t *testing.T) {
+		// The client sends the whole history: the call with its result,
+		// then a user message; the turn is not a continuation.
+		fake := newFake(callStep(`getLocation={}`), textStep("ok"))
+		h := newHarness(t, fake, client)
+		first := h.run(context.Background())
+		msg := first.Message
+		msg.Parts = slices.Clone(msg.Parts)
+		last := &msg.Parts[len(msg.Parts)-1]
+		last.State, last.Output = engine.ToolStateOutputAvailable, json.RawMessage(`{"city":"Paris","token":"s3cret"}`)
+		h.rec.result = func(rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, error) {
+			return &engine.ToolResultDecision{Output: json.RawMessage(`{"city":"Paris","token":"[REDACTED]"}`)}, nil
+		}
+		h.ev = &events{}
+		h.req.Emit = h.ev.emit
+		sent := append(slices.Clone(h.req.Messages), msg, engine.UIMessage{ID: "u2", Role: engine.RoleUser, Parts: []engine.UIPart{{Type: engine.PartText, Text: "and?"}}})
+		h.req.Messages, h.req.MessageID = sent, ""
+		h.req.ClientToolResults = []string{last.ToolCallID}
+		res := h.run(context.Background())
+		if seen := toolResultsSeen(t, fake.requests()[1])[0]; strings.Contains(string(seen.Output), "s3cret") || !strings.Contains(string(seen.Output), "[REDACTED]") {
+			t.Errorf("model saw %s", seen.Output)
+		}
+		if res.Continuation || res.Message.ID == msg.ID || strings.Contains(h.ev.text(), "s3cret") || strings.Contains(h.ev.text(), last.ToolCallID) {
+			t.Errorf("a new message (%s, continuation %v) whose stream names no history call: %s", res.Message.ID, res.Continuation, h.ev.text())
+		}
+		if p := sent[len(sent)-2].Parts[len(msg.Parts)-1]; !strings.Contains(string(p.Output), "s3cret") {
+			t.Errorf("the request's history was changed: %s", p.Output)
+		}
+		var after *engine.ToolCallResultContext
+		for i := range h.rec.after {
+			if h.rec.after[i].ToolCallID == last.ToolCallID {
+				after = &h.rec.after[i]
+			}
+		}
+		if after == nil || after.Decision != engine.DecisionClient || !after.Success || strings.Contains(string(after.ModelOutput), "s3cret") {
+			t.Errorf("afterToolCall for the client result: %+v", after)
+		}
+	})
 	t.Run("server and client call in one step", func(t *testing.T) {
 		fake := newFake(callStep(`A={"q":"x"}`, `getLocation={}`))
 		h := newHarness(t, fake, echoTool("A"), client)

@@ -39,10 +39,12 @@ type TurnRequest struct {
 	// (after client tool results, or continueLastTurn).
 	Continuation bool
 	// ClientToolResults are the toolCallIds of the continued message whose
-	// outputs the client has just supplied. Before beforeTurn the engine
-	// runs the toolResult hook on each (so a redaction changes what the
-	// model sees and what is persisted) and reports it to afterToolCall
-	// with Decision DecisionClient.
+	// outputs the client has just supplied — or, on a turn that is not a
+	// continuation (a stateless request, whose client sends the whole
+	// history), of the history's last assistant message. Before beforeTurn
+	// the engine runs the toolResult hook on each (so a redaction changes
+	// what the model sees and what is persisted) and reports it to
+	// afterToolCall with Decision DecisionClient.
 	ClientToolResults []string
 	// ApprovalResponses are the decisions on the continued message's
 	// tool calls awaiting approval (approval.go), as the gateway verified

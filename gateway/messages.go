@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,12 +17,13 @@ import (
 // OpenAI one: the client sends the whole history, the gateway runs the
 // turn on an ephemeral session (entry path "anthropic"), every rule runs,
 // server tools run in the gateway and the request's own tools are client
-// tools, returned as tool_use blocks. The wire format is package
-// gateway/anthropic's. A stream answers its 200 once the model answered
-// (text, thinking or a tool call) and gets a ping event whenever it was
-// silent for Options.AnthropicPing, so a slow tool does not let a proxy
-// cut it. A user message holds at most limits.attachments.maxCount image
-// and document blocks.
+// tools, returned as tool_use blocks, whose tool_result blocks the next
+// request brings pass toolResult and afterToolCall (statelessPlan). The
+// wire format is package gateway/anthropic's. A stream answers its 200
+// once the model answered (text, thinking or a tool call) and gets a ping
+// event whenever it was silent for Options.AnthropicPing, so a slow tool
+// does not let a proxy cut it. A user message holds at most
+// limits.attachments.maxCount image and document blocks.
 
 const formatAnthropic = "anthropic"
 
@@ -79,10 +79,7 @@ func (s *Server) messages(c *gin.Context) error {
 		agent: ag, principal: principal(c), sessionID: newID("ant_"), entry: engine.EntryAnthropic,
 		requestID: requestID(c), ephemeral: true, bounded: true, extraTools: tools, toolChoice: choice,
 		onEvent: enc.Event,
-		prepare: func(_ context.Context, tx *transcript) (*plan, error) {
-			tx.messages = history
-			return &plan{}, nil
-		},
+		prepare: statelessPlan(history),
 	}
 	if !req.Stream {
 		return s.answerStateless(c, in, anthropicTurnError, func(res *engine.TurnResult) any {

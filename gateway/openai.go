@@ -19,8 +19,10 @@ import (
 // The OpenAI-compatible endpoint is stateless: the client sends the whole
 // history. The gateway runs such a turn on an ephemeral session that is
 // never stored, and trusts the history no further than that turn: the
-// principal comes from the API key, never from the body, and every tool
-// call of the turn still goes through beforeToolCall.
+// principal comes from the API key, never from the body, every tool call
+// of the turn still goes through beforeToolCall, and the client tool
+// results the request brings go through toolResult and afterToolCall
+// (statelessPlan).
 
 // oaiRequest is the part of a chat completions request the gateway reads;
 // the other fields OpenAI defines (sampling, n, user, …) are accepted and
@@ -192,16 +194,42 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 	in := &turnInput{
 		agent: ag, principal: principal(c), sessionID: newID("oai_"), entry: engine.EntryOpenAI,
 		requestID: requestID(c), ephemeral: true, bounded: true, extraTools: tools,
-		prepare: func(_ context.Context, tx *transcript) (*plan, error) {
-			tx.messages = history
-			return &plan{}, nil
-		},
+		prepare: statelessPlan(history),
 	}
 	if !req.Stream {
 		return s.answerStateless(c, in, oaiTurnError, func(res *engine.TurnResult) any { return enc.completion(res) })
 	}
 	in.onEvent = enc.event
 	return s.streamStateless(c, in, enc, oaiTurnError, func(res *engine.TurnResult, _ error) { enc.end(res) })
+}
+
+// statelessPlan is the prepare of a stateless request's turn: its
+// transcript is the history the client sent, and the outputs that history
+// brings for the tool calls of its last assistant message — the results
+// the client sends back for the calls the previous request ended with,
+// new in this request — pass the toolResult hook and afterToolCall before
+// the model sees them (engine.TurnRequest.ClientToolResults), as a client
+// tool's output does on POST chat. The outputs of earlier assistant
+// messages were checked in the request they were new in, and are not
+// again: a client that rewrites its history could as well put the same
+// text in a user message, which no tool hook reads.
+func statelessPlan(history []engine.UIMessage) func(context.Context, *transcript) (*plan, error) {
+	var results []string
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role != engine.RoleAssistant {
+			continue
+		}
+		for _, p := range history[i].Parts {
+			if p.IsTool() && (p.State == engine.ToolStateOutputAvailable || p.State == engine.ToolStateOutputError) {
+				results = append(results, p.ToolCallID)
+			}
+		}
+		break
+	}
+	return func(_ context.Context, tx *transcript) (*plan, error) {
+		tx.messages = history
+		return &plan{clientResults: results}, nil
+	}
 }
 
 // statelessStream is the stream of an ephemeral turn's answer (the OpenAI

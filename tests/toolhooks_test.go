@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 )
@@ -43,19 +42,14 @@ var toolHookKinds = []struct {
 	{kind: "context", tool: "search_history", session: true, output: "use [search]_[history]"},
 }
 
-// The documented exclusions: combinations that do not exist, and why.
-const (
-	// excludeSessionTools: update_context and search_history work on the
-	// session's stored context blocks and messages; a stateless request
-	// (OpenAI, Anthropic) has none, so they are not offered there.
-	excludeSessionTools = "not offered on a stateless path: it has no stored session"
-	// excludeStatelessClientResult: on a stateless path the client sends
-	// the whole history with every request, so a client tool's result is
-	// part of the next request's input (as its user messages are), not a
-	// call of a turn: that turn runs no afterToolCall for it. The call
-	// itself went through beforeToolCall in the turn that made it.
-	excludeStatelessClientResult = "the result is the next stateless request's history, not a call of its turn"
-)
+// The documented exclusion: the combination that does not exist, and why.
+// (A client tool's result sent back on a stateless path is no exclusion:
+// the request that brings it runs toolResult and afterToolCall over it.)
+//
+// excludeSessionTools: update_context and search_history work on the
+// session's stored context blocks and messages; a stateless request
+// (OpenAI, Anthropic) has none, so they are not offered there.
+const excludeSessionTools = "not offered on a stateless path: it has no stored session"
 
 // hookTurn is what the test sees of one turn: its request id, the model's
 // text and the client tool call it ended with, if any.
@@ -147,9 +141,11 @@ func (x *extensionLog) last() uint64 {
 // beforeToolCall's decision record (naming the tool's kind, with the entry
 // path in its input), in toolResult's decision record, in the
 // afterToolCall record and in both deliveries of an extension subscribed
-// to beforeToolCall and afterToolCall; a sub-agent's own call too. The
-// combinations that do not exist are asserted as such (the exclude
-// constants say why).
+// to beforeToolCall and afterToolCall; a sub-agent's own call too. A client
+// tool's result is found in the request that sends it back: a continuation
+// on the stored paths, the next request's history on the stateless ones.
+// The combination that does not exist is asserted as such
+// (excludeSessionTools says why).
 func TestToolHooksEveryKindEveryPath(t *testing.T) {
 	ext := startExtensionLog(t)
 	x := startToolsOn(t, "toolhooks", "TURNGATE_TEST_EXT_URL="+ext.URL, "TURNGATE_TEST_EXT_SECRET=toolhooks-secret-0123456789")
@@ -164,9 +160,6 @@ func TestToolHooksEveryKindEveryPath(t *testing.T) {
 		{name: "openai", entry: "openai", stateless: true, turn: g.hookOpenAITurn, answer: g.hookOpenAIAnswer},
 		{name: "anthropic", entry: "anthropic", stateless: true, turn: g.hookAnthropicTurn, answer: g.hookAnthropicAnswer},
 	}
-	// excluded are the stateless client results: no afterToolCall delivery
-	// may name them, checked once every delivery has arrived.
-	var excluded [][]string
 	n := 0
 	for _, p := range paths {
 		for _, k := range toolHookKinds {
@@ -185,26 +178,18 @@ func TestToolHooksEveryKindEveryPath(t *testing.T) {
 				}
 				turn := p.turn(t, session, rid, "use "+k.tool)
 				wantRecords(t, g, ext, "beforeToolCall", k.tool, "hooks", p.entry, k.kind, turn.requestID)
-				ids := []string{turn.requestID}
 				if k.client {
 					if turn.callID == "" {
 						t.Fatalf("the turn did not end with a pending %s call: %q", k.tool, turn.text)
 					}
+					// The request that sends the result back runs the
+					// result's hooks, on every path.
 					turn = p.answer(t, session, rid+"_answer", turn, "yes")
-					ids = append(ids, turn.requestID)
 				}
 				if want := "The " + k.tool + " tool returned: "; !strings.Contains(turn.text, want) || !strings.Contains(turn.text, k.output) {
 					t.Errorf("the answer %q does not show the model saw the %s result (%q)", turn.text, k.tool, k.output)
 				}
-				if k.client && p.stateless {
-					toolHookExclusion(t, excludeStatelessClientResult)
-					g.waitTurnRecord(t, turn.requestID)
-					g.noRecord(t, "toolResult", k.tool, ids...)
-					g.noRecord(t, "afterToolCall", k.tool, ids...)
-					excluded = append(excluded, append([]string{k.tool}, ids...))
-					return
-				}
-				wantRecords(t, g, ext, "afterToolCall", k.tool, "hooks", "", "", ids...)
+				wantRecords(t, g, ext, "afterToolCall", k.tool, "hooks", "", "", turn.requestID)
 				if k.sub != "" {
 					wantRecords(t, g, ext, "beforeToolCall", k.sub, "helper", "subAgent", "http", turn.requestID)
 					wantRecords(t, g, ext, "afterToolCall", k.sub, "helper", "", "", turn.requestID)
@@ -212,24 +197,6 @@ func TestToolHooksEveryKindEveryPath(t *testing.T) {
 			})
 		}
 	}
-	t.Run("no afterToolCall delivery for a stateless client result", func(t *testing.T) {
-		// Deliveries arrive in order: once the last one the test caused is
-		// in, the excluded ones would be too.
-		last := ext.last()
-		poll(t, "the extension's deliveries settle", func() error {
-			time.Sleep(100 * time.Millisecond)
-			if now := ext.last(); now != last {
-				last = now
-				return fmt.Errorf("delivery %d arrived", now)
-			}
-			return nil
-		})
-		for _, e := range excluded {
-			if d, ok := ext.find("afterToolCall", e[0], "hooks", e[1:]...); ok {
-				t.Errorf("afterToolCall delivery for the excluded %s result: %+v", e[0], d)
-			}
-		}
-	})
 }
 
 // toolHookExclusion logs why a combination is asserted as absent.
