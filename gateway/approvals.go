@@ -523,6 +523,36 @@ func (s *Server) listApprovals(c *gin.Context) error {
 	return nil
 }
 
+// getApproval serves GET /v1/approvals/{id}: one approval, with the input
+// that would run, to a principal who may decide it (what an approval
+// webhook's receiver reads, the webhook's body carrying no input); 403
+// naming why to one who may not, 404 for another tenant's.
+func (s *Server) getApproval(c *gin.Context) error {
+	a, err := s.tenantApproval(c)
+	if err != nil {
+		return err
+	}
+	if why := mayDecide(principal(c), a); why != "" {
+		return errorf(http.StatusForbidden, CodeForbidden, "you may not decide this approval: %s", why)
+	}
+	c.JSON(http.StatusOK, newApprovalResponse(a))
+	return nil
+}
+
+// tenantApproval loads the approval the request's :id names, of the
+// caller's tenant.
+func (s *Server) tenantApproval(c *gin.Context) (*store.Approval, error) {
+	id := c.Param("id")
+	if !validID(id) {
+		return nil, errApprovalNotFound
+	}
+	a, err := s.store.GetApproval(c.Request.Context(), principal(c).Tenant, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errApprovalNotFound
+	}
+	return a, err
+}
+
 // decisionRequest is the body of POST /v1/approvals/{id}.
 type decisionRequest struct {
 	Approved *bool  `json:"approved"`
@@ -571,10 +601,7 @@ func (s *Server) decideApproval(c *gin.Context) error {
 		return err
 	}
 	p := principal(c)
-	a, err := s.store.GetApproval(ctx, p.Tenant, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return errApprovalNotFound
-	}
+	a, err := s.tenantApproval(c)
 	if err != nil {
 		return err
 	}

@@ -310,3 +310,22 @@ func TestHeldStreamReplaysWhatTheTurnAdded(t *testing.T) {
 		}
 	}
 }
+
+// GET /v1/approvals/{id} shows an approver one approval with the input
+// that would run (what a webhook's receiver reads: its events carry no
+// input); the chat user may not read a role approval, another tenant
+// finds none.
+func TestGetApproval(t *testing.T) {
+	g := newTestGateway(t, "approval", withApprovalKeys)
+	chunks, m := askApproval(t, g, "get", "/big/db", bearer(userKey)...)
+	id := chunks[slices.Index(types(chunks), "tool-approval-request")].str("approvalId")
+	var a approvalResponse
+	g.doJSON("GET", "/v1/approvals/"+id, nil, http.StatusOK, &a, bearer(opsKey)...)
+	if a.ID != id || a.MessageID != m.ID || a.State != "pending" || string(a.Input) != `{"path":"/big/db"}` || !slices.Equal(a.Approvers, []string{"role:ops"}) {
+		t.Errorf("GET approval %+v", a)
+	}
+	g.doJSON("GET", "/v1/approvals/"+id, nil, http.StatusForbidden, nil, bearer(userKey)...)
+	g.doJSON("GET", "/v1/approvals/"+id, nil, http.StatusNotFound, nil, bearer(otherKey)...)
+	g.doJSON("GET", "/v1/approvals/appr_none", nil, http.StatusNotFound, nil, bearer(opsKey)...)
+	g.doJSON("GET", "/v1/approvals/bad%20id", nil, http.StatusNotFound, nil, bearer(opsKey)...)
+}

@@ -461,6 +461,7 @@ func (s *Server) routes() http.Handler {
 	ag.POST("/sessions/:id/cancel", s.handle(s.cancel))
 	ag.GET("/sessions/:id/submissions/:sid", s.handle(s.submissionStatus))
 	v1.GET("/approvals", s.handle(s.listApprovals))
+	v1.GET("/approvals/:id", s.handle(s.getApproval))
 	v1.POST("/approvals/:id", s.handle(s.decideApproval))
 	ag.DELETE("/sessions/:id/submissions", s.handle(s.dropSubmissions))
 	v1.GET("/agents", s.handle(s.listAgents))
