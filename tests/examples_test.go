@@ -45,6 +45,7 @@ type exampleRun struct {
 // list, the folders and examples/README.md agree.
 var exampleCases = []exampleCase{
 	{"anthropic-client", exampleAnthropicClient, nil},
+	{"approval-webhooks", exampleApprovalWebhooks, approvalReceiver},
 	{"audit-every-tool-call", exampleAuditEveryToolCall, nil},
 	{"console", exampleConsole, nil},
 	{"cached-weather", exampleCachedWeather, nil},
@@ -68,6 +69,7 @@ var exampleCases = []exampleCase{
 	{"redact-before-persist", exampleRedactBeforePersist, nil},
 	{"redact-secrets-in-tool-output", exampleRedactSecretsInToolOutput, accountsService},
 	{"restrict-active-tools", exampleRestrictActiveTools, nil},
+	{"retention", exampleRetention, nil},
 	{"shadow-rollout", exampleShadowRollout, nil},
 	{"selected-file-context", exampleSelectedFileContext, nil},
 	{"file-attachments", exampleFileAttachments, nil},
@@ -180,11 +182,13 @@ func runCheckScript(t *testing.T, src string) {
 	// module root (go.mod) two levels up for the Go programs an example
 	// builds (its binary comes from $TURNGATE), with the packages of
 	// the module they use (the tracing example's collector, the jwt-auth
-	// example's identity provider).
+	// example's identity provider, the approval-webhooks example's
+	// receiver).
 	root := t.TempDir()
 	dir := filepath.Join(root, "examples", filepath.Base(src))
 	copyDir(t, src, dir)
-	for _, f := range []string{"go.mod", "go.sum", "examples/lib.sh", "internal/tracing/otlptest/receiver.go", "gateway/identity/idptest/idptest.go"} {
+	for _, f := range []string{"go.mod", "go.sum", "examples/lib.sh", "internal/tracing/otlptest/receiver.go", "gateway/identity/idptest/idptest.go",
+		"gateway/extension/sign.go"} {
 		data, err := os.ReadFile(filepath.Join(repoRoot, f))
 		if err != nil {
 			t.Fatal(err)
