@@ -96,7 +96,7 @@ func (r *fileRules) countFiles(n int, field string) error {
 	}
 	ae := errorf(http.StatusBadRequest, CodeInvalidAttachment, "field %s: %d files is more than the limit of %d (limits.attachments.maxCount)",
 		field, n, r.limits.MaxCount)
-	ae.Pointer = jsonPointer(field)
+	ae.Pointer, ae.Param = jsonPointer(field), field
 	return ae
 }
 

@@ -83,6 +83,23 @@ func (m oaiMessage) text() string {
 	return b.String()
 }
 
+// files counts a message's file content parts (image_url, input_audio and
+// file), which limits.attachments.maxCount bounds though only text is read.
+func (m oaiMessage) files() int {
+	var parts []struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(m.Content, &parts) // a string, null or absent: none
+	n := 0
+	for _, p := range parts {
+		switch p.Type {
+		case "image_url", "input_audio", "file":
+			n++
+		}
+	}
+	return n
+}
+
 // toUIMessages converts an OpenAI history to UI messages.
 func (r *oaiRequest) toUIMessages() ([]engine.UIMessage, error) {
 	var out []engine.UIMessage
@@ -178,6 +195,12 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 	}
 	if len(req.Messages) > s.cfg.Limits.MaxMessages {
 		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), s.cfg.Limits.MaxMessages)
+	}
+	files := s.fileRules(ag)
+	for i, m := range req.Messages {
+		if err := files.countFiles(m.files(), fmt.Sprintf("messages[%d].content", i)); err != nil {
+			return err
+		}
 	}
 	history, err := req.toUIMessages()
 	if err != nil {

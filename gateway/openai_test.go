@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -174,19 +175,32 @@ func TestOpenAIErrors(t *testing.T) {
 		{"too many messages", map[string]any{"model": "demo", "messages": []any{user, user, user, user}}, 413, CodeTooLarge},
 		{"body too large", `{"model":"demo","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, CodeTooLarge},
 		{"orphan tool result", map[string]any{"model": "demo", "messages": []any{map[string]any{"role": "tool", "tool_call_id": "x", "content": "1"}}}, 400, CodeInvalidRequest},
+		{name: "too many files", body: map[string]any{"model": "demo", "messages": []any{user, map[string]any{"role": "user", "content": append(slices.Repeat([]any{
+			map[string]any{"type": "image_url", "image_url": map[string]any{"url": "https://example.com/a.png"}}}, 4),
+			map[string]any{"type": "file", "file": map[string]any{"file_id": "f1"}}, map[string]any{"type": "text", "text": "look"})}}},
+			want: 400, code: CodeInvalidAttachment},
 	}
+	// params are the error params of the cases that name a field.
+	params := map[string]string{"bad role": "messages[0].role", "server tool shadowed": "tools[0].function.name",
+		"orphan tool result": "messages[0].tool_call_id", "too many files": "messages[1].content"}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := g.do("POST", "/v1/chat/completions", tc.body)
 			defer resp.Body.Close()
 			var body struct {
-				Error struct{ Message, Type, Code string } `json:"error"`
+				Error struct {
+					Message, Type, Code string
+					Param               *string
+				} `json:"error"`
 			}
 			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 				t.Fatal(err)
 			}
 			if resp.StatusCode != tc.want || body.Error.Code != tc.code || body.Error.Message == "" || body.Error.Type == "" {
 				t.Errorf("status %d, error %+v; want %d %s", resp.StatusCode, body.Error, tc.want, tc.code)
+			}
+			if param, ok := params[tc.name]; ok && (body.Error.Param == nil || *body.Error.Param != param || !strings.Contains(body.Error.Message, param)) {
+				t.Errorf("error %+v, want param and message naming %s", body.Error, param)
 			}
 			if resp.Header.Get("x-should-retry") != "false" {
 				t.Error("a client error must carry x-should-retry: false")
