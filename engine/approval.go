@@ -239,7 +239,7 @@ func (t *turn) settleApproval(ctx context.Context, i int, r ApprovalResponse, st
 	t.records = append(t.records, ToolCallRecord{ToolCallID: part.ToolCallID, ToolName: name, Input: cs.call.Input, StepNumber: step, Decision: DecisionDenied})
 	t.emit(Event{Type: EventToolOutputDenied, ToolCallID: part.ToolCallID})
 	rc := &ToolCallResultContext{
-		Identity:   t.req.Identity,
+		Identity:   t.identity(),
 		Type:       "tool-call",
 		ToolCallID: part.ToolCallID,
 		ToolName:   name,

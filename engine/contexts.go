@@ -35,6 +35,14 @@ type Identity struct {
 	EntryPath string `json:"entryPath"`
 	// Depth is the sub-agent nesting depth (0 for a top-level turn).
 	Depth int `json:"depth,omitempty"`
+	// Deadline is when the turn's time runs out (the gateway's
+	// limits.turnTimeout, or sooner its timeout.totalMs once beforeTurn
+	// set one), as the hook is called; zero when it has none.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Aborted reports that the turn's abort signal had fired when the hook
+	// was called: the client cancelled or went away, the turn timed out, or
+	// the gateway is shutting down. Work for the turn is then wasted.
+	Aborted bool `json:"aborted,omitempty"`
 }
 
 // TurnContext is what beforeTurn sees: the fully assembled context.

@@ -79,6 +79,7 @@ func New(opts Options) *Engine {
 func (e *Engine) Run(ctx context.Context, req *TurnRequest) *TurnResult {
 	t := newTurn(e, req)
 	ctx = t.startTrace(ctx)
+	t.live = ctx
 	t.emitStart()
 	if err := t.setup(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -93,6 +94,7 @@ func (e *Engine) Run(ctx context.Context, req *TurnRequest) *TurnResult {
 		var cancel context.CancelFunc
 		runCtx, cancel = context.WithTimeoutCause(ctx, time.Duration(t.timeout.TotalMs)*time.Millisecond, errTotalTimeout)
 		defer cancel()
+		t.live = runCtx
 	}
 	t.loop(ctx, runCtx)
 	return t.end(ctx)

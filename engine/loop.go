@@ -78,6 +78,9 @@ type turn struct {
 	e     *Engine
 	req   *TurnRequest
 	hooks Hooks
+	// live is the context the turn runs under: its deadline and abort
+	// signal, as hooks see them (identity).
+	live  context.Context
 	log   *slog.Logger
 	emitF func(Event)
 	begin time.Time
@@ -149,6 +152,17 @@ func newTurn(e *Engine, req *TurnRequest) *turn {
 	return t
 }
 
+// identity is the turn's identity as a hook called now sees it: with the
+// turn's deadline and whether it was aborted.
+func (t *turn) identity() Identity {
+	id := t.req.Identity
+	if t.live != nil {
+		id.Deadline, _ = t.live.Deadline()
+		id.Aborted = t.live.Err() != nil
+	}
+	return id
+}
+
 func (t *turn) emit(ev Event) {
 	if t.emitF != nil {
 		t.emitF(ev)
@@ -186,7 +200,7 @@ func (t *turn) setup(ctx context.Context) error {
 		history = t.settleHistoryResults(ctx, history)
 	}
 	tc := &TurnContext{
-		Identity:     req.Identity,
+		Identity:     t.identity(),
 		System:       req.System,
 		Messages:     ConvertToModelMessages(history),
 		Tools:        t.toolInfos(nil),
@@ -403,7 +417,7 @@ type stepPlan struct {
 // (the same stage as an unknown model in the turn's configuration).
 func (t *turn) prepareStep(ctx context.Context, n int) (stepPlan, string, error) {
 	sc, err := callBeforeStep(ctx, t.hooks, &PrepareStepContext{
-		Identity:    t.req.Identity,
+		Identity:    t.identity(),
 		StepNumber:  n,
 		Steps:       slices.Clip(t.steps),
 		Model:       t.model,
@@ -505,6 +519,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*Step
 	t.msg.Parts = append(t.msg.Parts, UIPart{Type: PartStepStart})
 	var st stepState
 	t.chunk.StepNumber = n
+	t.chunk.Identity = t.identity()
 	for ok {
 		if timer != nil {
 			timer.Reset(chunkTimeout)
@@ -536,7 +551,7 @@ func (t *turn) runStep(parent, ctx context.Context, n int, plan stepPlan) (*Step
 	t.closeBlocks(true)
 	t.tr.endModel(&st.finish, nil, &st)
 	step := &StepResult{
-		Identity:         t.req.Identity,
+		Identity:         t.identity(),
 		StepNumber:       n,
 		Model:            plan.model,
 		Text:             string(st.text),
@@ -916,7 +931,7 @@ func (t *turn) chatError(ctx context.Context, stage, class string, err error, de
 		def = msg
 	}
 	ec := &ChatErrorContext{
-		Identity:       t.req.Identity,
+		Identity:       t.identity(),
 		Stage:          stage,
 		Err:            err,
 		Message:        err.Error(),
@@ -967,7 +982,7 @@ func (t *turn) end(ctx context.Context) *TurnResult {
 		res.Usage = res.Usage.Add(t.steps[i].Usage)
 	}
 	t.callOnChatResponse(obs, &ChatResponseResult{
-		Identity:     t.req.Identity,
+		Identity:     t.identity(),
 		Message:      t.msg,
 		Continuation: t.req.Continuation,
 		Status:       t.status,

@@ -106,7 +106,7 @@ func (t *turn) decide(ctx context.Context, cs *callState, validJSON bool, step i
 		return
 	}
 	d, err := callBeforeToolCall(ctx, t.hooks, &ToolCallContext{
-		Identity:      t.req.Identity,
+		Identity:      t.identity(),
 		Type:          "tool-call",
 		ToolCallID:    cs.call.ToolCallID,
 		ToolName:      name,
@@ -252,7 +252,7 @@ func (t *turn) runTool(ctx context.Context, cs *callState, step int, msgs []Mode
 	defer cancel()
 	start := time.Now()
 	out, err := safeExecute(tctx, cs.tool.Executor, ToolExecution{
-		Identity:       t.req.Identity,
+		Identity:       t.identity(),
 		ToolCallID:     cs.call.ToolCallID,
 		ToolName:       cs.call.ToolName,
 		Input:          cs.effective,
@@ -321,7 +321,7 @@ func (t *turn) settle(ctx context.Context, cs *callState, step *StepResult, msgs
 	ctx = t.tr.toolContext(ctx, cs)
 	defer t.tr.endTool(cs)
 	rc := &ToolCallResultContext{
-		Identity:       t.req.Identity,
+		Identity:       t.identity(),
 		Type:           "tool-call",
 		ToolCallID:     cs.call.ToolCallID,
 		ToolName:       cs.call.ToolName,
@@ -412,7 +412,7 @@ func (t *turn) settleClientResults(ctx context.Context, msg *UIMessage) {
 		}
 		name := part.ToolPartName()
 		rc := &ToolCallResultContext{
-			Identity:   t.req.Identity,
+			Identity:   t.identity(),
 			Type:       "tool-call",
 			ToolCallID: part.ToolCallID,
 			ToolName:   name,

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -179,4 +181,74 @@ type telemetryHook struct {
 
 func (h telemetryHook) BeforeTurn(context.Context, *engine.TurnContext) (*engine.TurnConfig, error) {
 	return &engine.TurnConfig{Telemetry: h.cfg}, nil
+}
+
+// signalHooks records the deadline and abort signal each hook saw.
+type signalHooks struct {
+	engine.NopHooks
+	mu   sync.Mutex
+	seen map[string]engine.Identity
+}
+
+func (h *signalHooks) saw(hook string, id engine.Identity) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seen[hook] = id
+}
+
+func (h *signalHooks) BeforeTurn(_ context.Context, tc *engine.TurnContext) (*engine.TurnConfig, error) {
+	h.saw("beforeTurn", tc.Identity)
+	return &engine.TurnConfig{Timeout: &engine.TimeoutConfig{TotalMs: 60_000}}, nil
+}
+
+func (h *signalHooks) BeforeStep(_ context.Context, sc *engine.PrepareStepContext) (*engine.StepConfig, error) {
+	h.saw("beforeStep", sc.Identity)
+	return nil, nil
+}
+
+func (h *signalHooks) OnChatResponse(_ context.Context, r *engine.ChatResponseResult) {
+	h.saw("onChatResponse", r.Identity)
+}
+
+// TestHooksSeeDeadlineAndAbort checks the turn's deadline and abort
+// signal in the hooks' identity: beforeTurn sees the caller's deadline,
+// beforeStep the sooner one of the turn's timeout.totalMs; nothing is
+// aborted until the caller cancels while a tool runs, and onChatResponse,
+// after that, sees it.
+func TestHooksSeeDeadlineAndAbort(t *testing.T) {
+	eng := engine.New(engine.Options{Models: models{"scripted": scripted.Default()}, Logger: quiet})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	start := time.Now()
+	h := &signalHooks{seen: map[string]engine.Identity{}}
+	req := weatherTurn()
+	req.Hooks = h
+	req.Tools[0].Executor = engine.ExecutorFunc(func(ctx context.Context, _ engine.ToolExecution) (json.RawMessage, error) {
+		cancel()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	if res := eng.Run(ctx, req); res.Status != engine.StatusAborted {
+		t.Fatalf("status %s, want aborted", res.Status)
+	}
+	tests := []struct {
+		hook     string
+		deadline time.Duration // from the start, within a minute
+		aborted  bool
+	}{
+		{"beforeTurn", time.Hour, false},
+		{"beforeStep", time.Minute, false},
+		{"onChatResponse", time.Minute, true},
+	}
+	for _, tt := range tests {
+		id, ok := h.seen[tt.hook]
+		switch {
+		case !ok:
+			t.Errorf("%s was not called", tt.hook)
+		case id.Deadline.Before(start.Add(tt.deadline-time.Minute/2)) || id.Deadline.After(time.Now().Add(tt.deadline)):
+			t.Errorf("%s: deadline %v, want about %v from the start", tt.hook, id.Deadline.Sub(start), tt.deadline)
+		case id.Aborted != tt.aborted || id.RequestID != "bench":
+			t.Errorf("%s: aborted %v, requestId %q; want %v and the turn's", tt.hook, id.Aborted, id.RequestID, tt.aborted)
+		}
+	}
 }

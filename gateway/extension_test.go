@@ -28,6 +28,8 @@ type received struct {
 	Hook      string                    `json:"hook"`
 	RequestID string                    `json:"requestId"`
 	Agent     string                    `json:"agent"`
+	Deadline  time.Time                 `json:"deadline"`
+	Aborted   bool                      `json:"aborted"`
 	Snapshot  json.RawMessage           `json:"snapshot"`
 	Snapshots []extension.ChunkSnapshot `json:"snapshots"`
 }

@@ -171,6 +171,9 @@ func celType(s map[string]any) string {
 	}
 	switch s["type"] {
 	case "string":
+		if s["format"] == "date-time" {
+			return "timestamp"
+		}
 		return "string"
 	case "integer":
 		return "int"

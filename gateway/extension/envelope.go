@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Version is the envelope format's version.
@@ -32,6 +33,13 @@ type Envelope struct {
 	RequestID string `json:"requestId"`
 	SessionID string `json:"sessionId"`
 	Agent     string `json:"agent"`
+	// Deadline is when the turn's time runs out (engine.Identity's), so
+	// an extension can bound its own work; absent when it has none.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Aborted is set when the turn's abort signal had fired as the hook
+	// was called (cancelled, timed out, shutdown): the result will not be
+	// used, and an observation hook reports an ending turn.
+	Aborted bool `json:"aborted,omitempty"`
 	// Snapshot is the hook's snapshot, for every hook but onChunk.
 	Snapshot any `json:"snapshot,omitempty"`
 	// Snapshots are onChunk's batch of chunk snapshots, in stream order.

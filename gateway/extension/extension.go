@@ -180,7 +180,8 @@ func (x *ext) subscribed(hook, agent string) bool {
 func (x *ext) envelope(hook string, id *engine.Identity, snapshot any, chunks []ChunkSnapshot) (uint64, []byte, error) {
 	n := x.seq.Add(1)
 	body, err := json.Marshal(&Envelope{Version: Version, ID: n, Extension: x.cfg.Name, Hook: hook,
-		RequestID: id.RequestID, SessionID: id.SessionID, Agent: id.Agent, Snapshot: snapshot, Snapshots: chunks})
+		RequestID: id.RequestID, SessionID: id.SessionID, Agent: id.Agent, Deadline: id.Deadline, Aborted: id.Aborted,
+		Snapshot: snapshot, Snapshots: chunks})
 	return n, body, err
 }
 

@@ -464,3 +464,33 @@ func TestTelemetryField(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlineAndAborted checks turn.deadline and turn.aborted: a rule
+// picks a faster model when little time is left, and none when the turn
+// is aborted.
+func TestDeadlineAndAborted(t *testing.T) {
+	s := mustCompile(t, file("t.yaml", `beforeTurn:
+  - name: hurry
+    when: '!turn.aborted && turn.deadline - now < duration("20s")'
+    set: {model: '"fast"'}
+`))
+	tests := []struct {
+		name     string
+		deadline time.Duration // from now
+		aborted  bool
+		want     bool // the rule fires
+	}{
+		{"little time left", 10 * time.Second, false, true},
+		{"plenty of time", time.Minute, false, false},
+		{"aborted", 10 * time.Second, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := &engine.TurnContext{Identity: engine.Identity{Deadline: epoch.Add(tt.deadline), Aborted: tt.aborted}}
+			cfg, _, err := s.BeforeTurn(context.Background(), tc, epoch)
+			if err != nil || (cfg != nil) != tt.want {
+				t.Errorf("BeforeTurn = %+v, %v; want the rule to fire: %v", cfg, err, tt.want)
+			}
+		})
+	}
+}

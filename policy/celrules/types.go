@@ -59,6 +59,8 @@ func init() {
 		field("compacted", types.BoolType, func(t *engine.TurnContext) ref.Val { return types.Bool(t.Compacted) }),
 		field("summary", types.StringType, func(t *engine.TurnContext) ref.Val { return types.String(t.Summary) }),
 		field("attachments", types.NewListType(attachmentType.typ), func(t *engine.TurnContext) ref.Val { return newObjectList(attachmentType, t.Attachments) }),
+		field("deadline", types.TimestampType, func(t *engine.TurnContext) ref.Val { return types.Timestamp{Time: t.Deadline} }),
+		field("aborted", types.BoolType, func(t *engine.TurnContext) ref.Val { return types.Bool(t.Aborted) }),
 	)
 	addFields(stepType,
 		field("stepNumber", types.IntType, func(s *engine.PrepareStepContext) ref.Val { return types.Int(s.StepNumber) }),
@@ -525,6 +527,8 @@ func JSONSchema(variable string) (map[string]any, error) {
 			return map[string]any{"type": "number"}
 		case types.BoolKind:
 			return map[string]any{"type": "boolean"}
+		case types.TimestampKind:
+			return map[string]any{"type": "string", "format": "date-time"}
 		case types.ListKind:
 			return map[string]any{"type": "array", "items": schema(t.Parameters()[0])}
 		case types.MapKind:
