@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/console"
 )
 
@@ -46,7 +47,8 @@ func status(t *testing.T, g *testGateway, method, path string, body any, headers
 // session cookie, each answers 401 (the console's sign-in page and its
 // script excepted).
 func TestConsoleRoutesRefuseStrangers(t *testing.T) {
-	g := newTestGateway(t, "approval", withApprovalKeys)
+	// debug.pprof on: its profiles need an admin too.
+	g := newTestGateway(t, "approval", withApprovalKeys, func(cfg *config.Config) { cfg.Debug.Pprof = true })
 	signedOut := consoleSignIn(t, g, opsKey)
 	if code, body := status(t, g, "DELETE", "/console/api/session", nil, signedOut...); code != http.StatusNoContent {
 		t.Fatalf("sign-out: %d %s", code, body)
@@ -54,9 +56,12 @@ func TestConsoleRoutesRefuseStrangers(t *testing.T) {
 	param := regexp.MustCompile(`[:*][a-z]+`)
 	// The WebSocket handshake authenticates itself after the upgrade
 	// (ws_test.go); the others are public.
-	public := []string{"/healthz", "/readyz", "/metrics", "/debug/pprof", "/v1/agents/:agent/ws"}
-	walked := 0
+	public := []string{"/healthz", "/readyz", "/metrics", "/v1/agents/:agent/ws"}
+	walked, pprof := 0, 0
 	for _, rt := range g.srv.handler.(*gin.Engine).Routes() {
+		if strings.HasPrefix(rt.Path, "/debug/pprof") {
+			pprof++
+		}
 		if slices.ContainsFunc(public, func(p string) bool { return strings.HasPrefix(rt.Path, p) }) {
 			continue
 		}
@@ -86,8 +91,8 @@ func TestConsoleRoutesRefuseStrangers(t *testing.T) {
 			t.Errorf("GET %s without a session: %d", p, code)
 		}
 	}
-	if walked < 60 {
-		t.Fatalf("walked only %d requests", walked)
+	if walked < 60 || pprof == 0 {
+		t.Fatalf("walked only %d requests, %d pprof routes", walked, pprof)
 	}
 	if code, body := status(t, g, "GET", "/console/", nil); code != http.StatusOK || !strings.Contains(body, "/console/static/main.js") {
 		t.Errorf("the sign-in page: %d %s", code, body)

@@ -384,12 +384,13 @@ func FuzzDecodeSignIn(f *testing.F) {
 }
 
 // TestScriptsParse checks every embedded module with node --check, so a
-// syntax error cannot ship a console that stays at "Loading…". Node.js
-// is on every machine that runs the tests (tests/node needs it).
+// syntax error cannot ship a console that stays at "Loading…". A machine
+// with only Go skips it (the console needs no Node.js); .ci/run installs
+// Node.js, so CI runs it.
 func TestScriptsParse(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatalf("node --check needs Node.js: %v", err)
+		t.Skipf("skipping: node --check needs Node.js, which is not in PATH (%v); .ci/run installs it, and TestConsoleInBrowser runs the modules in Chromium", err)
 	}
 	c := newTestConsole(fakeclock.New(time.Unix(1_800_000_000, 0)), 0)
 	dir := t.TempDir()
