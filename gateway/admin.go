@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/turngate/turngate/gateway/decisions"
+	"github.com/turngate/turngate/gateway/liveconfig"
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/policy"
@@ -57,7 +58,7 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		Coverage *ruleset.Coverage `json:"coverage,omitempty"`
 		// CoverageErrors say why it could not be measured.
 		CoverageErrors policy.Errors `json:"coverageErrors,omitempty"`
-	}{st, st.Dir, s.cfg.Replica.ID, kills, s.metrics.ShadowCounts(), quotas, usageError, cov, covErrs})
+	}{st, st.Dir, s.conf().Replica.ID, kills, s.metrics.ShadowCounts(), quotas, usageError, cov, covErrs})
 	return nil
 }
 
@@ -155,5 +156,27 @@ func (s *Server) rulesEval(c *gin.Context) error {
 		cand.Explain(ctx, candRes)
 	}
 	c.JSON(http.StatusOK, evalComparison{Live: res, Candidate: candRes})
+	return nil
+}
+
+// configStatus serves GET /v1/admin/config: the live configuration's
+// revision, when it loaded, and the reload history with the positioned
+// errors of rejected reloads (liveconfig.Status). The file is the
+// fleet's, every tenant's: a tenant admin is refused (403 naming
+// global-admin). A gateway started without a config file (the embedded
+// default) reloads nothing: 404.
+func (s *Server) configStatus(c *gin.Context) error {
+	if !decisionScope(principal(c)).AllTenants {
+		return errorf(http.StatusForbidden, CodeForbidden, "the configuration is every tenant's: its status needs the %q role", RoleGlobalAdmin)
+	}
+	if s.liveConfig == nil {
+		return errorf(http.StatusNotFound, CodeNotFound, "the gateway runs the embedded default configuration (no --config file): nothing reloads")
+	}
+	c.JSON(http.StatusOK, struct {
+		liveconfig.Status
+		// Replica names the replica whose configuration this is: each
+		// replica reloads its own file.
+		Replica string `json:"replica"`
+	}{s.liveConfig.Status(), s.conf().Replica.ID})
 	return nil
 }

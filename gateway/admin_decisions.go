@@ -20,10 +20,10 @@ import (
 // records into the store, tapping the audit log; nil when
 // decisions.store is false. linger is the writer's Options.Linger.
 func (s *Server) newDecisionWriter(now func() time.Time, linger time.Duration) *decisions.Writer {
-	if !s.cfg.Decisions.Stored() {
+	if !s.conf().Decisions.Stored() {
 		return nil
 	}
-	w := decisions.New(s.store, decisions.Options{Retention: s.cfg.Decisions.Retention, Linger: linger, Now: now, Logger: s.log, Metrics: s.metrics})
+	w := decisions.New(s.store, decisions.Options{Retention: s.conf().Decisions.Retention, Linger: linger, Now: now, Logger: s.log, Metrics: s.metrics})
 	s.audit.SetTap(w.Tap)
 	return w
 }
@@ -36,7 +36,7 @@ func (s *Server) flushDecisions(ctx context.Context) {
 		return
 	}
 	s.audit.Flush()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Store.Timeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.conf().Store.Timeout)
 	defer cancel()
 	if err := s.decisions.Flush(fctx); err != nil {
 		s.log.Error("decision store: records not stored at shutdown (the JSONL audit log has them)", "pending", s.decisions.Pending(), "err", err)

@@ -35,7 +35,7 @@ func (s *Server) quotaViews(ctx context.Context, scope decisions.Scope) ([]quota
 	mine := func(tenant string) bool { return scope.AllTenants || tenant == "" || tenant == scope.Tenant }
 	rep, err := s.quotas.Usage(ctx, s.quotaKeys(scope))
 	views := []quotaView{}
-	for _, q := range s.cfg.Quotas {
+	for _, q := range s.conf().Quotas {
 		if !mine(q.Tenant) {
 			continue
 		}
@@ -62,18 +62,18 @@ func (s *Server) quotaKeys(scope decisions.Scope) []engine.Identity {
 		return nil
 	}
 	var ps []engine.Principal
-	for _, k := range s.cfg.Auth.APIKeys {
+	for _, k := range s.conf().Auth.APIKeys {
 		ps = append(ps, engine.Principal{Tenant: k.Tenant, Subject: k.Subject})
 	}
 	if len(ps) == 0 {
 		ps = append(ps, engine.Principal{Tenant: anonymous.Tenant, Subject: anonymous.Subject})
 	}
-	ids := make([]engine.Identity, 0, len(ps)*len(s.cfg.Agents))
+	ids := make([]engine.Identity, 0, len(ps)*len(s.conf().Agents))
 	for _, p := range ps {
 		if !scope.AllTenants && p.Tenant != scope.Tenant {
 			continue
 		}
-		for _, a := range s.cfg.Agents {
+		for _, a := range s.conf().Agents {
 			ids = append(ids, engine.Identity{Agent: a.Name, Principal: p})
 		}
 	}

@@ -55,7 +55,7 @@ func (s *Server) unadmit(ctx context.Context, in *turnInput, a *quota.Admission)
 // newQuotas compiles the config's quotas onto the declared state: refusals
 // are decision records in the audit log and counted in the metrics.
 func (s *Server) newQuotas(now func() time.Time) (*quota.Quotas, error) {
-	return quota.New(s.cfg.Quotas, s.state, quota.Options{
+	return quota.New(s.conf().Quotas, s.state, quota.Options{
 		Now:      now,
 		Record:   s.audit.Record,
 		Exceeded: func(name, per, at string) { s.metrics.QuotaExceeded.WithLabelValues(name, per, at).Inc() },

@@ -62,7 +62,7 @@ func (s *Server) recordApprovals(ctx context.Context, in *turnInput, res *engine
 			ID: p.ApprovalID, Tenant: in.principal.Tenant, SessionID: in.sessionID, Agent: in.agent.name,
 			RequestID: in.requestID, MessageID: res.Message.ID, ToolCallID: p.ToolCallID, ToolName: p.ToolName,
 			Input: p.Input, Reasons: reasons, Approvers: p.Approvers(), Principal: prin,
-			RequestedAt: now, ExpiresAt: now.Add(s.cfg.Limits.ApprovalExpiry),
+			RequestedAt: now, ExpiresAt: now.Add(s.conf().Limits.ApprovalExpiry),
 		}
 	}
 	if in.ephemeral {
@@ -434,7 +434,7 @@ func (s *Server) expireApprovals(ctx context.Context, now time.Time) {
 // while no gateway ran), then every sweep interval, until the returned
 // stop.
 func (s *Server) sweepApprovals() (stop func()) {
-	interval := min(max(s.cfg.Limits.ApprovalExpiry/4, 10*time.Millisecond), time.Second)
+	interval := min(max(s.conf().Limits.ApprovalExpiry/4, 10*time.Millisecond), time.Second)
 	return atOnceThenEvery(interval, func(ctx context.Context) bool {
 		s.expireApprovals(ctx, time.Now().UTC())
 		return true
@@ -445,7 +445,7 @@ func (s *Server) sweepApprovals() (stop func()) {
 // (turngate_approvals_pending).
 func (s *Server) pendingApprovals(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
-	for _, t := range s.cfg.Tenants() {
+	for _, t := range s.conf().Tenants() {
 		list, err := s.store.ListApprovals(ctx, t, store.ApprovalFilter{State: store.ApprovalPending})
 		if err != nil {
 			return nil, err

@@ -146,7 +146,7 @@ func (s *Server) holdStream(c *gin.Context, p engine.Principal, id string) (bool
 	if !h.write(append(chunks, h.responses(rows)...)...) {
 		return true, nil
 	}
-	keep := time.NewTicker(s.cfg.Limits.StreamKeepAlive)
+	keep := time.NewTicker(s.conf().Limits.StreamKeepAlive)
 	defer keep.Stop()
 	poll := time.NewTicker(holdPoll)
 	defer poll.Stop()

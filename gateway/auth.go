@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -52,8 +53,10 @@ type authenticator struct {
 }
 
 // newAuthenticator hashes the configured keys and starts the JWT
-// verifier of auth.jwt.
-func newAuthenticator(auth config.Auth, log *slog.Logger) (*authenticator, error) {
+// verifier of auth.jwt, or keeps prev's (the live state a reload
+// replaces; nil at start) when its auth.jwt is the same: its keys stay
+// cached.
+func newAuthenticator(auth config.Auth, prev *liveState, log *slog.Logger) (*authenticator, error) {
 	a := &authenticator{}
 	for i, k := range auth.APIKeys {
 		var e keyEntry
@@ -76,7 +79,9 @@ func newAuthenticator(auth config.Auth, log *slog.Logger) (*authenticator, error
 		}
 		a.keys = append(a.keys, e)
 	}
-	if auth.JWT != nil {
+	if prev != nil && prev.auth.jwt != nil && reflect.DeepEqual(prev.cfg.Auth.JWT, auth.JWT) {
+		a.jwt = prev.auth.jwt
+	} else if auth.JWT != nil {
 		var err error
 		if a.jwt, err = identity.New(*auth.JWT, identity.Options{Logger: log}); err != nil {
 			return nil, err
@@ -120,7 +125,7 @@ const principalKey = "turngate.principal"
 // requests that could change something.
 func (s *Server) guard(c *gin.Context) {
 	httpguard.SetResponseHeaders(c.Writer.Header())
-	if s.auth.open() {
+	if s.auth().open() {
 		if why := httpguard.OpenModeRefusal(c.Request); why != "" {
 			s.writeError(c, errorf(http.StatusForbidden, CodeForbidden, "%s", why))
 			c.Abort()
@@ -132,7 +137,7 @@ func (s *Server) guard(c *gin.Context) {
 
 // authenticate sets the request's principal or answers 401.
 func (s *Server) authenticate(c *gin.Context) {
-	if s.auth.open() {
+	if s.auth().open() {
 		c.Set(principalKey, anonymous)
 		c.Next()
 		return
@@ -178,7 +183,7 @@ func (s *Server) requestPrincipal(r *http.Request) (engine.Principal, error) {
 // newConsole returns the console of s: without keys it needs no sign-in.
 func (s *Server) newConsole() *console.Console {
 	opts := console.Options{Anonymous: anonymous, Failures: s.failures, Logger: s.log}
-	if !s.auth.open() {
+	if !s.auth().open() {
 		// A key or, with auth.jwt, a JWT signs in (console.Options has no
 		// room for the refusal's code: the sign-in says only that it failed).
 		opts.Lookup = func(key string) (engine.Principal, bool) {
@@ -240,14 +245,14 @@ func (s *Server) bearerPrincipal(ctx context.Context, h string) (engine.Principa
 // refusal says why: token_expired, token_signature…); any other is
 // looked up among the API keys.
 func (s *Server) keyPrincipal(ctx context.Context, key string) (engine.Principal, error) {
-	if s.auth.jwt != nil && identity.LooksLikeJWT(key) {
-		p, err := s.auth.jwt.Authenticate(ctx, key)
+	if s.auth().jwt != nil && identity.LooksLikeJWT(key) {
+		p, err := s.auth().jwt.Authenticate(ctx, key)
 		if ie := (*identity.Error)(nil); errors.As(err, &ie) {
 			return p, &apiError{Status: ie.Status, Code: ie.Code, Message: ie.Message, Retryable: ie.Status >= 500}
 		}
 		return p, err
 	}
-	p, ok := s.auth.lookup(key)
+	p, ok := s.auth().lookup(key)
 	if !ok {
 		return engine.Principal{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid API key")
 	}
@@ -260,7 +265,7 @@ func (s *Server) keyPrincipal(ctx context.Context, key string) (engine.Principal
 // console's sign-in calls it. On a gateway without either it returns the
 // anonymous admin.
 func (s *Server) Authenticate(ctx context.Context, credential string) (engine.Principal, error) {
-	if s.auth.open() {
+	if s.auth().open() {
 		return anonymous, nil
 	}
 	return s.keyPrincipal(ctx, strings.TrimSpace(credential))

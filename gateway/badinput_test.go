@@ -110,7 +110,7 @@ func TestBadInput(t *testing.T) {
 
 func TestPanicIsAnInternalError(t *testing.T) {
 	g := newTestGateway(t, "basic")
-	g.srv.agents["demo"] = nil // makes the chat handler dereference nil
+	g.srv.agents()["demo"] = nil // makes the chat handler dereference nil
 	var body map[string]string
 	g.doJSON("POST", "/v1/agents/demo/chat", chatBody("s", "u", "x"), http.StatusInternalServerError, &body)
 	if body["code"] != CodeInternal || body["message"] != "internal error" {

@@ -293,7 +293,7 @@ func (s *Server) chat(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeChatRequest(data, s.cfg.Limits.MaxMessages)
+	req, err := decodeChatRequest(data, s.conf().Limits.MaxMessages)
 	if err != nil {
 		return err
 	}

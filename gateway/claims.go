@@ -17,7 +17,7 @@ import (
 // replica took the submission over) stops renewing; FinishSubmission then
 // refuses this replica's outcome.
 func (w *submissions) renew(sub *store.Submission) (stop func()) {
-	ttl := w.s.cfg.Replica.LeaseTTL
+	ttl := w.s.conf().Replica.LeaseTTL
 	return every(ttl/3, func(ctx context.Context) bool {
 		err := w.s.store.RenewSubmission(ctx, sub, ttl)
 		switch {

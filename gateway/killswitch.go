@@ -64,7 +64,7 @@ func (s *Server) knownTools() []string {
 	for name := range s.tools {
 		names[name] = true
 	}
-	for _, a := range s.agents {
+	for _, a := range s.agents() {
 		for _, name := range a.toolNames {
 			names[name] = true
 		}
@@ -91,7 +91,7 @@ func (s *Server) setKillSwitch(c *gin.Context) error {
 		return err
 	}
 	p := principal(c)
-	k, err := spec.Switch(killswitch.Known{Agents: slices.Sorted(maps.Keys(s.agents)), Tenants: s.cfg.Tenants(), Tools: s.knownTools()}, p.Subject, s.kill.Now())
+	k, err := spec.Switch(killswitch.Known{Agents: slices.Sorted(maps.Keys(s.agents())), Tenants: s.conf().Tenants(), Tools: s.knownTools()}, p.Subject, s.kill.Now())
 	if err != nil {
 		return errBadRequest("%v", err)
 	}
@@ -103,7 +103,7 @@ func (s *Server) setKillSwitch(c *gin.Context) error {
 		return err
 	}
 	s.audit.KillSwitch(&audit.KillSwitch{Time: k.CreatedAt, Action: audit.KillSwitchSet, RequestID: requestID(c), By: p.Subject, ByTenant: p.Tenant,
-		Reason: k.Reason, Switch: *k, Replica: s.cfg.Replica.ID})
+		Reason: k.Reason, Switch: *k, Replica: s.conf().Replica.ID})
 	s.log.Warn("kill switch set", "id", k.ID, "block", k.Block, "tools", k.Tools, "tenant", k.Tenant, "agent", k.Agent, "by", p.Subject)
 	c.JSON(http.StatusCreated, k)
 	return nil
@@ -112,7 +112,7 @@ func (s *Server) setKillSwitch(c *gin.Context) error {
 // listKillSwitches serves GET /v1/admin/killswitch: the switches in force
 // on this replica, a tenant admin's those of its tenant and the fleet's.
 func (s *Server) listKillSwitches(c *gin.Context) error {
-	c.JSON(http.StatusOK, gin.H{"killSwitches": s.visibleKillSwitches(principal(c)), "replica": s.cfg.Replica.ID})
+	c.JSON(http.StatusOK, gin.H{"killSwitches": s.visibleKillSwitches(principal(c)), "replica": s.conf().Replica.ID})
 	return nil
 }
 
@@ -166,7 +166,7 @@ func (s *Server) liftKillSwitch(c *gin.Context) error {
 		return err
 	}
 	s.audit.KillSwitch(&audit.KillSwitch{Time: s.kill.Now(), Action: audit.KillSwitchLifted, RequestID: requestID(c), By: p.Subject, ByTenant: p.Tenant,
-		Reason: req.Reason, Switch: *k, Replica: s.cfg.Replica.ID})
+		Reason: req.Reason, Switch: *k, Replica: s.conf().Replica.ID})
 	s.log.Warn("kill switch lifted", "id", k.ID, "by", p.Subject)
 	c.JSON(http.StatusOK, k)
 	return nil

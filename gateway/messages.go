@@ -41,8 +41,8 @@ func (s *Server) messages(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(req.Messages) > s.cfg.Limits.MaxMessages {
-		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), s.cfg.Limits.MaxMessages)
+	if len(req.Messages) > s.conf().Limits.MaxMessages {
+		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), s.conf().Limits.MaxMessages)
 	}
 	files := s.fileRules(ag)
 	for i, m := range req.Messages {

@@ -193,8 +193,8 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 	if len(req.Messages) == 0 {
 		return errField("messages", "at least one message is required")
 	}
-	if len(req.Messages) > s.cfg.Limits.MaxMessages {
-		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), s.cfg.Limits.MaxMessages)
+	if len(req.Messages) > s.conf().Limits.MaxMessages {
+		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "%d messages is more than the limit of %d", len(req.Messages), s.conf().Limits.MaxMessages)
 	}
 	files := s.fileRules(ag)
 	for i, m := range req.Messages {

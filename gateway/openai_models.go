@@ -32,7 +32,7 @@ func newOAIModel(name string) oaiModel {
 // authenticated principal of any tenant (what a turn may do is the rules'
 // decision, per turn).
 func (s *Server) oaiAgent(model string) (*agent, error) {
-	ag, ok := s.agents[model]
+	ag, ok := s.agents()[model]
 	if !ok {
 		return nil, &apiError{Status: http.StatusNotFound, Code: "model_not_found",
 			Message: fmt.Sprintf("The model `%s` does not exist: model names an agent of this gateway.", model)}
@@ -43,8 +43,8 @@ func (s *Server) oaiAgent(model string) (*agent, error) {
 // listModels serves GET /v1/models: the agents oaiAgent resolves (all of
 // them, whoever the caller is), sorted by name.
 func (s *Server) listModels(c *gin.Context) error {
-	data := make([]oaiModel, 0, len(s.agents))
-	for _, name := range slices.Sorted(maps.Keys(s.agents)) {
+	data := make([]oaiModel, 0, len(s.agents()))
+	for _, name := range slices.Sorted(maps.Keys(s.agents())) {
 		data = append(data, newOAIModel(name))
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "list", "data": data})

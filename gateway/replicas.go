@@ -92,7 +92,7 @@ func (r *replicas) finishing(ctx context.Context, in *turnInput) context.Context
 // free and nobody waits for it, else in the session's queue (see queue)
 // until ctx ends, and starts renewing it.
 func (r *replicas) acquire(ctx context.Context, tenant, sessionID, key string, bounded bool) (*holding, error) {
-	cfg := r.s.cfg.Replica
+	cfg := r.s.conf().Replica
 	l, err := r.s.store.AcquireLease(ctx, tenant, sessionID, cfg.ID, cfg.LeaseTTL)
 	if errors.Is(err, store.ErrLeaseHeld) {
 		l, err = r.queue(ctx, tenant, sessionID, key, bounded)
@@ -105,7 +105,7 @@ func (r *replicas) acquire(ctx context.Context, tenant, sessionID, key string, b
 
 // hold starts the heartbeat of l, the lease of the session key.
 func (r *replicas) hold(key string, l *store.Lease) *holding {
-	ttl := r.s.cfg.Replica.LeaseTTL
+	ttl := r.s.conf().Replica.LeaseTTL
 	ctx, cancel := context.WithCancelCause(r.s.baseCtx)
 	h := &holding{lease: l, ctx: store.WithLease(ctx, l), cancel: cancel}
 	h.stop = every(ttl/3, func(hb context.Context) bool {
@@ -500,7 +500,7 @@ func (r *replicas) start() (stop func()) {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.listen(ctx, func() { once.Do(func() { close(ready) }) }) })
 	stopSweeps := every(sweepEvery, r.sweep)
-	stopRenewals := every(r.s.cfg.Replica.LeaseTTL/3, func(ctx context.Context) bool { r.renewWaiters(ctx); return true })
+	stopRenewals := every(r.s.conf().Replica.LeaseTTL/3, func(ctx context.Context) bool { r.renewWaiters(ctx); return true })
 	select {
 	case <-ready:
 	case <-time.After(listenWait):

@@ -42,6 +42,7 @@ import (
 	"github.com/turngate/turngate/gateway/extension"
 	"github.com/turngate/turngate/gateway/httpguard"
 	"github.com/turngate/turngate/gateway/killswitch"
+	"github.com/turngate/turngate/gateway/liveconfig"
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/notify"
 	"github.com/turngate/turngate/gateway/quota"
@@ -61,8 +62,12 @@ func init() {
 // Options are the gateway's dependencies, built and owned by the caller
 // (cmd/turngate wires them explicitly).
 type Options struct {
-	// Config is the validated configuration (limits, agents, tools, auth).
+	// Config is the validated configuration (limits, agents, tools, auth);
+	// ApplyConfig replaces its live parts.
 	Config *config.Config
+	// LiveConfig, if set, reloads Config from its file (cmd/turngate
+	// builds it with ApplyConfig); GET /v1/admin/config serves its status.
+	LiveConfig *liveconfig.Manager
 	// NotifyRetryBase is the approval webhooks' first retry delay (zero:
 	// notify.DefaultRetryBase); tests shorten it.
 	NotifyRetryBase time.Duration
@@ -122,19 +127,23 @@ type agent struct {
 // Server is the gateway. Create it with New, serve Handler, call Start to
 // run the submission workers and Shutdown to stop.
 type Server struct {
-	cfg     *config.Config
-	engine  *engine.Engine
-	store   store.Store
-	rules   *ruleset.Manager
-	audit   *audit.Log
-	metrics *metrics.Metrics
-	log     *slog.Logger
-	auth    *authenticator
+	// live is the configuration and what is built from its live parts
+	// (liveconfig.LiveFields), swapped whole by ApplyConfig: a request or
+	// a turn takes what it needs once (conf, agents, auth), so a turn
+	// runs on the configuration it started with.
+	live atomic.Pointer[liveState]
+	// liveConfig reloads the configuration file; nil without one.
+	liveConfig *liveconfig.Manager
+	engine     *engine.Engine
+	store      store.Store
+	rules      *ruleset.Manager
+	audit      *audit.Log
+	metrics    *metrics.Metrics
+	log        *slog.Logger
 	// failures logs and throttles failed authentications.
 	failures *httpguard.Failures
 	// console serves /console and its sessions (auth.go takes its cookie).
 	console       *console.Console
-	agents        map[string]*agent
 	locks         *sessionLocks
 	recorder      policy.Recorder
 	observers     engine.Hooks
@@ -194,23 +203,24 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("gateway: Config, Engine, Store and Rules are required")
 	}
 	s := &Server{
-		cfg:     opts.Config,
-		engine:  opts.Engine,
-		rules:   opts.Rules,
-		audit:   opts.Audit,
-		metrics: opts.Metrics,
-		log:     opts.Logger,
-		locks:   newSessionLocks(opts.Config.Limits.MaxQueuedTurnsPerSession),
-		active:  map[string]*turn{},
-		started: map[string]*turnWatch{},
-		mcp:     opts.MCP,
-		state:   opts.State,
+		liveConfig: opts.LiveConfig,
+		engine:     opts.Engine,
+		rules:      opts.Rules,
+		audit:      opts.Audit,
+		metrics:    opts.Metrics,
+		log:        opts.Logger,
+		locks:      newSessionLocks(opts.Config.Limits.MaxQueuedTurnsPerSession),
+		active:     map[string]*turn{},
+		started:    map[string]*turnWatch{},
+		mcp:        opts.MCP,
+		state:      opts.State,
 
 		anthropicPing: opts.AnthropicPing,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.live.Store(&liveState{cfg: opts.Config}) // auth and agents below
 	if s.state == nil {
 		s.state = rulestate.New(opts.Store, rulestate.Options{Logger: s.log, Now: opts.Now})
 	}
@@ -229,18 +239,21 @@ func New(opts Options) (*Server, error) {
 	s.recorder = recorder{audit: s.audit, metrics: s.metrics,
 		input: opts.Audit != nil && opts.Config.Audit.Sink != config.SinkNone && opts.Config.Audit.RecordsInput()}
 	s.observers = engine.Compose(s.metrics.Hooks(), s.audit.Hooks(), opts.Observer)
-	var err error
-	if s.auth, err = newAuthenticator(opts.Config.Auth, s.log); err != nil {
+	auth, err := newAuthenticator(opts.Config.Auth, nil, s.log)
+	if err != nil {
 		return nil, err
 	}
+	s.live.Store(&liveState{cfg: opts.Config, auth: auth})
 	s.failures = httpguard.NewFailures(s.log, opts.Config.Auth.MaxFailuresPerMinute, nil)
 	s.console = s.newConsole()
 	if s.tools, err = s.buildTools(opts.Config, opts.MCP); err != nil {
 		return nil, err
 	}
-	if s.agents, err = buildAgents(opts.Config); err != nil {
+	agents, err := buildAgents(opts.Config, nil)
+	if err != nil {
 		return nil, err
 	}
+	s.live.Store(&liveState{cfg: opts.Config, auth: auth, agents: agents})
 	s.metrics.SetToolNames(configuredTool(opts.Config, s.tools))
 	s.metrics.SetTenants(opts.Config.Tenants())
 	s.metrics.SetFailurePolicy(s.failurePolicy.String())
@@ -274,7 +287,7 @@ func New(opts Options) (*Server, error) {
 // line and turngate_store_up, with turngate_store_unavailable_total
 // counting the failed calls.
 func (s *Server) boundStore(st store.Store) store.Store {
-	return store.Bounded(st, s.cfg.Store.Timeout, store.Watch{
+	return store.Bounded(st, s.conf().Store.Timeout, store.Watch{
 		Unavailable: func(err *store.UnavailableError) { s.metrics.StoreUnavailable.WithLabelValues(err.Op).Inc() },
 		Changed: func(up bool, err *store.UnavailableError) {
 			if up {
@@ -309,8 +322,10 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
-// buildAgents makes the runnable agents of cfg.
-func buildAgents(cfg *config.Config) (map[string]*agent, error) {
+// buildAgents makes the runnable agents of cfg. Each keeps the session of
+// its namesake in old (nil at start): the session configuration needs a
+// restart, and its state (compactions, context files) outlives a reload.
+func buildAgents(cfg *config.Config, old map[string]*agent) (map[string]*agent, error) {
 	agents := map[string]*agent{}
 	for _, a := range cfg.Agents {
 		body, err := a.CompileBodySchema()
@@ -319,8 +334,63 @@ func buildAgents(cfg *config.Config) (map[string]*agent, error) {
 		}
 		agents[a.Name] = &agent{name: a.Name, model: a.Model, system: a.System, toolNames: a.Tools, defaults: a.TurnDefaults(), bodySchema: body,
 			files: cfg.AttachmentLimits(&a)}
+		if prev := old[a.Name]; prev != nil {
+			agents[a.Name].session = prev.session
+		}
 	}
 	return agents, nil
+}
+
+// liveState is the configuration a Server serves and what is built from
+// its live parts. It is never changed once stored: ApplyConfig stores a
+// new one.
+type liveState struct {
+	cfg    *config.Config
+	auth   *authenticator
+	agents map[string]*agent
+}
+
+// conf returns the live configuration.
+func (s *Server) conf() *config.Config { return s.live.Load().cfg }
+
+// agents returns the live agents by name; an agent's tool list is the one
+// of the configuration it was built from.
+func (s *Server) agents() map[string]*agent { return s.live.Load().agents }
+
+// auth returns the live authenticator (API keys, JWT verifier).
+func (s *Server) auth() *authenticator { return s.live.Load().auth }
+
+// retiredAuthGrace is how long a JWT verifier that a reload replaced
+// keeps refreshing its keys for the requests that took it before the
+// swap.
+const retiredAuthGrace = time.Minute
+
+// ApplyConfig makes cfg the live configuration: the API keys, JWT
+// settings, limits and agents' tool lists of requests and turns that start
+// from now on are cfg's, while running turns finish on theirs. cfg must be
+// validated as at startup and differ from the live configuration only in
+// liveconfig.LiveFields (liveconfig.Diff; the Manager checks both). An
+// error (a JWT verifier that cannot start) leaves the live configuration.
+func (s *Server) ApplyConfig(cfg *config.Config) error {
+	old := s.live.Load()
+	auth, err := newAuthenticator(cfg.Auth, old, s.log)
+	if err != nil {
+		return err
+	}
+	agents, err := buildAgents(cfg, old.agents)
+	if err != nil {
+		if auth.jwt != old.auth.jwt {
+			auth.close()
+		}
+		return err
+	}
+	s.live.Store(&liveState{cfg: cfg, auth: auth, agents: agents})
+	s.metrics.SetToolNames(configuredTool(cfg, s.tools))
+	s.metrics.SetTenants(cfg.Tenants())
+	if old.auth.jwt != nil && old.auth.jwt != auth.jwt {
+		time.AfterFunc(retiredAuthGrace, old.auth.close)
+	}
+	return nil
 }
 
 // configuredTool reports whether a name is a tool of the configuration:
@@ -346,7 +416,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // serves this on that address.
 func (s *Server) MetricsHandler() http.Handler {
 	h := s.metrics.Handler()
-	if sum, err := hex.DecodeString(s.cfg.Metrics.KeySHA256); err == nil && len(sum) == sha256.Size {
+	if sum, err := hex.DecodeString(s.conf().Metrics.KeySHA256); err == nil && len(sum) == sha256.Size {
 		h = httpguard.RequireBearer([sha256.Size]byte(sum), h)
 	}
 	return h
@@ -404,7 +474,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.stopKill != nil {
 		s.stopKill()
 	}
-	s.auth.close()
+	s.auth().close()
 	return err
 }
 
@@ -427,7 +497,7 @@ func (s *Server) routes() http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
 	r.Use(s.metrics.HTTP(), s.recovery(), s.requestIDMiddleware, s.guard, s.limitBody)
-	if s.cfg.Tracing.Enabled {
+	if s.conf().Tracing.Enabled {
 		r.Use(traceContext)
 	}
 	r.NoRoute(s.handle(func(c *gin.Context) error {
@@ -439,7 +509,7 @@ func (s *Server) routes() http.Handler {
 
 	r.GET("/healthz", s.handle(s.healthz))
 	r.GET("/readyz", s.handle(s.readyz))
-	if s.cfg.Metrics.Listen == "" {
+	if s.conf().Metrics.Listen == "" {
 		r.GET("/metrics", gin.WrapH(s.MetricsHandler()))
 	}
 
@@ -478,6 +548,7 @@ func (s *Server) routes() http.Handler {
 
 	admin := v1.Group("/admin", s.requireAdmin)
 	admin.GET("/rules", s.handle(s.rulesStatus))
+	admin.GET("/config", s.handle(s.configStatus))
 	admin.POST("/rules/reload", s.handle(s.rulesReload))
 	admin.POST("/rules/eval", s.handle(s.rulesEval))
 	admin.POST("/killswitch", s.handle(s.setKillSwitch))
@@ -487,7 +558,7 @@ func (s *Server) routes() http.Handler {
 	admin.GET("/decisions/:id", s.handle(s.getDecision))
 	admin.POST("/replay", s.handle(s.replayDecisions))
 
-	if s.cfg.Debug.Pprof {
+	if s.conf().Debug.Pprof {
 		routePprof(r.Group("/debug/pprof", s.authenticate, s.requireAdmin))
 	}
 	return r
@@ -536,10 +607,10 @@ func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
 func (s *Server) limitBody(c *gin.Context) {
 	if body := c.Request.Body; body != nil && body != http.NoBody {
 		rc := http.NewResponseController(c.Writer)
-		if rc.SetReadDeadline(time.Now().Add(s.cfg.Limits.ReadBodyTimeout)) == nil {
+		if rc.SetReadDeadline(time.Now().Add(s.conf().Limits.ReadBodyTimeout)) == nil {
 			body = &deadlineBody{ReadCloser: body, rc: rc}
 		}
-		c.Request.Body = http.MaxBytesReader(c.Writer, body, s.cfg.Limits.MaxBodyBytes)
+		c.Request.Body = http.MaxBytesReader(c.Writer, body, s.conf().Limits.MaxBodyBytes)
 	}
 	c.Next()
 }
@@ -565,7 +636,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 // agentOf returns the route's agent or a 404.
 func (s *Server) agentOf(c *gin.Context) (*agent, error) {
 	name := c.Param("agent")
-	a, ok := s.agents[name]
+	a, ok := s.agents()[name]
 	if !ok {
 		return nil, errorf(http.StatusNotFound, CodeAgentNotFound, "no agent named %q", name)
 	}
@@ -607,9 +678,9 @@ func (s *Server) readyz(c *gin.Context) error {
 	// Which replica answers, its revision and the kill switches in force
 	// (an incident under way) are for operators: a request with an API key
 	// (any) sees them, an anonymous probe does not.
-	if _, err := s.bearerPrincipal(c.Request.Context(), c.GetHeader("Authorization")); err == nil || s.auth.open() {
+	if _, err := s.bearerPrincipal(c.Request.Context(), c.GetHeader("Authorization")); err == nil || s.auth().open() {
 		body["killSwitches"] = len(s.kill.Active())
-		body["replica"] = s.cfg.Replica.ID
+		body["replica"] = s.conf().Replica.ID
 		if rev := s.rules.Current(); rev != nil {
 			body["revision"] = rev.ID()
 		}

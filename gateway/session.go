@@ -13,12 +13,12 @@ import (
 // buildSessions gives every agent with a session configuration its
 // sessionctx.Agent.
 func (s *Server) buildSessions() {
-	for i := range s.cfg.Agents {
-		a := &s.cfg.Agents[i]
+	for i := range s.conf().Agents {
+		a := &s.conf().Agents[i]
 		if a.Session == nil {
 			continue
 		}
-		s.agents[a.Name].session = sessionctx.New(a.Session, a.System, sessionctx.Deps{
+		s.agents()[a.Name].session = sessionctx.New(a.Session, a.System, sessionctx.Deps{
 			Store: s.store, Models: s.engine.Models(), Log: s.log,
 			OnCompaction: func(_ context.Context, id engine.Identity, c *store.Compaction) {
 				s.metrics.Compactions.WithLabelValues(id.Agent, c.Reason).Inc()
@@ -69,7 +69,7 @@ func (s *Server) prepareSubAgent(ctx context.Context, turn *engine.TurnRequest) 
 	if err := s.kill.CheckTurn(&turn.Identity); err != nil {
 		return err // a kill switch stops the sub-agent's turns too
 	}
-	ag, ok := s.agents[turn.Identity.Agent]
+	ag, ok := s.agents()[turn.Identity.Agent]
 	if !ok {
 		return nil
 	}

@@ -32,8 +32,8 @@ func (s *Server) listAgents(c *gin.Context) error {
 		Tools []string `json:"tools"`
 	}
 	out := []agentItem{}
-	for _, name := range slices.Sorted(maps.Keys(s.agents)) {
-		a := s.agents[name]
+	for _, name := range slices.Sorted(maps.Keys(s.agents())) {
+		a := s.agents()[name]
 		out = append(out, agentItem{Name: name, Model: a.model, Tools: append([]string{}, a.toolNames...)})
 	}
 	c.JSON(http.StatusOK, gin.H{"agents": out})
@@ -114,7 +114,7 @@ func (s *Server) deleteSession(c *gin.Context) error {
 	}
 	defer release()
 	t, err := erasure.Erase(ctx, s.store, s.audit, time.Now().UTC(), erasure.Request{Tenant: p.Tenant, SessionID: id,
-		Reason: audit.ErasureRequested, By: p.Subject, ByTenant: p.Tenant, RequestID: requestID(c), Replica: s.cfg.Replica.ID})
+		Reason: audit.ErasureRequested, By: p.Subject, ByTenant: p.Tenant, RequestID: requestID(c), Replica: s.conf().Replica.ID})
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ var errTurnRunning = &apiError{Status: http.StatusConflict, Code: CodeTurnRunnin
 // shared store, its lease), else fails with errTurnRunning.
 func (s *Server) holdIdle(ctx context.Context, tenant, id string) (release func(), err error) {
 	if s.rep != nil {
-		cfg := s.cfg.Replica
+		cfg := s.conf().Replica
 		l, err := s.store.AcquireLease(ctx, tenant, id, cfg.ID, cfg.LeaseTTL)
 		if errors.Is(err, store.ErrLeaseHeld) {
 			return nil, errTurnRunning
@@ -154,7 +154,7 @@ const retentionInterval = time.Minute
 // newRetention returns the sweeper of the config's retentions; nil when
 // none is set.
 func (s *Server) newRetention(now func() time.Time) *erasure.Retention {
-	tenants, agents := s.cfg.TenantRetention(), s.cfg.AgentRetention()
+	tenants, agents := s.conf().TenantRetention(), s.conf().AgentRetention()
 	if len(tenants)+len(agents) == 0 {
 		return nil
 	}
@@ -162,7 +162,7 @@ func (s *Server) newRetention(now func() time.Time) *erasure.Retention {
 		now = time.Now
 	}
 	return &erasure.Retention{Store: s.store, Log: s.audit, Tenants: tenants, Agents: agents, Now: now,
-		Replica: s.cfg.Replica.ID, Logger: s.log,
+		Replica: s.conf().Replica.ID, Logger: s.log,
 		Hold: func(ctx context.Context, tenant, id string) (func(), bool, error) {
 			release, err := s.holdIdle(ctx, tenant, id)
 			if errors.Is(err, errTurnRunning) {
@@ -171,7 +171,7 @@ func (s *Server) newRetention(now func() time.Time) *erasure.Retention {
 			return release, err == nil, err
 		},
 		Pruned: func(_, agent string) {
-			if _, ok := s.agents[agent]; !ok {
+			if _, ok := s.agents()[agent]; !ok {
 				agent = "other" // an agent no longer configured: the label set stays bounded
 			}
 			s.metrics.SessionsPruned.WithLabelValues(agent).Inc()

@@ -128,7 +128,7 @@ func (s *Server) saveMessages(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeSaveRequest(c.Request.Context(), data, s.cfg.Limits.MaxMessages, s.fileRules(ag))
+	req, err := decodeSaveRequest(c.Request.Context(), data, s.conf().Limits.MaxMessages, s.fileRules(ag))
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (s *Server) submit(c *gin.Context, ag *agent, sessionID string, req *saveRe
 	stored, existing, err := s.store.CreateSubmission(c.Request.Context(), &store.Submission{
 		Tenant: p.Tenant, SessionID: sessionID, Agent: ag.name, IdempotencyKey: key, Request: raw,
 	}, store.QueueLimits{
-		PerSession: s.cfg.Limits.MaxQueuedSubmissionsPerSession, PerTenant: s.cfg.Limits.MaxQueuedSubmissionsPerTenant,
+		PerSession: s.conf().Limits.MaxQueuedSubmissionsPerSession, PerTenant: s.conf().Limits.MaxQueuedSubmissionsPerTenant,
 	})
 	if err != nil {
 		return err

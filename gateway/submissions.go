@@ -72,7 +72,7 @@ func (w *submissions) start(ctx context.Context) error {
 		w.s.log.Info("requeued interrupted submissions", "count", n)
 	}
 	w.stopSweep = w.s.sweepApprovals()
-	for range w.s.cfg.Limits.SubmissionWorkers {
+	for range w.s.conf().Limits.SubmissionWorkers {
 		w.wg.Add(1)
 		go w.loop()
 	}
@@ -100,7 +100,7 @@ func (w *submissions) loop() {
 		if w.ctx.Err() != nil {
 			return
 		}
-		sub, err := w.s.store.ClaimSubmission(w.ctx, w.s.cfg.Replica.ID, w.s.cfg.Replica.LeaseTTL)
+		sub, err := w.s.store.ClaimSubmission(w.ctx, w.s.conf().Replica.ID, w.s.conf().Replica.LeaseTTL)
 		switch {
 		case err == nil:
 			w.run(sub)
@@ -140,14 +140,14 @@ func (w *submissions) run(sub *store.Submission) {
 	}
 	// failed finishes the submission as an error before its turn ran.
 	failed := func(msg string) {
-		finish(store.StatusError, map[string]string{"error": msg, "replica": s.cfg.Replica.ID})
+		finish(store.StatusError, map[string]string{"error": msg, "replica": s.conf().Replica.ID})
 	}
 	var req submissionRequest
 	if err := json.Unmarshal(sub.Request, &req); err != nil {
 		failed("stored request is unreadable")
 		return
 	}
-	ag, ok := s.agents[sub.Agent]
+	ag, ok := s.agents()[sub.Agent]
 	if !ok {
 		failed("agent " + sub.Agent + " is no longer configured")
 		return
@@ -171,7 +171,7 @@ func (w *submissions) run(sub *store.Submission) {
 		}
 		stopRenewing()
 		s.log.Warn("submission failed on an unavailable store; it runs again once its claim expires",
-			"submission", sub.ID, "attempt", sub.Attempts, "retryIn", s.cfg.Replica.LeaseTTL, "err", err)
+			"submission", sub.ID, "attempt", sub.Attempts, "retryIn", s.conf().Replica.LeaseTTL, "err", err)
 		return true
 	}
 	t, err := s.begin(req.Trace.Restore(ctx), in)
@@ -194,6 +194,6 @@ func (w *submissions) run(sub *store.Submission) {
 		return
 	}
 	resp := newTurnResponse(t)
-	resp.Replica = s.cfg.Replica.ID
+	resp.Replica = s.conf().Replica.ID
 	finish(t.status, resp)
 }

@@ -89,7 +89,7 @@ func (s *Server) agentTools(ag *agent) []engine.Tool {
 // observers; prepareSubAgent then applies its session configuration.
 // Sub-agent turns are not stored; their decisions are audited.
 func (s *Server) subAgentTemplate(name string) (engine.TurnRequest, error) {
-	ag, ok := s.agents[name]
+	ag, ok := s.agents()[name]
 	if !ok {
 		return engine.TurnRequest{}, fmt.Errorf("no agent named %q", name)
 	}

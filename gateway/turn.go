@@ -260,7 +260,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 		parent = in.holding.ctx
 		s.rep.attach(in.holding, t.buf)
 	}
-	runCtx, cancel := context.WithTimeout(tracing.Follow(parent, ctx), s.cfg.Limits.TurnTimeout)
+	runCtx, cancel := context.WithTimeout(tracing.Follow(parent, ctx), s.conf().Limits.TurnTimeout)
 	t.cancel = cancel
 	t.messageID = p.messageID
 	s.mu.Lock()
@@ -513,7 +513,7 @@ func (s *Server) recordTurn(ctx context.Context, in *turnInput, res *engine.Turn
 	calls := storedCalls(res.Steps, res.Message, stored, perr)
 	s.audit.Turn(&audit.Turn{
 		Time: end, RequestID: in.requestID, Tenant: in.principal.Tenant, Subject: in.principal.Subject,
-		SessionID: in.sessionID, Agent: in.agent.name, EntryPath: in.entry, Revision: revision, Replica: s.cfg.Replica.ID,
+		SessionID: in.sessionID, Agent: in.agent.name, EntryPath: in.entry, Revision: revision, Replica: s.conf().Replica.ID,
 		Status: res.Status, FinishReason: res.FinishReason, Error: res.Error, ErrorClass: res.ErrorClass, Steps: len(res.Steps),
 		ToolCalls: calls, Usage: res.Usage, DurationMs: float64(end.Sub(start).Microseconds()) / 1000,
 	})

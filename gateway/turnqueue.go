@@ -94,7 +94,7 @@ func (tq *turnQueue) ids() []int64 {
 // the lease's release (and tries every leasePoll meanwhile) until ctx ends;
 // then it leaves the queue at once.
 func (r *replicas) queue(ctx context.Context, tenant, sessionID, key string, bounded bool) (*store.Lease, error) {
-	ttl := r.s.cfg.Replica.LeaseTTL
+	ttl := r.s.conf().Replica.LeaseTTL
 	q := &turnWaiter{wake: make(chan struct{}, 1)}
 	enqueue := func() error {
 		// Not cut short when ctx ends (a place registered but not known
@@ -102,7 +102,7 @@ func (r *replicas) queue(ctx context.Context, tenant, sessionID, key string, bou
 		// leaves at once then.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 		defer cancel()
-		w, err := r.relay.Enqueue(sctx, tenant, sessionID, r.s.cfg.Replica.ID, bounded, r.s.cfg.Limits.MaxQueuedTurnsPerSession, ttl)
+		w, err := r.relay.Enqueue(sctx, tenant, sessionID, r.s.conf().Replica.ID, bounded, r.s.conf().Limits.MaxQueuedTurnsPerSession, ttl)
 		if errors.Is(err, store.ErrTurnQueueFull) {
 			return errQueueFull
 		}
@@ -151,7 +151,7 @@ func (r *replicas) queue(ctx context.Context, tenant, sessionID, key string, bou
 func (r *replicas) acquireQueued(ctx context.Context, w *store.Waiter) (*store.Lease, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
-	l, err := r.relay.AcquireQueued(sctx, w, r.s.cfg.Replica.LeaseTTL)
+	l, err := r.relay.AcquireQueued(sctx, w, r.s.conf().Replica.LeaseTTL)
 	if err != nil || ctx.Err() == nil {
 		return l, err
 	}
@@ -180,7 +180,7 @@ func (r *replicas) renewWaiters(ctx context.Context) {
 	if r.pauseHeartbeats.Load() || len(ids) == 0 {
 		return
 	}
-	if err := r.relay.RenewWaiters(ctx, ids, r.s.cfg.Replica.LeaseTTL); err != nil && ctx.Err() == nil {
+	if err := r.relay.RenewWaiters(ctx, ids, r.s.conf().Replica.LeaseTTL); err != nil && ctx.Err() == nil {
 		r.s.log.Error("renewing the places of waiting requests", "err", err)
 	}
 }

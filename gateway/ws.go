@@ -62,7 +62,7 @@ func (s *Server) chatWebSocket(c *gin.Context) error {
 	if s.closing.Load() {
 		return errShuttingDown
 	}
-	w := &wsConn{s: s, ag: ag, cfg: s.cfg.WebSocket, principal: p, source: httpguard.Source(c.Request), reqs: map[string]*wsRequest{},
+	w := &wsConn{s: s, ag: ag, cfg: s.conf().WebSocket, principal: p, source: httpguard.Source(c.Request), reqs: map[string]*wsRequest{},
 		goAway: make(chan struct{})}
 	w.authed.Store(authed)
 	if err := s.ws.add(w, w.cfg, authed); err != nil {
@@ -109,7 +109,7 @@ func (s *Server) wsHandshakeAuth(r *http.Request) (p engine.Principal, authed bo
 			key, hasKey = k, true
 		}
 	}
-	if s.auth.open() {
+	if s.auth().open() {
 		return anonymous, true, nil
 	}
 	if err := s.throttled(r); err != nil {
@@ -372,7 +372,7 @@ func (w *wsConn) readLoop() {
 			}
 			continue
 		}
-		f, err := decodeWSFrame(data, w.s.cfg.Limits.MaxMessages)
+		f, err := decodeWSFrame(data, w.s.conf().Limits.MaxMessages)
 		if err != nil {
 			w.reply(wsErrorFrame(f.RequestID, err))
 			continue
@@ -458,7 +458,7 @@ func (w *wsConn) dispatch(f *wsFrame) {
 // requestPrincipal authenticates a request: by its headers.authorization
 // when it has one, else as the handshake's principal.
 func (w *wsConn) requestPrincipal(h map[string]string) (engine.Principal, error) {
-	if w.s.auth.open() {
+	if w.s.auth().open() {
 		return anonymous, nil
 	}
 	if a, ok := h["authorization"]; ok {

@@ -23,6 +23,7 @@ import (
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/httpguard"
+	"github.com/turngate/turngate/gateway/liveconfig"
 	"github.com/turngate/turngate/gateway/metrics"
 	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/internal/startupmem"
@@ -82,14 +83,8 @@ func serve(ctx context.Context, p serveParams) error {
 	if err != nil {
 		return err
 	}
-	if p.Listen != "" {
-		cfg.Listen = p.Listen
-	}
-	if err := checkListen(cfg.Listen, cfg.Authenticated()); err != nil {
-		if p.Listen != "" {
-			return err // the flag's, not the file's
-		}
-		return cfg.ErrorAt("listen", err)
+	if err := applyListen(cfg, p.Listen); err != nil {
+		return err
 	}
 	if !cfg.Authenticated() {
 		log.Warn("NO API KEYS CONFIGURED: every request is the anonymous admin of tenant \"default\"; serving on loopback only", "listen", cfg.Listen)
@@ -149,7 +144,12 @@ func serve(ctx context.Context, p serveParams) error {
 	}
 	defer auditLog.Close()
 
-	gw, err := gateway.New(gateway.Options{Config: cfg, Engine: eng, Store: st, Rules: rules, MCP: mcp,
+	var gw *gateway.Server
+	var live *liveconfig.Manager
+	if p.ConfigPath != "" {
+		live = liveConfig(p, cfg, m, log, func(next *config.Config) error { return gw.ApplyConfig(next) })
+	}
+	gw, err = gateway.New(gateway.Options{Config: cfg, LiveConfig: live, Engine: eng, Store: st, Rules: rules, MCP: mcp,
 		Audit: auditLog, Metrics: m, Logger: log})
 	if err != nil {
 		return err
@@ -189,7 +189,14 @@ func serve(ctx context.Context, p serveParams) error {
 			}
 		}()
 	}
-	go rules.ReloadOn(bg, p.Hangup)
+	if live != nil {
+		go func() {
+			if err := live.Watch(bg); err != nil {
+				log.Error("config watch stopped", "err", err)
+			}
+		}()
+	}
+	go reloadOnHangup(bg, p.Hangup, log, rules, live)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -225,6 +232,69 @@ func serve(ctx context.Context, p serveParams) error {
 	}
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serving: %w", err)
+	}
+	return nil
+}
+
+// liveConfig returns the live configuration of the file p names, cfg
+// its startup load: each reload is checked as serve checked cfg (the
+// --listen flag, a public address without credentials), applied with
+// apply (the gateway's ApplyConfig) and counted in m.
+func liveConfig(p serveParams, cfg *config.Config, m *metrics.Metrics, log *slog.Logger, apply func(*config.Config) error) *liveconfig.Manager {
+	for _, result := range []string{liveconfig.ReloadAccepted, liveconfig.ReloadRejected} {
+		m.ConfigReloads.WithLabelValues(result) // both series from the start, at 0
+	}
+	return liveconfig.New(p.ConfigPath, cfg, liveconfig.Options{
+		Apply:  apply,
+		Check:  func(next *config.Config) error { return applyListen(next, p.Listen) },
+		Logger: log,
+		OnReload: func(result string, _ error) {
+			rejected := 0.0
+			switch result {
+			case liveconfig.ReloadRejected:
+				rejected = 1
+				fallthrough
+			case liveconfig.ReloadAccepted:
+				m.ConfigReloads.WithLabelValues(result).Inc()
+			}
+			m.ConfigReloadRejected.Set(rejected)
+		},
+	})
+}
+
+// reloadOnHangup reloads the rules, then the config file (live; nil
+// without one), each time a request arrives on reqs (SIGHUP), until ctx
+// is done or reqs is closed. Each reload logs and records its outcome.
+func reloadOnHangup(ctx context.Context, reqs <-chan os.Signal, log *slog.Logger, rules *ruleset.Manager, live *liveconfig.Manager) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig, ok := <-reqs:
+			if !ok {
+				return
+			}
+			log.Info("reloading the rules and the config on request", "signal", sig.String())
+			_, _ = rules.Reload()
+			if live != nil {
+				_, _ = live.Reload()
+			}
+		}
+	}
+}
+
+// applyListen sets cfg's listen address to the --listen flag's when it is
+// given, and refuses a non-loopback address without credentials
+// (checkListen), positioned at the file's listen unless the flag set it.
+func applyListen(cfg *config.Config, flag string) error {
+	if flag != "" {
+		cfg.Listen = flag
+	}
+	if err := checkListen(cfg.Listen, cfg.Authenticated()); err != nil {
+		if flag != "" {
+			return err // the flag's, not the file's
+		}
+		return cfg.ErrorAt("listen", err)
 	}
 	return nil
 }

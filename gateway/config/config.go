@@ -97,6 +97,22 @@ func (c *Config) ErrorAt(path string, err error) error {
 	return inFile(c.source.name, withLines(c.source.data, atField(path, "%w", err)))
 }
 
+// Revision identifies the text c was parsed from: "sha256:" and the hex
+// SHA-256 of the file as read (empty for a Config not parsed from text).
+// The live configuration compares it with the file on disk.
+func (c *Config) Revision() string {
+	if c.source == nil {
+		return ""
+	}
+	return TextRevision(c.source.data)
+}
+
+// TextRevision is the Revision of a config parsed from data.
+func TextRevision(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // Debug configures diagnostics that are off by default.
 type Debug struct {
 	// Pprof serves net/http/pprof under /debug/pprof/ to the admin role.

@@ -182,7 +182,25 @@ func inFile(name string, errs []*posError) error {
 	}
 	out := make([]error, len(errs))
 	for i, e := range errs {
-		out[i] = fmt.Errorf("%s: line %d col %d: %s", name, e.line, e.col, strings.ReplaceAll(e.err.Error(), "\n", "\n    "))
+		out[i] = &FileError{File: name, Line: e.line, Column: e.col, Err: e.err}
 	}
 	return errors.Join(out...)
 }
+
+// FileError is one error of a config file, at a line and column: every
+// error Load and Parse return is a FileError or several joined
+// (errors.Join), and so is what ErrorAt returns. The live configuration
+// reports them with their positions.
+type FileError struct {
+	File         string
+	Line, Column int
+	Err          error
+}
+
+// Error renders e "file: line N col M: message", the further lines of a
+// message of several indented under it.
+func (e *FileError) Error() string {
+	return fmt.Sprintf("%s: line %d col %d: %s", e.File, e.Line, e.Column, strings.ReplaceAll(e.Err.Error(), "\n", "\n    "))
+}
+
+func (e *FileError) Unwrap() error { return e.Err }

@@ -36,6 +36,12 @@ type Metrics struct {
 	// RuleReloadRejections counts rejected candidates by reason
 	// (ruleset.RejectReason: compile, test, io).
 	RuleReloadRejections *prometheus.CounterVec
+	// ConfigReloads counts config file reloads by result (accepted,
+	// rejected).
+	ConfigReloads *prometheus.CounterVec
+	// ConfigReloadRejected is 1 while the last config reload was
+	// rejected (the last good configuration serves), else 0.
+	ConfigReloadRejected prometheus.Gauge
 	// ShadowEffects counts what shadow rules would have done, by hook,
 	// rule and effect (block, substitute, patch, redact, override).
 	ShadowEffects   *prometheus.CounterVec
@@ -208,6 +214,10 @@ func New() *Metrics {
 			Help: "Rule reloads by result (success, failure, unchanged)."}, []string{"result"}),
 		RuleReloadRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rule_reload_rejections_total",
 			Help: "Rejected rule reloads by reason: compile (a file does not parse or compile), test (a test failed or required tests are missing), io (a file could not be read)."}, []string{"reason"}),
+		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "config_reloads_total",
+			Help: "Config file reloads by result: accepted (live), rejected (the last good configuration serves)."}, []string{"result"}),
+		ConfigReloadRejected: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "config_reload_rejected",
+			Help: "1 while the last config reload was rejected (GET /v1/admin/config says why), else 0."}),
 		ShadowEffects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "shadow_effects_total",
 			Help: "Shadow rules that fired (evaluated, never enforced), by hook, rule and would-be effect (block, substitute, patch, redact, override)."}, []string{"hook", "rule", "effect"}),
 		UpstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "upstream_request_seconds",
@@ -262,7 +272,7 @@ func New() *Metrics {
 			Help: "Used over limit of each configured quota, by quota and tenant, as last read for a turn of the tenant (a per-principal quota: the last principal's)."}, []string{"quota", "tenant"}),
 	}
 	m.StoreUp.Set(1)
-	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ShadowEffects, m.UpstreamSeconds,
+	m.registry.MustRegister(m.Turns, m.Steps, m.ToolCalls, m.HookEval, m.RuleReloads, m.RuleReloadRejections, m.ConfigReloads, m.ConfigReloadRejected, m.ShadowEffects, m.UpstreamSeconds,
 		m.UpstreamErrors, m.ActiveStreams, m.WebSocketConnections, m.Approvals, m.ExtensionDrops, m.ExtensionFailures, m.Compactions, m.InputTokens, m.OutputTokens, m.KillSwitchStops, m.QuotaExceeded,
 		m.StoreUnavailable, m.StoreUp, m.DecisionRecords, m.DecisionsPending, m.SessionsPruned, m.Decisions, m.RuleFailures,
 		m.HTTPDuration, m.TurnDuration, m.FirstChunk, m.ToolDuration, m.QuotaUsedRatio, pendingApprovals{m},

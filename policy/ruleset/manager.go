@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -155,24 +154,6 @@ func build(snap *snapshot, opts Options) (*Revision, policy.Errors) {
 		return nil, errs
 	}
 	return rev, nil
-}
-
-// ReloadOn reloads the rule set each time a request arrives on reqs, until
-// ctx is done or reqs is closed. The gateway passes it a channel that
-// signal.Notify feeds with SIGHUP. Reload logs and records each outcome.
-func (m *Manager) ReloadOn(ctx context.Context, reqs <-chan os.Signal) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case sig, ok := <-reqs:
-			if !ok {
-				return
-			}
-			m.logger.Info("reloading rules on request", "dir", m.dir, "signal", sig.String())
-			_, _ = m.Reload()
-		}
-	}
 }
 
 // rejected records a failed candidate (id may be empty when it could not

@@ -8,12 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -153,34 +151,6 @@ func TestReload(t *testing.T) {
 	want := []string{ReloadUnchanged, ReloadFailure, ReloadSuccess}
 	if strings.Join(rec.results, ",") != strings.Join(want, ",") {
 		t.Errorf("OnReload results = %v, want %v", rec.results, want)
-	}
-}
-
-// TestReloadOnSIGHUP sends the test process a real SIGHUP: the signal
-// reaches ReloadOn through signal.Notify, as in the gateway, and the edited
-// set is served.
-func TestReloadOnSIGHUP(t *testing.T) {
-	dir := rulesDir(t, defaultSet())
-	rec := newReloads()
-	m := newTestManager(t, dir, Options{OnReload: rec.onReload})
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP) // before the signal is sent: SIGHUP would end the process
-	defer signal.Stop(hup)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		m.ReloadOn(ctx, hup)
-		close(done)
-	}()
-	defer func() { cancel(); <-done }()
-
-	writeFiles(t, dir, map[string]string{"10-turn.yaml": strings.Replace(celTurn, "maxSteps: '3'", "maxSteps: '7'", 1)})
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	rec.waitFor(t, "a reload after SIGHUP", func() bool { return rec.count(ReloadSuccess) == 1 })
-	if !servesTurnCap(t, m, 7) {
-		t.Error("the edited rule set is not served after SIGHUP")
 	}
 }
 
