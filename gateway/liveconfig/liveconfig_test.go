@@ -229,8 +229,12 @@ func TestWatch(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		write func(t *testing.T, path, text string)
+		// relative runs the Manager on "turngate.yaml" in the file's
+		// directory, as `turngate serve --config turngate.yaml` does.
+		relative bool
 	}{
 		{name: "write in place", write: writeConfig},
+		{name: "relative path", write: writeConfig, relative: true},
 		{name: "editor rename over", write: func(t *testing.T, path, text string) {
 			tmp := filepath.Join(filepath.Dir(path), ".turngate.yaml.swp")
 			writeConfig(t, tmp, text)
@@ -241,6 +245,10 @@ func TestWatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "turngate.yaml")
+			if tc.relative {
+				t.Chdir(filepath.Dir(path))
+				path = "turngate.yaml"
+			}
 			writeConfig(t, path, base)
 			live, err := config.Load(path)
 			if err != nil {

@@ -53,7 +53,12 @@ func Watch(ctx context.Context, opts Options, reload func()) error {
 	if opts.Relevant == nil {
 		opts.Relevant = func(ev fsnotify.Event) bool { return ev.Op != fsnotify.Chmod }
 	}
-	dir := filepath.Clean(opts.Dir)
+	// Absolute, so that the directory and its parent differ (the parent
+	// of "." would be "." itself) and events name both alike.
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", opts.What, err)
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", opts.What, err)
@@ -97,7 +102,7 @@ func Watch(ctx context.Context, opts Options, reload func()) error {
 				// The directory itself went away; a Create or the poll
 				// re-adds it.
 				watching = false
-			case filepath.Dir(name) == parent && name != dir:
+			case parent != dir && filepath.Dir(name) == parent && name != dir:
 				continue // a sibling of the directory
 			}
 			if !pending && (name == dir || opts.Relevant(ev)) {
