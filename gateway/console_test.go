@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -174,5 +176,145 @@ func TestConsoleWithoutKeys(t *testing.T) {
 	}
 	if code, _ := status(t, g, "POST", "/console/api/session", map[string]string{"key": "x"}); code != http.StatusConflict {
 		t.Errorf("sign-in without keys: %d, want 409", code)
+	}
+}
+
+// wrongTenantRequest is what TestConsoleRoutesRefuseOtherTenants sends to
+// one route, naming tenant acme's records, and the status it wants.
+type wrongTenantRequest struct {
+	path string
+	// body is sent as JSON; a func() any is called for each request.
+	body   any
+	status int
+	// creates marks a request that makes the caller's own records (a
+	// turn, a message) under acme's ids: sent after every other route,
+	// so the lookups of acme's ids find nothing of the caller's.
+	creates bool
+}
+
+// TestConsoleRoutesRefuseOtherTenants walks every route of the API as
+// tenant globex's admin — with its key and with its console session —
+// naming the records of tenant acme (its session, approval, decision,
+// kill switch): each lookup is a 404, each list holds none of acme's,
+// a fleet-wide action (a rules reload) is a 403, and no answer carries
+// anything of acme's; afterwards acme's records are as they were.
+func TestConsoleRoutesRefuseOtherTenants(t *testing.T) {
+	const acmeAdmin = "acme-admin-key-0001"
+	cfg := testConfig(t, "approval")
+	withApprovalKeys(cfg)
+	cfg.Auth.APIKeys = append(cfg.Auth.APIKeys, config.APIKey{Key: acmeAdmin, Tenant: "acme", Subject: "sam", Roles: []string{RoleAdmin}})
+	cfg.Audit.Sink = config.SinkStdout // the decision records carry their input
+	g := startGateway(t, cfg, Options{})
+
+	// Tenant acme's records: a session holding an approval for a path
+	// only acme knows, a saved session, their decisions, a kill switch.
+	const secret = "acme-secret-7f3e"
+	chunks, _ := askApproval(t, g, "s-held", "/big/"+secret, bearer(userKey)...)
+	approval := chunks[slices.Index(types(chunks), "tool-approval-request")].str("approvalId")
+	g.doJSON("POST", "/v1/agents/demo/sessions/s-saved/messages", map[string]any{"text": "note " + secret}, http.StatusOK, nil, bearer(userKey)...)
+	var ks struct {
+		ID string `json:"id"`
+	}
+	g.doJSON("POST", "/v1/admin/killswitch", map[string]any{"block": "tools", "tools": []string{"never*"}, "allowUnknownTools": true, "scope": map[string]any{"tenant": "acme"}, "reason": "acme incident"},
+		http.StatusCreated, &ks, bearer(acmeAdmin)...)
+	storedDecisions(t, g)
+	acmeDecisions := list(t, g.as(acmeAdmin), "session=s-held").Decisions
+	if len(acmeDecisions) == 0 {
+		t.Fatal("acme's turn stored no decision")
+	}
+	acmeState := func() string {
+		var b strings.Builder
+		for _, p := range []string{"/v1/agents/demo/sessions/s-held/messages", "/v1/agents/demo/sessions/s-saved/messages", "/v1/agents/demo/sessions",
+			"/v1/approvals?state=pending", "/v1/admin/killswitch", "/v1/admin/decisions/" + acmeDecisions[0].ID} {
+			_, body := status(t, g, "GET", p, nil, bearer(acmeAdmin)...)
+			b.WriteString(body)
+		}
+		return b.String()
+	}
+	before := acmeState()
+	if !strings.Contains(before, approval) || !strings.Contains(before, secret) || !strings.Contains(before, "acme incident") {
+		t.Fatalf("acme's records as its admin sees them: %s", before)
+	}
+
+	held := "/v1/agents/demo/sessions/s-held"
+	eval := map[string]any{"hook": "beforeToolCall", "input": map[string]any{"type": "tool-call", "toolCallId": "c1", "toolName": "delete",
+		"input": map[string]any{"path": "/tmp/x"}, "tool": map[string]any{"name": "delete"}}}
+	sent := 0 // globex's chat messages: each new
+	candidate := map[string]any{"files": map[string]string{"tools.rego": "package turngate.tool_call\n"}}
+	requests := map[string]wrongTenantRequest{
+		"POST /v1/agents/:agent/chat":                         {path: "/v1/agents/demo/chat", body: func() any { sent++; return chatBody("s-held", fmt.Sprintf("u-globex-%d", sent), "what is pending?") }, status: http.StatusOK, creates: true},
+		"GET /v1/agents/:agent/chat/:id/stream":               {path: "/v1/agents/demo/chat/s-held/stream", status: http.StatusNotFound},
+		"POST /v1/agents/:agent/sessions/:id/messages":        {path: held + "/messages", body: map[string]any{"text": "mine"}, status: http.StatusOK, creates: true},
+		"GET /v1/agents/:agent/sessions/:id/messages":         {path: held + "/messages", status: http.StatusNotFound},
+		"POST /v1/agents/:agent/sessions/:id/continue":        {path: held + "/continue", body: map[string]any{}, status: http.StatusNotFound},
+		"POST /v1/agents/:agent/sessions/:id/cancel":          {path: held + "/cancel", body: map[string]any{}, status: http.StatusNotFound},
+		"GET /v1/agents/:agent/sessions/:id/submissions/:sid": {path: held + "/submissions/sub_x", status: http.StatusNotFound},
+		"GET /v1/approvals":                                   {path: "/v1/approvals?state=all", status: http.StatusOK},
+		"GET /v1/approvals/:id":                               {path: "/v1/approvals/" + approval, status: http.StatusNotFound},
+		"POST /v1/approvals/:id":                              {path: "/v1/approvals/" + approval, body: map[string]any{"approved": true, "reason": "not mine"}, status: http.StatusNotFound},
+		"DELETE /v1/agents/:agent/sessions/:id/submissions":   {path: held + "/submissions", status: http.StatusNotFound},
+		"GET /v1/agents":                                      {path: "/v1/agents", status: http.StatusOK},
+		"GET /v1/agents/:agent/sessions":                      {path: "/v1/agents/demo/sessions", status: http.StatusOK},
+		"GET /v1/agents/:agent/sessions/:id/export":           {path: held + "/export", status: http.StatusNotFound},
+		"DELETE /v1/agents/:agent/sessions/:id":               {path: held, status: http.StatusNotFound},
+		"POST /v1/chat/completions":                           {path: "/v1/chat/completions", body: map[string]any{"model": "demo", "user": "s-held", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, status: http.StatusOK, creates: true},
+		"GET /v1/models":                                      {path: "/v1/models", status: http.StatusOK},
+		"GET /v1/models/*model":                               {path: "/v1/models/demo", status: http.StatusOK},
+		"POST /v1/messages":                                   {path: "/v1/messages", body: map[string]any{"model": "demo", "max_tokens": 64, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, status: http.StatusOK, creates: true},
+		"GET /v1/admin/rules":                                 {path: "/v1/admin/rules", status: http.StatusOK},
+		"POST /v1/admin/rules/reload":                         {path: "/v1/admin/rules/reload", body: map[string]any{}, status: http.StatusForbidden},
+		"POST /v1/admin/rules/eval":                           {path: "/v1/admin/rules/eval", body: eval, status: http.StatusOK},
+		"POST /v1/admin/killswitch":                           {path: "/v1/admin/killswitch", body: map[string]any{"block": "tools", "scope": map[string]any{"tenant": "acme"}, "reason": "x"}, status: http.StatusForbidden},
+		"GET /v1/admin/killswitch":                            {path: "/v1/admin/killswitch", status: http.StatusOK},
+		"DELETE /v1/admin/killswitch/:id":                     {path: "/v1/admin/killswitch/" + ks.ID, status: http.StatusNotFound},
+		"GET /v1/admin/decisions":                             {path: "/v1/admin/decisions?tenant=acme", status: http.StatusOK},
+		"GET /v1/admin/decisions/:id":                         {path: "/v1/admin/decisions/" + acmeDecisions[0].ID, status: http.StatusNotFound},
+		"POST /v1/admin/replay":                               {path: "/v1/admin/replay", body: map[string]any{"candidate": candidate, "since": time.Now().Add(-time.Hour).UTC()}, status: http.StatusOK},
+	}
+	// The WebSocket authenticates after its upgrade (ws_test.go); the
+	// console's own routes serve its pages and the caller's session.
+	skip := []string{"/healthz", "/readyz", "/metrics", "/v1/agents/:agent/ws", console.Path}
+	var routes []gin.RouteInfo
+	for _, rt := range g.srv.handler.(*gin.Engine).Routes() {
+		if slices.ContainsFunc(skip, func(p string) bool { return strings.HasPrefix(rt.Path, p) }) {
+			continue
+		}
+		if _, ok := requests[rt.Method+" "+rt.Path]; !ok {
+			t.Errorf("%s %s: no wrong-tenant request for this route; add one to the table", rt.Method, rt.Path)
+			continue
+		}
+		routes = append(routes, rt)
+	}
+	principals := []struct {
+		name    string
+		headers []string
+	}{
+		{"globex's admin key", bearer(otherKey)},
+		{"globex's admin console session", consoleSignIn(t, g, otherKey)},
+	}
+	// The lookups of acme's ids first, by both; then the requests that
+	// make globex's own records under those ids.
+	for _, creates := range []bool{false, true} {
+		for _, who := range principals {
+			for _, rt := range routes {
+				req := requests[rt.Method+" "+rt.Path]
+				if req.creates != creates {
+					continue
+				}
+				if next, ok := req.body.(func() any); ok {
+					req.body = next()
+				}
+				code, body := status(t, g, rt.Method, req.path, req.body, who.headers...)
+				if code != req.status {
+					t.Errorf("%s %s with %s: %d %s, want %d", rt.Method, req.path, who.name, code, body, req.status)
+				}
+				if strings.Contains(body, "acme") || strings.Contains(body, secret) {
+					t.Errorf("%s %s with %s answers acme's records: %s", rt.Method, req.path, who.name, body)
+				}
+			}
+		}
+	}
+	if after := acmeState(); after != before {
+		t.Errorf("acme's records changed:\nbefore %s\nafter  %s", before, after)
 	}
 }

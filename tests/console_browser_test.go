@@ -329,10 +329,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		session := fmt.Sprintf("console-t-%d", time.Now().UnixNano())
 		alice.chat("files", userChat(session, "u1", "delete /prod/logs", nil))
 		ctx := newBrowserContext(t)
+		// gus has the ops role the approval names: only its tenant keeps
+		// it from him.
+		type approval struct {
+			SessionID string `json:"sessionId"`
+		}
+		var pending struct {
+			Approvals []approval `json:"approvals"`
+		}
+		listed := func() bool {
+			return slices.ContainsFunc(pending.Approvals, func(a approval) bool { return a.SessionID == session })
+		}
+		if g.as(consoleOlga).json("GET", "/v1/approvals", nil, 200, &pending); !listed() {
+			t.Fatalf("acme's ops approver olga does not see the approval of %s: %+v", session, pending)
+		}
 		signInAs(t, ctx, g, consoleGlobex)
 		view(t, ctx, g, "approvals", "approvals")
 		if got := text(t, ctx, `main`); strings.Contains(got, "/prod/logs") || strings.Contains(got, session) {
 			t.Errorf("globex's console shows acme's approval: %q", got)
+		}
+		if g.as(consoleGlobex).json("GET", "/v1/approvals?state=all", nil, 200, &pending); listed() {
+			t.Errorf("globex's ops admin lists acme's approval: %+v", pending)
 		}
 		if got := text(t, ctx, `#principal`); !strings.Contains(got, "tenant globex") {
 			t.Errorf("principal %q", got)
