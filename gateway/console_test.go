@@ -318,3 +318,90 @@ func TestConsoleRoutesRefuseOtherTenants(t *testing.T) {
 		t.Errorf("acme's records changed:\nbefore %s\nafter  %s", before, after)
 	}
 }
+
+// TestConsoleRoutesNeedCSRF walks every route whose method changes
+// something (not GET, HEAD or OPTIONS) with a valid console session
+// cookie and no CSRF token: each is a 403 naming the CSRF header, the
+// console's sign-out included; the session still works afterwards. The
+// sign-in, which has no session yet to hold a token, is the exception: it
+// takes only a JSON body (a cross-site form cannot send one without a
+// CORS preflight) and refuses a cross-site request.
+func TestConsoleRoutesNeedCSRF(t *testing.T) {
+	g := newTestGateway(t, "approval", withApprovalKeys)
+	cookie := consoleSignIn(t, g, otherKey)[:2]
+	param := regexp.MustCompile(`[:*][a-z]+`)
+	safe := []string{http.MethodGet, http.MethodHead, http.MethodOptions}
+	walked, consoleMethods := 0, map[string]bool{}
+	for _, rt := range g.srv.handler.(*gin.Engine).Routes() {
+		if slices.Contains(safe, rt.Method) {
+			continue
+		}
+		path := param.ReplaceAllString(strings.ReplaceAll(rt.Path, ":agent", "demo"), "x")
+		if strings.HasPrefix(rt.Path, console.Path) {
+			// The console routes every method of its paths itself: the
+			// one that changes something is the sign-out.
+			if consoleMethods[rt.Method] {
+				continue
+			}
+			consoleMethods[rt.Method] = true
+			switch rt.Method {
+			case http.MethodPost:
+				continue // the sign-in, below
+			case http.MethodDelete:
+				path = console.Path + "/api/session"
+			default:
+				if code, body := status(t, g, rt.Method, console.Path+"/api/session", "{}", cookie...); code != http.StatusMethodNotAllowed {
+					t.Errorf("%s %s/api/session: %d %s, want 405", rt.Method, console.Path, code, body)
+				}
+				continue
+			}
+		}
+		walked++
+		if code, body := status(t, g, rt.Method, path, "{}", cookie...); code != http.StatusForbidden || !strings.Contains(body, console.CSRFHeader) {
+			t.Errorf("%s %s without the CSRF token: %d %s, want 403 naming %s", rt.Method, path, code, body, console.CSRFHeader)
+		}
+	}
+	if walked < 15 || !consoleMethods[http.MethodDelete] { // the API's 14 such routes and the sign-out
+		t.Fatalf("walked only %d requests (console methods %v)", walked, consoleMethods)
+	}
+	if code, body := status(t, g, "GET", "/console/api/session", nil, cookie...); code != http.StatusOK {
+		t.Fatalf("the session after the refused requests: %d %s", code, body)
+	}
+
+	// The sign-in: JSON only, never cross-site, then a new session.
+	for _, tc := range []struct {
+		name    string
+		body    string
+		headers []string
+		status  int
+		want    string
+	}{
+		{"a form post", "key=" + otherKey, []string{"Content-Type", "application/x-www-form-urlencoded"}, http.StatusUnsupportedMediaType, "Content-Type"},
+		{"a text post", otherKey, []string{"Content-Type", "text/plain"}, http.StatusUnsupportedMediaType, "Content-Type"},
+		{"another site", `{"key":"` + otherKey + `"}`, []string{"Content-Type", "application/json", "Sec-Fetch-Site", "cross-site"}, http.StatusForbidden, "cross-site"},
+		{"the console's page", `{"key":"` + otherKey + `"}`, []string{"Content-Type", "application/json", "Sec-Fetch-Site", "same-origin"}, http.StatusOK, `"csrf"`},
+	} {
+		t.Run("sign-in from "+tc.name, func(t *testing.T) {
+			req, err := http.NewRequest("POST", g.http.URL+console.Path+"/api/session", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i+1 < len(tc.headers); i += 2 {
+				req.Header.Set(tc.headers[i], tc.headers[i+1])
+			}
+			req.Header.Set(cookie[0], cookie[1])
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			data, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status || !strings.Contains(string(data), tc.want) {
+				t.Errorf("%d %s, want %d naming %s", resp.StatusCode, data, tc.status, tc.want)
+			}
+			if set := resp.Cookies(); (len(set) == 1) != (tc.status == http.StatusOK) {
+				t.Errorf("cookies set: %v", set)
+			}
+		})
+	}
+}
