@@ -15,6 +15,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/store"
 )
 
 // heldReader reads a GET …/chat/{id}/stream response as it arrives.
@@ -329,3 +330,36 @@ func TestGetApproval(t *testing.T) {
 	g.doJSON("GET", "/v1/approvals/appr_none", nil, http.StatusNotFound, nil, bearer(opsKey)...)
 	g.doJSON("GET", "/v1/approvals/bad%20id", nil, http.StatusNotFound, nil, bearer(opsKey)...)
 }
+
+// A gateway shutting down ends its held streams with finish
+// "interrupted" (the client resubmits nothing and reconnects to another
+// gateway); the approval stays pending.
+func TestHeldStreamEndsOnShutdown(t *testing.T) {
+	g := newTestGateway(t, "approval", withApprovalKeys, withKeepAlive)
+	askApproval(t, g, "stopping", "/big/db", bearer(userKey)...)
+	r := openStream(t, g, "stopping", bearer(userKey)...)
+	r.waitFor("the approval request", func(c []chunk, _ int, _ bool) bool { return slices.Contains(types(c), "tool-approval-request") })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st := g.store
+	g.store = nopCloseStore{st}
+	if err := g.shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	all := r.waitFor("the end", func(_ []chunk, _ int, done bool) bool { return done })
+	checkUIStream(t, all)
+	if last := all[len(all)-1]; last.str("type") != "finish" || last.str("finishReason") != "interrupted" || slices.Contains(types(all), "tool-approval-response") {
+		t.Errorf("held stream at shutdown ended %q", types(all))
+	}
+	list, err := st.ListApprovals(context.Background(), "acme", store.ApprovalFilter{SessionID: "stopping"})
+	if err != nil || len(list) != 1 || list[0].State != store.ApprovalPending {
+		t.Errorf("approvals after the shutdown %+v, %v", list, err)
+	}
+}
+
+// nopCloseStore keeps a store open past the gateway's shutdown, for a
+// test to read it after.
+type nopCloseStore struct{ store.Store }
+
+func (nopCloseStore) Close() error { return nil }
