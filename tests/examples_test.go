@@ -57,6 +57,7 @@ var exampleCases = []exampleCase{
 	{"inbound-guards", exampleInboundGuards, inboundMetricsPort},
 	{"jwt-auth", exampleJWTAuth, jwtIDP},
 	{"kill-switch", exampleKillSwitch, nil},
+	{"live-config", exampleLiveConfig, nil},
 	{"long-chat-step-budget", exampleLongChatStepBudget, nil},
 	{"outbound-guards", exampleOutboundGuards, outboundPartner},
 	{"postgres-replicas", examplePostgresReplicas, examplePGSchema},
