@@ -263,6 +263,7 @@ func TestConsoleRoutesRefuseOtherTenants(t *testing.T) {
 		"POST /v1/messages":                                   {path: "/v1/messages", body: map[string]any{"model": "demo", "max_tokens": 64, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, status: http.StatusOK, creates: true},
 		"GET /v1/admin/rules":                                 {path: "/v1/admin/rules", status: http.StatusOK},
 		"POST /v1/admin/rules/reload":                         {path: "/v1/admin/rules/reload", body: map[string]any{}, status: http.StatusForbidden},
+		"GET /v1/admin/config":                                {path: "/v1/admin/config", status: http.StatusForbidden},
 		"POST /v1/admin/rules/eval":                           {path: "/v1/admin/rules/eval", body: eval, status: http.StatusOK},
 		"POST /v1/admin/killswitch":                           {path: "/v1/admin/killswitch", body: map[string]any{"block": "tools", "scope": map[string]any{"tenant": "acme"}, "reason": "x"}, status: http.StatusForbidden},
 		"GET /v1/admin/killswitch":                            {path: "/v1/admin/killswitch", status: http.StatusOK},

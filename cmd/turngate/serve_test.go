@@ -279,7 +279,7 @@ func TestServeNeverLogsSecrets(t *testing.T) {
 	path := writeServeConfig(t, `
 auth:
   apiKeys:
-    - {key: "${TG_TEST_ADMIN_KEY}", tenant: t, roles: [admin]}
+    - {key: "${TG_TEST_ADMIN_KEY}", tenant: t, roles: [admin, global-admin]}
     - {key: "${TG_TEST_USER_KEY}", tenant: t}
 `)
 	data, err := os.ReadFile(path)
