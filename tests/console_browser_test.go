@@ -3,7 +3,9 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,20 +132,45 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	return value(t, ctx, "reading "+sel, chromedp.Text(chromedp.CSS(sel)))
 }
 
-// screenshot writes the page to docs/console/NAME.png when screenshotsEnv
-// is set.
+// shots are the screenshots the browser tests took, by name.
+var shots sync.Map
+
+// screenshot takes the page's screenshot NAME (one of consoleScreenshots)
+// and checks it is a page's PNG; with screenshotsEnv set it is written to
+// docs/console/NAME.png, else nowhere (CI leaves the checkout as it is).
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
+	if !slices.Contains(slices.Collect(maps.Values(consoleScreenshots)), name) {
+		t.Fatalf("screenshot %q is none of consoleScreenshots", name)
+	}
+	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	if err := checkScreenshot(png); err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+	}
+	shots.Store(name, true)
 	if os.Getenv(screenshotsEnv) != "1" {
 		return
 	}
-	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
 	dir := filepath.Join(repoRoot, "docs", "console")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkAllShot fails t unless the browser tests took every screenshot of
+// consoleScreenshots: each view was shown. A run of some subtests only
+// (-run with a /) takes some.
+func checkAllShot(t *testing.T) {
+	if t.Failed() || strings.Contains(flag.Lookup("test.run").Value.String(), "/") {
+		return
+	}
+	for _, name := range consoleScreenshots {
+		if _, ok := shots.Load(name); !ok {
+			t.Errorf("no subtest took the screenshot %s", name)
+		}
 	}
 }
 
@@ -159,6 +186,7 @@ func jsString(s string) string {
 // playground's live block beside a candidate's allow, and tenant isolation.
 func TestConsoleInBrowser(t *testing.T) {
 	g := startGateway(t, gatewayOptions{Config: "turngate.yaml", Dir: fixture(t, "console")})
+	t.Cleanup(func() { checkAllShot(t) })
 
 	t.Run("a wrong key is refused", func(t *testing.T) {
 		ctx := newBrowserContext(t)
