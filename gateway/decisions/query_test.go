@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/internal/golden"
 )
 
@@ -58,23 +62,58 @@ func TestParseQueryRefusals(t *testing.T) {
 	golden.Check(t, "testdata/refusals.txt", b.String())
 }
 
-// TestParseQuery: each filter sets its field of the store's query, a
-// tenant admin's query is its tenant's, another tenant's selects nothing;
-// an empty cursor is the first page.
+// TestParseQuery: each query parameter sets its field of the store's
+// query and nothing else (one case per parameter the list takes, as its
+// refusal of an unknown one lists them), a tenant admin's query is its
+// tenant's, another tenant's selects nothing; an empty cursor is the
+// first page.
 func TestParseQuery(t *testing.T) {
-	raw := "since=2026-12-01T00:00:00Z&until=2026-12-02T00:00:00Z&tenant=acme&agent=demo&session=s1&turn=r1&tool=delete" +
-		"&hook=beforeToolCall&outcome=matched&action=block&rule=tools.rego&revision=sha256:aa&shadowChanged=true&limit=7&order=asc"
-	v, _ := url.ParseQuery(raw)
-	q, err := ParseQuery(v, Scope{AllTenants: true})
-	if err != nil {
-		t.Fatal(err)
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	after := store.DecisionKey{Time: day.Add(90 * time.Minute), ID: 42}
+	yes := true
+	cases := []struct {
+		param, value string
+		set          func(q *store.DecisionQuery)
+	}{
+		{"since", "2026-12-01T00:00:00Z", func(q *store.DecisionQuery) { q.Since = day }},
+		{"until", "2026-12-01T00:00:00Z", func(q *store.DecisionQuery) { q.Until = day }},
+		{"tenant", "acme", func(q *store.DecisionQuery) { q.Tenant = "acme" }},
+		{"agent", "demo", func(q *store.DecisionQuery) { q.Agent = "demo" }},
+		{"session", "s1", func(q *store.DecisionQuery) { q.SessionID = "s1" }},
+		{"turn", "req-1", func(q *store.DecisionQuery) { q.RequestID = "req-1" }},
+		{"tool", "delete", func(q *store.DecisionQuery) { q.Tool = "delete" }},
+		{"hook", "afterToolCall", func(q *store.DecisionQuery) { q.Hook = "afterToolCall" }},
+		{"outcome", "no_match", func(q *store.DecisionQuery) { q.Outcome = "no_match" }},
+		{"action", "block", func(q *store.DecisionQuery) { q.Action = "block" }},
+		{"rule", "tools.rego:12", func(q *store.DecisionQuery) { q.Rule = "tools.rego:12" }},
+		{"revision", "sha256:aa", func(q *store.DecisionQuery) { q.Revision = "sha256:aa" }},
+		{"shadowChanged", "true", func(q *store.DecisionQuery) { q.ShadowChanged = &yes }},
+		{"limit", "7", func(q *store.DecisionQuery) { q.Limit = 7 }},
+		{"cursor", encodeCursor(after), func(q *store.DecisionQuery) { q.After = &after }},
+		{"order", "asc", func(q *store.DecisionQuery) { q.Ascending = true }},
 	}
-	got := fmt.Sprintf("%s %s %s %s %s %s %s %s %s %s %s %s %v %d %v", q.Since.Format("01-02"), q.Until.Format("01-02"),
-		q.Tenant, q.Agent, q.SessionID, q.RequestID, q.Tool, q.Hook, q.Outcome, q.Action, q.Rule, q.Revision,
-		*q.ShadowChanged, q.Limit, q.Ascending)
-	want := "12-01 12-02 acme demo s1 r1 delete beforeToolCall matched block tools.rego sha256:aa true 7 true"
-	if got != want {
-		t.Errorf("?%s parsed to\n%s\nwant\n%s", raw, got, want)
+	var tested []string
+	for _, tc := range cases {
+		tested = append(tested, tc.param)
+		t.Run(tc.param, func(t *testing.T) {
+			q, err := ParseQuery(url.Values{tc.param: {tc.value}}, Scope{AllTenants: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := store.DecisionQuery{Limit: DefaultLimit}
+			tc.set(&want)
+			if !reflect.DeepEqual(q.DecisionQuery, want) || q.None {
+				t.Errorf("?%s=%s parsed to %+v, want %+v", tc.param, tc.value, q.DecisionQuery, want)
+			}
+		})
+	}
+	_, err := ParseQuery(url.Values{"zzzzzzzzzzzzzzzzzzzz": {"1"}}, Scope{AllTenants: true})
+	listed, ok := "", false
+	if err != nil {
+		_, listed, ok = strings.Cut(err.Error(), "it takes ")
+	}
+	if takes := strings.Split(strings.TrimSuffix(listed, ")"), ", "); !ok || !slices.Equal(takes, tested) {
+		t.Errorf("the list takes %v (%v), the cases test %v", takes, err, tested)
 	}
 	for _, tc := range []struct {
 		raw    string

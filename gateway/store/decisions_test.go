@@ -225,3 +225,95 @@ func TestDecisionsPagesStableUnderInserts(t *testing.T) {
 		}
 	})
 }
+
+// TestDecisionsFilters: each filter of DecisionQuery selects exactly the
+// rows that match it, on rows whose every indexed field varies
+// independently of the others (agent, session, hook, outcome, action,
+// revision, shadow change, rules fired, tool, time), newest first and
+// oldest first.
+func TestDecisionsFilters(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := context.Background()
+		hooks := []string{"beforeTurn", "beforeToolCall", "afterToolCall", "onChatResponse", "beforeModelCall"}
+		outcomes := []string{"matched", "no_match", "error"}
+		tools := []string{"send_email", "wire_transfer", "search", ""}
+		var rows []DecisionRow
+		for i := range 84 {
+			r := decisionAt([]string{"acme", "globex"}[i%2], i%60, hooks[i%5], tools[i%4], []string{"allow", "block", ""}[i%3], fmt.Sprintf("r%d", i%4))
+			r.Time = r.Time.Add(time.Duration(i/60) * time.Minute)
+			r.Agent = []string{"support", "billing", "ops"}[i%3]
+			r.SessionID = fmt.Sprintf("s%d", i%4)
+			r.RequestID = fmt.Sprintf("req-%d", i%6)
+			r.Outcome = outcomes[(i/2)%3]
+			r.Revision = fmt.Sprintf("sha256:rev%d", i/30) // revisions follow each other in time
+			r.ShadowChanged = i%7 == 0
+			if i%5 == 0 {
+				r.RulesFired = append(r.RulesFired, "shadow.rego:3")
+			}
+			rows = append(rows, r)
+		}
+		if err := s.InsertDecisions(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+		yes, no := true, false
+		for _, tc := range []struct {
+			name  string
+			q     DecisionQuery
+			match func(r DecisionRow) bool
+		}{
+			{"tenant", DecisionQuery{Tenant: "globex"}, func(r DecisionRow) bool { return r.Tenant == "globex" }},
+			{"agent", DecisionQuery{Agent: "billing"}, func(r DecisionRow) bool { return r.Agent == "billing" }},
+			{"session", DecisionQuery{SessionID: "s3"}, func(r DecisionRow) bool { return r.SessionID == "s3" }},
+			{"turn", DecisionQuery{RequestID: "req-5"}, func(r DecisionRow) bool { return r.RequestID == "req-5" }},
+			{"hook", DecisionQuery{Hook: "afterToolCall"}, func(r DecisionRow) bool { return r.Hook == "afterToolCall" }},
+			{"tool", DecisionQuery{Tool: "wire_transfer"}, func(r DecisionRow) bool { return r.Tool == "wire_transfer" }},
+			{"outcome", DecisionQuery{Outcome: "no_match"}, func(r DecisionRow) bool { return r.Outcome == "no_match" }},
+			{"action", DecisionQuery{Action: "block"}, func(r DecisionRow) bool { return r.Action == "block" }},
+			{"revision", DecisionQuery{Revision: "sha256:rev1"}, func(r DecisionRow) bool { return r.Revision == "sha256:rev1" }},
+			{"shadow changed", DecisionQuery{ShadowChanged: &yes}, func(r DecisionRow) bool { return r.ShadowChanged }},
+			{"shadow unchanged", DecisionQuery{ShadowChanged: &no}, func(r DecisionRow) bool { return !r.ShadowChanged }},
+			{"rule fired", DecisionQuery{Rule: "shadow.rego:3"}, func(r DecisionRow) bool { return slices.Contains(r.RulesFired, "shadow.rego:3") }},
+			{"since", DecisionQuery{Since: rows[50].Time}, func(r DecisionRow) bool { return !r.Time.Before(rows[50].Time) }},
+			{"until", DecisionQuery{Until: rows[20].Time}, func(r DecisionRow) bool { return r.Time.Before(rows[20].Time) }},
+			{"tenant, agent and hook", DecisionQuery{Tenant: "acme", Agent: "ops", Hook: "beforeTurn"},
+				func(r DecisionRow) bool { return r.Tenant == "acme" && r.Agent == "ops" && r.Hook == "beforeTurn" }},
+			{"session and outcome in a time range", DecisionQuery{SessionID: "s1", Outcome: "matched", Since: rows[10].Time, Until: rows[70].Time},
+				func(r DecisionRow) bool {
+					return r.SessionID == "s1" && r.Outcome == "matched" && !r.Time.Before(rows[10].Time) && r.Time.Before(rows[70].Time)
+				}},
+			{"rule and revision", DecisionQuery{Rule: "r2", Revision: "sha256:rev0"}, func(r DecisionRow) bool { return slices.Contains(r.RulesFired, "r2") && r.Revision == "sha256:rev0" }},
+			{"tool, action and shadow", DecisionQuery{Tool: "search", Action: "allow", ShadowChanged: &no},
+				func(r DecisionRow) bool { return r.Tool == "search" && r.Action == "allow" && !r.ShadowChanged }},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				var want []int64
+				for _, r := range rows {
+					if tc.match(r) {
+						want = append(want, r.ID)
+					}
+				}
+				if len(want) == 0 || len(want) == len(rows) {
+					t.Fatalf("the filter matches %d of the %d rows: the seed does not test it", len(want), len(rows))
+				}
+				for _, asc := range []bool{true, false} {
+					q := tc.q
+					q.Limit, q.Ascending = MaxDecisionPage, asc
+					got, err := s.QueryDecisions(ctx, q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ids := make([]int64, len(got))
+					for i, d := range got {
+						ids[i] = d.ID
+					}
+					if !asc {
+						slices.Reverse(ids)
+					}
+					if !slices.Equal(ids, want) {
+						t.Errorf("ascending %v: ids %v, want %v", asc, ids, want)
+					}
+				}
+			})
+		}
+	})
+}
