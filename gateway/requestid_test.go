@@ -35,7 +35,8 @@ onChatError:
 
 // TestRequestIDEveryHook runs one tool turn with rules for every hook and
 // an extension subscribed to every hook, and checks that each sees the
-// same request id — the client's X-Request-Id — and the turn's deadline:
+// same request id — the client's X-Request-Id — and the turn's deadline
+// (turn.deadline, input.deadline, the envelope's):
 // every decision record and the input its rules read (turn.requestId,
 // input.requestId, requestId), every audit record of the turn, and every
 // extension delivery.
@@ -82,7 +83,9 @@ func TestRequestIDEveryHook(t *testing.T) {
 			Outcome   string `json:"outcome"`
 			Input     *struct {
 				RequestID string `json:"requestId"`
-				Turn      *struct {
+				// Deadline is the Rego input's.
+				Deadline string `json:"deadline"`
+				Turn     *struct {
 					RequestID string    `json:"requestId"`
 					Deadline  time.Time `json:"deadline"`
 				} `json:"turn"`
@@ -107,6 +110,11 @@ func TestRequestIDEveryHook(t *testing.T) {
 				read = rec.Input.Turn.RequestID
 				if d := rec.Input.Turn.Deadline; d.Before(start) || d.After(start.Add(g.cfg.Limits.TurnTimeout+time.Minute)) {
 					t.Errorf("%s: the rules read turn.deadline %v, want the turn's start + limits.turnTimeout", name, d)
+				}
+			}
+			if rec.Hook == "beforeToolCall" {
+				if d, err := time.Parse(time.RFC3339Nano, rec.Input.Deadline); err != nil || d.Before(start) {
+					t.Errorf("beforeToolCall: the rules read input.deadline %q, want the turn's", rec.Input.Deadline)
 				}
 			}
 			if read != id {

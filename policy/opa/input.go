@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -30,6 +31,8 @@ import (
 //	requestId        string   the request that started the turn
 //	entryPath        string   how the turn started ("chat", "saveMessages", …)
 //	depth             number   sub-agent nesting depth (0 at top level)
+//	deadline          string   when the turn's time runs out, RFC 3339 ("" if none)
+//	aborted           bool     the turn's abort signal had fired
 //	principal         object   {tenant, subject, roles} of the authenticated caller
 //	body              object   the client request's custom body fields ({} if none)
 //	previousCalls    array    this turn's earlier calls, in order:
@@ -48,6 +51,7 @@ func ToolCallInput(tc *engine.ToolCallContext) map[string]any {
 // ToolResultInput returns the Rego input document data.turngate.tool_result
 // sees for rc. It has the tool-call fields that exist after execution (tool,
 // toolCallId, stepNumber, agent, sessionId, requestId, entryPath, depth,
+// deadline, aborted,
 // principal, messagesCount; no body or previousCalls) plus:
 //
 //	output            any      the tool's output (null when it failed or returned nothing)
@@ -184,6 +188,8 @@ var inputKey = struct {
 	requestID      *ast.Term
 	entryPath      *ast.Term
 	depth          *ast.Term
+	deadline       *ast.Term
+	aborted        *ast.Term
 	principal      *ast.Term
 	tenant         *ast.Term
 	subject        *ast.Term
@@ -222,6 +228,8 @@ var inputKey = struct {
 	requestID:      ast.StringTerm("requestId"),
 	entryPath:      ast.StringTerm("entryPath"),
 	depth:          ast.StringTerm("depth"),
+	deadline:       ast.StringTerm("deadline"),
+	aborted:        ast.StringTerm("aborted"),
 	principal:      ast.StringTerm("principal"),
 	tenant:         ast.StringTerm("tenant"),
 	subject:        ast.StringTerm("subject"),
@@ -264,13 +272,19 @@ func callItems(id *engine.Identity, tool *ast.Term, callID string, step, message
 	for i, r := range id.Principal.Roles {
 		roles[i] = ast.StringTerm(r)
 	}
-	items := make([][2]*ast.Term, 0, 17)
+	deadline := ""
+	if !id.Deadline.IsZero() {
+		deadline = id.Deadline.UTC().Format(time.RFC3339Nano)
+	}
+	items := make([][2]*ast.Term, 0, 19)
 	return append(items,
 		ast.Item(inputKey.agent, ast.StringTerm(id.Agent)),
 		ast.Item(inputKey.sessionID, ast.StringTerm(id.SessionID)),
 		ast.Item(inputKey.requestID, ast.StringTerm(id.RequestID)),
 		ast.Item(inputKey.entryPath, ast.StringTerm(id.EntryPath)),
 		ast.Item(inputKey.depth, ast.InternedTerm(id.Depth)),
+		ast.Item(inputKey.deadline, ast.StringTerm(deadline)),
+		ast.Item(inputKey.aborted, ast.InternedTerm(id.Aborted)),
 		ast.Item(inputKey.principal, ast.ObjectTerm(
 			ast.Item(inputKey.tenant, ast.StringTerm(id.Principal.Tenant)),
 			ast.Item(inputKey.subject, ast.StringTerm(id.Principal.Subject)),

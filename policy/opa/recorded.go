@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -220,6 +221,8 @@ type recordedIdentity struct {
 	RequestID     string           `json:"requestId"`
 	EntryPath     string           `json:"entryPath"`
 	Depth         int              `json:"depth"`
+	Deadline      string           `json:"deadline"`
+	Aborted       bool             `json:"aborted"`
 	Principal     engine.Principal `json:"principal"`
 	Tool          recordedTool     `json:"tool"`
 	ToolCallID    string           `json:"toolCallId"`
@@ -311,8 +314,15 @@ func (d *recordedIdentity) context() (engine.Identity, []engine.ModelMessage, er
 	if d.MessagesCount < 0 || d.MessagesCount > maxRecordedMessages {
 		return engine.Identity{}, nil, fmt.Errorf("messagesCount %d is out of range [0, %d]", d.MessagesCount, maxRecordedMessages)
 	}
-	return engine.Identity{RequestID: d.RequestID, SessionID: d.SessionID, Agent: d.Agent,
-		Principal: d.Principal, EntryPath: d.EntryPath, Depth: d.Depth}, make([]engine.ModelMessage, d.MessagesCount), nil
+	var deadline time.Time
+	if d.Deadline != "" {
+		var err error
+		if deadline, err = time.Parse(time.RFC3339Nano, d.Deadline); err != nil {
+			return engine.Identity{}, nil, fmt.Errorf("deadline %q is not an RFC 3339 time", d.Deadline)
+		}
+	}
+	return engine.Identity{RequestID: d.RequestID, SessionID: d.SessionID, Agent: d.Agent, Principal: d.Principal,
+		EntryPath: d.EntryPath, Depth: d.Depth, Deadline: deadline, Aborted: d.Aborted}, make([]engine.ModelMessage, d.MessagesCount), nil
 }
 
 func (t *recordedTool) info() engine.ToolInfo {
