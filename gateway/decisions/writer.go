@@ -39,10 +39,12 @@ const (
 	// DefaultMaxQueued bounds the records waiting for the store.
 	DefaultMaxQueued = 65536
 	maxBatch         = 512
-	// pruneBatch bounds the rows one prune deletes, so the writer (SQLite)
-	// is never held for long; maxPrunePasses bounds one round of pruning.
-	pruneBatch     = 5000
-	maxPrunePasses = 20
+	// DefaultPruneBatch bounds the rows one prune statement deletes, so
+	// the store's writer (SQLite's) is never held for long.
+	DefaultPruneBatch = 5000
+	// DefaultPruneBudget bounds one round of pruning: batch after batch
+	// while whole batches come back, until this much time has gone by.
+	DefaultPruneBudget = 15 * time.Second
 	// The retry delays after a failed write.
 	minRetry = 100 * time.Millisecond
 	maxRetry = 10 * time.Second
@@ -60,6 +62,12 @@ type Options struct {
 	Retention time.Duration
 	// PruneInterval is how often Run prunes (default a minute).
 	PruneInterval time.Duration
+	// PruneBatch bounds the rows one prune statement deletes (default
+	// DefaultPruneBatch).
+	PruneBatch int
+	// PruneBudget bounds the time one round of pruning goes on (default
+	// DefaultPruneBudget); the next round goes on from there.
+	PruneBudget time.Duration
 	// MaxQueued bounds the records waiting for the store (default
 	// DefaultMaxQueued).
 	MaxQueued int
@@ -102,6 +110,12 @@ type Writer struct {
 func New(st store.Decisions, opts Options) *Writer {
 	if opts.PruneInterval <= 0 {
 		opts.PruneInterval = time.Minute
+	}
+	if opts.PruneBatch <= 0 {
+		opts.PruneBatch = DefaultPruneBatch
+	}
+	if opts.PruneBudget <= 0 {
+		opts.PruneBudget = DefaultPruneBudget
 	}
 	if opts.MaxQueued <= 0 {
 		opts.MaxQueued = DefaultMaxQueued
@@ -407,23 +421,36 @@ func (w *Writer) Pending() int {
 	return len(w.pending)
 }
 
-// prune deletes the records older than the retention, pruneBatch at a
-// time, at most maxPrunePasses batches a round (the next round goes on).
-func (w *Writer) prune(ctx context.Context) {
+// prune deletes the records older than the retention, a bounded batch
+// (Options.PruneBatch) at a time, batch after batch while whole batches
+// come back, until Options.PruneBudget is spent (the next round goes on);
+// the records queued meanwhile are stored between batches. It returns how
+// many records it deleted.
+func (w *Writer) prune(ctx context.Context) int {
 	if w.opts.Retention <= 0 {
-		return
+		return 0
 	}
 	before := w.opts.Now().Add(-w.opts.Retention)
-	for range maxPrunePasses {
-		n, err := w.st.PruneDecisions(ctx, before, pruneBatch)
+	end := time.Now().Add(w.opts.PruneBudget)
+	deleted := 0
+	for {
+		n, err := w.st.PruneDecisions(ctx, before, w.opts.PruneBatch)
+		deleted += n
 		if err != nil {
 			if ctx.Err() == nil {
 				w.opts.Logger.Warn("decision store: pruning failed; the next round retries", "err", err)
 			}
-			return
+			return deleted
 		}
-		if n < pruneBatch {
-			return
+		if n < w.opts.PruneBatch {
+			return deleted
+		}
+		if !time.Now().Before(end) {
+			w.opts.Logger.Info("decision store: a prune round spent its time; the next round goes on", "deleted", deleted)
+			return deleted
+		}
+		if w.Pending() > 0 {
+			_ = w.drain(ctx) // a failure waits for Run's retry
 		}
 	}
 }

@@ -70,16 +70,78 @@ func count(t *testing.T, st store.Store) int {
 func TestWriterRetention(t *testing.T) {
 	st := openSQLite(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	w := New(st, Options{Retention: 24 * time.Hour, PruneInterval: time.Hour, Now: func() time.Time { return now }, Logger: quiet})
+	w := New(st, Options{Retention: 24 * time.Hour, PruneInterval: 10 * time.Millisecond, Now: func() time.Time { return now }, Logger: quiet})
 	for i := range 10 {
 		r := record("acme", now.Add(-time.Duration(i)*6*time.Hour)) // 0h … 54h old
 		w.Tap(audit.KindDecision, r, line(r))
 	}
 	run(t, w) // prunes when it starts, perhaps before the records are stored
 	flush(t, w)
-	w.prune(context.Background())
-	if n := count(t, st); n != 5 { // 0, 6, 12, 18 and 24 hours old: the edge is kept
-		t.Fatalf("after pruning %d records left, want 5", n)
+	// 0, 6, 12, 18 and 24 hours old: the edge is kept.
+	for deadline := time.Now().Add(10 * time.Second); count(t, st) != 5; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after pruning %d records left, want 5", count(t, st))
+		}
+	}
+}
+
+// TestWriterPruneKeepsUp: one round of pruning deletes batch after batch
+// while whole batches come back — more expired records than the round's
+// former bound of 20 batches — and stores the records queued meanwhile;
+// a round that spent its time budget stops after a batch, bounded.
+func TestWriterPruneKeepsUp(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	const batch, expired, recent = 20, 30 * 20, 10 // 30 batches: more than the former bound
+	seed := func(t *testing.T) store.Store {
+		st := openSQLite(t)
+		rows := make([]store.DecisionRow, 0, expired+recent)
+		for i := range expired + recent {
+			at := now.Add(-48*time.Hour + time.Duration(i)*time.Second)
+			if i >= expired {
+				at = now.Add(-time.Duration(i-expired) * time.Minute)
+			}
+			rows = append(rows, store.DecisionRow{Time: at, Tenant: "acme", Hook: policy.HookBeforeTurn, Record: json.RawMessage(`{}`)})
+		}
+		for i := 0; i < len(rows); i += store.MaxDecisionPage {
+			if err := st.InsertDecisions(context.Background(), rows[i:min(i+store.MaxDecisionPage, len(rows))]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name    string
+		budget  time.Duration
+		queued  int
+		deleted int
+	}{
+		{"a round with time to spare clears every expired record", time.Hour, 5, expired},
+		{"a round out of time stops after a batch", time.Nanosecond, 0, batch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := seed(t)
+			w := New(st, Options{Retention: 24 * time.Hour, PruneBatch: batch, PruneBudget: tc.budget, Now: func() time.Time { return now }, Logger: quiet})
+			for i := range tc.queued {
+				r := record("acme", now.Add(-time.Duration(i)*time.Second))
+				w.Tap(audit.KindDecision, r, line(r))
+			}
+			if n := w.prune(context.Background()); n != tc.deleted {
+				t.Errorf("one round deleted %d records, want %d", n, tc.deleted)
+			}
+			if w.Pending() != 0 {
+				t.Errorf("%d records still queued after the round, want them stored between its batches", w.Pending())
+			}
+			left, err := st.QueryDecisions(context.Background(), store.DecisionQuery{Until: now.Add(-24 * time.Hour), Limit: store.MaxDecisionPage})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := min(expired-tc.deleted, store.MaxDecisionPage); len(left) != want {
+				t.Errorf("%d expired records left, want %d", len(left), want)
+			}
+			if n := count(t, st); n != min(expired-tc.deleted+recent+tc.queued, store.MaxDecisionPage) {
+				t.Errorf("%d records in the store", n)
+			}
+		})
 	}
 }
 
