@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -53,6 +54,11 @@ type Record struct {
 	// RulesFired names the rules that matched: "file.yaml#rule" for CEL,
 	// "data.turngate.tool_call.block" style paths for Rego.
 	RulesFired []string `json:"rulesFired,omitempty"`
+	// RulesFiredAt says where each of RulesFired is defined, in its order:
+	// "file:line" ("turn.yaml:12", "tools.rego:5"; a Rego rule defined
+	// more than once lists each definition, ", "-separated). Replay does
+	// not compare it.
+	RulesFiredAt []string `json:"rulesFiredAt,omitempty"`
 	// SetBy maps each overridden field to the rule that set it last.
 	SetBy map[string]string `json:"setBy,omitempty"`
 	// Decision is the resulting overrides or tool-call decision.
@@ -138,3 +144,23 @@ type RecorderFunc func(r *Record)
 
 // Record calls f.
 func (f RecorderFunc) Record(r *Record) { f(r) }
+
+// RuleLocations maps a rule's name (a CEL rule's "file.yaml#rule", a Rego
+// decision rule's "data.turngate.tool_call.block") to where it is defined,
+// as RulesFiredAt says it. A revision builds it once, when it is loaded.
+type RuleLocations map[string]string
+
+// At returns where each of fired is defined, in its order: the location
+// of the rule it names (a Rego reference's rule: block["reason"] is
+// block's), "" for a rule l does not know; nil for none fired.
+func (l RuleLocations) At(fired []string) []string {
+	if len(fired) == 0 {
+		return nil
+	}
+	at := make([]string, len(fired))
+	for i, f := range fired {
+		name, _, _ := strings.Cut(f, "[")
+		at[i] = l[name]
+	}
+	return at
+}

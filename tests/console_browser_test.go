@@ -323,6 +323,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := text(t, ctx, `#live`); !strings.Contains(got, "no deletes under /etc") {
 			t.Errorf("live result %q lacks the block reason", got)
 		}
+		if got := text(t, ctx, `#live .fired`); !strings.Contains(got, "(tools.rego:5)") {
+			t.Errorf("live rules fired %q, want the block rule at tools.rego:5", got)
+		}
 		// Why not: the approval rule, with the expression that failed.
 		if got := text(t, ctx, `#live .whynot`); !strings.Contains(got, "tools.rego:10") || !strings.Contains(got, "tools.rego:12") ||
 			!strings.Contains(got, `startswith(input.tool.input.path, "/prod/")`) {
@@ -413,6 +416,10 @@ func TestConsoleInBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS(`main[data-ready="decision"]`)))
 		if got := text(t, ctx, `#summary`); !strings.Contains(got, "no deletes under /etc") || !strings.Contains(got, id) && !strings.Contains(text(t, ctx, "h1"), id) {
 			t.Errorf("the record %q lacks the rule", got)
+		}
+		// The rule fired with where it is defined: rules/tools.rego's block.
+		if got := text(t, ctx, `#fired`); !strings.Contains(got, `data.turngate.tool_call.block["no deletes under /etc"] (tools.rego:5)`) {
+			t.Errorf("rules fired %q, want the block rule at tools.rego:5", got)
 		}
 		screenshot(t, ctx, "decision")
 		run(t, ctx, "opening the turn",

@@ -64,16 +64,8 @@ func appendDecision(dst []byte, r *policy.Record) ([]byte, chainAt, error) {
 	dst = appendString(dst, r.RequestID)
 	dst = append(dst, `,"revision":`...)
 	dst = appendString(dst, r.Revision)
-	if len(r.RulesFired) > 0 {
-		dst = append(dst, `,"rulesFired":[`...)
-		for i, f := range r.RulesFired {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, f)
-		}
-		dst = append(dst, ']')
-	}
+	dst = appendStrings(dst, `,"rulesFired":[`, r.RulesFired)
+	dst = appendStrings(dst, `,"rulesFiredAt":[`, r.RulesFiredAt)
 	dst = append(dst, ',')
 	at.seq = len(dst)
 	dst = append(dst, `"sessionId":`...)
@@ -110,6 +102,21 @@ func appendDecision(dst []byte, r *policy.Record) ([]byte, chainAt, error) {
 		}
 	}
 	return append(dst, '}'), at, nil
+}
+
+// appendStrings appends key and the array of ss; nothing for none.
+func appendStrings(dst []byte, key string, ss []string) []byte {
+	if len(ss) == 0 {
+		return dst
+	}
+	dst = append(dst, key...)
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, s)
+	}
+	return append(dst, ']')
 }
 
 // appendInput appends a decision's evaluated input. The rule set's hooks

@@ -32,7 +32,7 @@ func TestDecisionLine(t *testing.T) {
 		{"every field", &policy.Record{Time: time.Date(2026, 12, 2, 7, 0, 0, 123456789, time.FixedZone("x", 3600)),
 			Hook: policy.HookBeforeToolCall, Revision: "sha256:ab", RequestID: "req<1>", SessionID: "s\"1\"", Agent: "dé\nmo",
 			Tenant: "a&b", StepNumber: &step3, ToolCallID: "c1", ToolName: "search", ToolKind: "mcp", ToolServer: "srv",
-			Outcome: policy.OutcomeError, RulesFired: []string{"data.turngate.tool_call.block", "x\u2028y"},
+			Outcome: policy.OutcomeError, RulesFired: []string{"data.turngate.tool_call.block", "x\u2028y"}, RulesFiredAt: []string{"tools.rego:5, tools.rego:9", "x.rego:1"},
 			SetBy:     map[string]string{"model": "b.yaml#m", "maxSteps": "a.yaml#s"},
 			Decision:  &engine.ToolCallDecision{Action: engine.ActionBlock, Reason: "no </script>"},
 			Error:     "rules.rego:3:5: eval_conflict_error",

@@ -90,6 +90,8 @@ type Set struct {
 	toolNames []policy.ToolName
 	// stateReads lists by hook the declared states its rules read.
 	stateReads map[string][]string
+	// definedAt is each rule's file:line, for Trace.RulesFiredAt.
+	definedAt policy.RuleLocations
 }
 
 // rule is one compiled rule.
@@ -177,7 +179,7 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 	files = slices.Clone(files)
 	slices.SortStableFunc(files, func(a, b policy.File) int { return strings.Compare(a.Path, b.Path) })
 	c := &compiler{opts: opts, envs: envs, stateReads: map[string]map[string]bool{}}
-	s := &Set{opts: opts}
+	s := &Set{opts: opts, definedAt: policy.RuleLocations{}}
 	var all []compiledRule
 	for _, f := range files {
 		src := newSource(f)
@@ -201,6 +203,7 @@ func Compile(files []policy.File, opts Options) (*Set, policy.Errors) {
 			}
 			r.index = len(*rules)
 			*rules = append(*rules, r)
+			s.definedAt[r.id] = fmt.Sprintf("%s:%d", r.loc.File, r.loc.Line)
 			*shadow = *shadow || r.shadow
 		}
 		sortByPosition(c.errs[first:])

@@ -21,6 +21,9 @@ type Trace struct {
 	// RulesFired are the ids ("file.yaml#rule-name") of the enforced rules
 	// whose when held, in evaluation order.
 	RulesFired []string
+	// RulesFiredAt says where each of RulesFired is defined, as
+	// "file.yaml:line" (policy.Record.RulesFiredAt).
+	RulesFiredAt []string
 	// SetBy maps each field that was set to the id of the rule whose value
 	// won (for stopWhen, the last rule that added a condition; see merge.go
 	// for timeout).
@@ -76,7 +79,7 @@ func evalHook[C any](ctx context.Context, s *Set, rules []*rule, hasShadow bool,
 	var slots [8]slot
 	m := merge(enforced.fired != nil, enforced.contribs, slots[:0])
 	cfg := config(&m, set)
-	tr := Trace{RulesFired: enforced.fired, SetBy: m.setBy(), Conflicts: m.conflicts()}
+	tr := Trace{RulesFired: enforced.fired, RulesFiredAt: s.definedAt.At(enforced.fired), SetBy: m.setBy(), Conflicts: m.conflicts()}
 	if !hasShadow {
 		return cfg, tr, nil
 	}

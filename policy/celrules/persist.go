@@ -142,7 +142,7 @@ func (s *Set) BeforePersist(ctx context.Context, id *engine.Identity, m *engine.
 		return nil, Trace{}, err
 	}
 	out := redact(m, enforced)
-	tr := Trace{RulesFired: enforced.fired}
+	tr := Trace{RulesFired: enforced.fired, RulesFiredAt: s.definedAt.At(enforced.fired)}
 	if out != nil {
 		tr.SetBy = map[string]string{"redact": enforced.fired[len(enforced.fired)-1]}
 	}

@@ -93,6 +93,8 @@ type Policy struct {
 	// rules maps each decision rule (data.turngate.tool_call.block, …) to
 	// its definitions, in module order.
 	rules map[string][]*ast.Location
+	// definedAt is rules as file:line, for Trace.RulesFiredAt.
+	definedAt policy.RuleLocations
 	// shadows evaluates the shadow rules (shadow.go); nil without any.
 	shadows *shadows
 	// toolNames are the tool names the modules compare the called tool's
@@ -157,6 +159,7 @@ func compile(modules, data []policy.File, opts Options, typed bool) (*Policy, po
 	}
 	p := &Policy{opts: opts, src: b.src, schemas: &schemaCache{}, rules: ruleLocations(c), toolNames: b.toolNames(parsed),
 		stateReads: stateReadsOf(parsed, declaredStates(opts.StateSchema))}
+	p.definedAt = definedAt(p.rules)
 	store := newStore(doc)
 	for _, q := range []struct {
 		ref   ast.Ref
@@ -201,6 +204,19 @@ func ruleLocations(c *ast.Compiler) map[string][]*ast.Location {
 		slices.SortFunc(l, func(x, y *ast.Location) int { return x.Compare(y) })
 	}
 	return locs
+}
+
+// definedAt renders each rule's definitions as "file:line", ", "-joined.
+func definedAt(rules map[string][]*ast.Location) policy.RuleLocations {
+	at := policy.RuleLocations{}
+	for name, locs := range rules {
+		lines := make([]string, len(locs))
+		for i, l := range locs {
+			lines[i] = fmt.Sprintf("%s:%d", l.File, l.Row)
+		}
+		at[name] = strings.Join(lines, ", ")
+	}
+	return at
 }
 
 func declaresPackage(c *ast.Compiler, ref ast.Ref) bool {

@@ -74,6 +74,9 @@ type Trace struct {
 	// patch and redact under data.turngate.tool_result). Rules that fired
 	// but lost on precedence are listed too.
 	RulesFired []string
+	// RulesFiredAt says where each of RulesFired is defined
+	// (policy.Record.RulesFiredAt).
+	RulesFiredAt []string
 	// Prints holds the lines print() wrote during the evaluation.
 	Prints []string
 	// Shadow is the outcome of the package's shadow rules (shadow.go), nil

@@ -54,7 +54,7 @@ func (p *Policy) ToolCall(ctx context.Context, tc *engine.ToolCallContext) (*eng
 		return nil, tr, err
 	}
 	d, fired, err := decideToolCall(doc, tc.Input)
-	tr.RulesFired = fired
+	tr.RulesFired, tr.RulesFiredAt = fired, p.definedAt.At(fired)
 	if err == nil {
 		tr.Shadow = p.shadowToolCall(ctx, in, tc, d)
 	}
@@ -80,7 +80,7 @@ func (p *Policy) ToolResult(ctx context.Context, rc *engine.ToolCallResultContex
 		return nil, tr, err
 	}
 	d, fired, err := decideToolResult(doc, rc.Output)
-	tr.RulesFired = fired
+	tr.RulesFired, tr.RulesFiredAt = fired, p.definedAt.At(fired)
 	if err == nil {
 		tr.Shadow = p.shadowToolResult(ctx, in, rc, d)
 	}

@@ -89,7 +89,7 @@ func TestShadowRuleRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := mustJSON(t, res); got != `{"hook":"beforeTurn","revision":"`+rev.ID()+`","outcome":"matched",`+
-		`"result":{"maxSteps":3},"rulesFired":["turn.yaml#continuation-cap"],"setBy":{"maxSteps":"turn.yaml#continuation-cap"},`+
+		`"result":{"maxSteps":3},"rulesFired":["turn.yaml#continuation-cap"],"rulesFiredAt":["turn.yaml:2"],"setBy":{"maxSteps":"turn.yaml#continuation-cap"},`+
 		`"shadow":{"rulesFired":["candidate.yaml#candidate-cap"],"decision":{"maxSteps":2},"changed":true},`+
 		`"input":{"turn":{"requestId":"","sessionId":"","agent":"","principal":{"tenant":"","subject":"","roles":null},"entryPath":"",`+
 		`"system":"","messages":null,"tools":null,"model":"","continuation":true,"maxSteps":0},`+

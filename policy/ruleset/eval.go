@@ -31,9 +31,12 @@ type EvalResult struct {
 	Outcome string `json:"outcome"`
 	// Result is the overrides (beforeTurn, beforeStep) or the decision
 	// (beforeToolCall, toolResult); absent when nothing changes.
-	Result     any               `json:"result,omitempty"`
-	RulesFired []string          `json:"rulesFired"`
-	SetBy      map[string]string `json:"setBy,omitempty"`
+	Result     any      `json:"result,omitempty"`
+	RulesFired []string `json:"rulesFired"`
+	// RulesFiredAt says where each of RulesFired is defined, file:line
+	// (policy.Record.RulesFiredAt).
+	RulesFiredAt []string          `json:"rulesFiredAt,omitempty"`
+	SetBy        map[string]string `json:"setBy,omitempty"`
 	// Conflicts lists the fields rules set to different values.
 	Conflicts []policy.Conflict `json:"conflicts,omitempty"`
 	// Shadow is the shadow rules' would-be outcome beside the enforced one
@@ -296,17 +299,18 @@ func (r *Revision) evalHook(run func(h *hooks)) *EvalResult {
 	h.dryRun = true
 	run(h)
 	res := &EvalResult{
-		Hook:       rec.Hook,
-		Revision:   rec.Revision,
-		Outcome:    rec.Outcome,
-		Result:     rec.Decision,
-		RulesFired: rec.RulesFired,
-		SetBy:      rec.SetBy,
-		Conflicts:  rec.Conflicts,
-		Shadow:     rec.Shadow,
-		Error:      rec.Error,
-		Prints:     prints,
-		Input:      rec.Input,
+		Hook:         rec.Hook,
+		Revision:     rec.Revision,
+		Outcome:      rec.Outcome,
+		Result:       rec.Decision,
+		RulesFired:   rec.RulesFired,
+		RulesFiredAt: rec.RulesFiredAt,
+		SetBy:        rec.SetBy,
+		Conflicts:    rec.Conflicts,
+		Shadow:       rec.Shadow,
+		Error:        rec.Error,
+		Prints:       prints,
+		Input:        rec.Input,
 	}
 	if res.RulesFired == nil {
 		res.RulesFired = []string{}

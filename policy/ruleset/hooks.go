@@ -72,6 +72,7 @@ type hooks struct {
 // trace is what one evaluation reports besides its result.
 type trace struct {
 	fired     []string
+	firedAt   []string
 	setBy     map[string]string
 	conflicts []policy.Conflict
 	shadow    *policy.Shadow
@@ -103,7 +104,7 @@ func evaluate[T any](ctx context.Context, h *hooks, r *policy.Record, has bool,
 	}
 	out, tr, err := eval(ctx, r.Time)
 	r.DurationMicros = time.Since(start).Microseconds()
-	r.RulesFired, r.SetBy, r.Conflicts, r.Shadow = tr.fired, tr.setBy, tr.conflicts, tr.shadow
+	r.RulesFired, r.RulesFiredAt, r.SetBy, r.Conflicts, r.Shadow = tr.fired, tr.firedAt, tr.setBy, tr.conflicts, tr.shadow
 	if h.prints != nil {
 		*h.prints = tr.prints
 	}
@@ -300,11 +301,11 @@ func (h *hooks) OnChatError(ctx context.Context, e *engine.ChatErrorContext) err
 
 // celTrace and regoTrace adapt the two evaluators' traces.
 func celTrace(tr celrules.Trace) trace {
-	return trace{fired: tr.RulesFired, setBy: tr.SetBy, conflicts: tr.Conflicts, shadow: tr.Shadow}
+	return trace{fired: tr.RulesFired, firedAt: tr.RulesFiredAt, setBy: tr.SetBy, conflicts: tr.Conflicts, shadow: tr.Shadow}
 }
 
 func regoTrace(tr opa.Trace) trace {
-	return trace{fired: tr.RulesFired, prints: tr.Prints, shadow: tr.Shadow, input: tr.InputJSON}
+	return trace{fired: tr.RulesFired, firedAt: tr.RulesFiredAt, prints: tr.Prints, shadow: tr.Shadow, input: tr.InputJSON}
 }
 
 // marshalInput renders a CEL hook's input for its record, its messages'

@@ -3,6 +3,7 @@ package ruleset
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,7 +72,13 @@ func callHook(h engine.Hooks, hook string, arg any) (any, error) {
 	}
 }
 
+// TestHooksRecords: each hook's record says what ran, what fired and
+// where each fired rule is defined (file:line).
 func TestHooksRecords(t *testing.T) {
+	// Where defaultSet's rules are defined: a CEL rule's "- name:" line, a
+	// Rego rule's head.
+	firedAt := map[string]string{policy.HookBeforeTurn: "10-turn.yaml:2", policy.HookBeforeStep: "20-step.yaml:2",
+		policy.HookBeforeToolCall: "tools.rego:5", policy.HookToolResult: "results.rego:5"}
 	full := mustLoad(t, rulesDir(t, defaultSet()), Options{})
 	regoOnly := mustLoad(t, rulesDir(t, map[string]string{"tools.rego": regoToolCall}), Options{})
 	celOnly := mustLoad(t, rulesDir(t, map[string]string{"turn.yaml": celTurn}), Options{})
@@ -134,6 +141,9 @@ func TestHooksRecords(t *testing.T) {
 			if (len(r.RulesFired) > 0) != tc.fired {
 				t.Errorf("rules fired = %v, want some: %v", r.RulesFired, tc.fired)
 			}
+			if want := []string{firedAt[tc.hook]}; tc.fired && !slices.Equal(r.RulesFiredAt, want) || !tc.fired && r.RulesFiredAt != nil {
+				t.Errorf("rules fired %v at %q, want at %q", r.RulesFired, r.RulesFiredAt, want)
+			}
 			if tc.decision == "" {
 				if r.Decision != nil {
 					t.Errorf("decision = %s, want none", mustJSON(t, r.Decision))
@@ -147,6 +157,18 @@ func TestHooksRecords(t *testing.T) {
 				t.Errorf("hook result = %s, want it to contain %s", got, tc.decision)
 			}
 		})
+	}
+
+	// A Rego rule defined twice is at both definitions.
+	twice := mustLoad(t, rulesDir(t, map[string]string{"tools.rego": regoToolCall + `
+block contains "no deletes at night" if input.tool.name == "nuke"
+`}), Options{})
+	var rec records
+	if _, err := twice.Hooks(&rec, FailClosed).BeforeToolCall(context.Background(), toolCall("delete", `{}`, readOnly)); err != nil {
+		t.Fatal(err)
+	}
+	if r := rec.last(t); !slices.Equal(r.RulesFiredAt, []string{"tools.rego:5, tools.rego:10"}) {
+		t.Errorf("a block defined twice fired %v at %q, want at both definitions", r.RulesFired, r.RulesFiredAt)
 	}
 }
 

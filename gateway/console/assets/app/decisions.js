@@ -42,7 +42,7 @@ export async function render(main, { params }) {
   mount(list,
     ds.length ? table(['Time', 'Hook', 'Agent', 'Session', 'Tool', 'Outcome', 'Rules fired', ''], ds.map(d => [
       time(d.time), d.hook, d.agent, h('code', {}, d.session), d.tool ? h('code', {}, d.tool) : '',
-      outcome(d.action || d.outcome, d.shadowChanged), (d.rulesFired || []).map(r => h('code', { class: 'rule' }, r)),
+      outcome(d.action || d.outcome, d.shadowChanged), firedRules(d.rulesFired, (d.record || {}).rulesFiredAt),
       h('a', { href: '#/decision/' + encodeURIComponent(d.id), class: 'open' }, 'record')]),
     (i) => ({ class: 'decision', dataset: { id: ds[i].id, outcome: ds[i].outcome } }))
       : h('p', { class: 'muted', id: 'no-decisions' }, 'No decision matches.'),
@@ -53,6 +53,12 @@ export async function render(main, { params }) {
 export function outcome(o, shadowChanged) {
   const cls = { allow: 'allow', block: 'block', error: 'block', approval: 'warn', substitute: 'warn', rewrite: 'warn', matched: 'warn' }[o] || '';
   return [h('span', { class: 'badge ' + cls }, o), shadowChanged ? h('span', { class: 'badge shadow', title: 'the shadow rules would decide otherwise' }, 'shadow ≠') : null];
+}
+
+// firedRules renders the rules fired, each as "rule (file:line)" where its
+// record says where it is defined (rulesFiredAt, in the same order).
+export function firedRules(fired, firedAt) {
+  return (fired || []).map((r, i) => h('code', { class: 'rule' }, r, firedAt && firedAt[i] ? ' (' + firedAt[i] + ')' : ''));
 }
 
 // renderOne shows one decision: what the rules saw, what they decided,
@@ -67,7 +73,7 @@ export async function renderOne(main, { arg }) {
         ['Time', time(d.time)], ['Hook', d.hook], ['Tenant', d.tenant], ['Agent', d.agent], ['Session', h('code', {}, d.session)],
         ['Turn', d.turn ? h('a', { href: '#/turn/' + encodeURIComponent(d.turn), id: 'turn-link' }, d.turn) : '—'],
         ['Tool', d.tool || '—'], ['Outcome', [d.outcome, ' ', outcome(d.action || d.outcome, d.shadowChanged)]],
-        ['Rules fired', (d.rulesFired || []).length ? (d.rulesFired).map(r => h('code', { class: 'rule' }, r)) : 'none'],
+        ['Rules fired', (d.rulesFired || []).length ? h('span', { id: 'fired' }, firedRules(d.rulesFired, rec.rulesFiredAt)) : 'none'],
         ['Revision', h('code', {}, d.revision)],
       ].map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
       h('div', { class: 'actions' },

@@ -5,7 +5,7 @@
 import { h, mount, json, errorBox } from '/console/static/dom.js';
 import { api } from './api.js';
 import { editor } from './candidate.js';
-import { outcome } from './decisions.js';
+import { outcome, firedRules } from './decisions.js';
 
 const principal = { tenant: 'default', subject: 'alice', roles: [] };
 
@@ -98,7 +98,7 @@ function column(title, r, id) {
     h('p', {}, 'Revision ', h('code', {}, r.revision || '')),
     r.error ? errorBox({ code: 'error', message: r.error }) : null,
     h('h3', {}, 'Rules fired'),
-    fired.length ? h('ul', { class: 'fired' }, fired.map(f => h('li', {}, h('code', {}, typeof f === 'string' ? f : (f.rule || '') + (f.location ? ' ' + f.location : ''))))) : h('p', { class: 'muted' }, 'none'),
+    fired.length ? h('ul', { class: 'fired' }, firedRules(fired, r.rulesFiredAt).map(f => h('li', {}, f))) : h('p', { class: 'muted' }, 'none'),
     r.result !== undefined ? [h('h3', {}, 'Decision'), json(r.result)] : null,
     r.shadow ? [h('h3', {}, 'Shadow'), json(r.shadow)] : null,
     notFired.length ? [h('h3', {}, 'Why not'), h('ul', { class: 'whynot' }, notFired.map(whyNot))] : null,
