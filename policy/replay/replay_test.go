@@ -41,3 +41,31 @@ func TestReplayClassifiesApprovals(t *testing.T) {
 		}
 	}
 }
+
+// An onChatError decision is a CEL hook's: another text is
+// override-changed:message, a rule that no longer fires too, and a
+// failed evaluation is its own class.
+func TestReplayClassifiesChatErrors(t *testing.T) {
+	side := func(outcome, decision string) Side {
+		s := Side{Outcome: outcome}
+		if decision != "" {
+			s.Decision = json.RawMessage(decision)
+		}
+		return s
+	}
+	busy := side(policy.OutcomeMatched, `{"message":"busy"}`)
+	tests := []struct {
+		old, cur Side
+		want     []string
+	}{
+		{busy, busy, nil},
+		{busy, side(policy.OutcomeMatched, `{"message":"come back later"}`), []string{"override-changed:message"}},
+		{busy, side(policy.OutcomeNoMatch, ""), []string{"override-changed:message"}},
+		{busy, side(policy.OutcomeError, ""), []string{"ok-to-error"}},
+	}
+	for _, tt := range tests {
+		if got := classify(policy.HookOnChatError, tt.old, tt.cur); !slices.Equal(got, tt.want) {
+			t.Errorf("%s → %s: %q, want %q", tt.old.Decision, tt.cur.Decision, got, tt.want)
+		}
+	}
+}
