@@ -171,7 +171,7 @@ func (m *Metrics) TenantLabel(tenant string) string {
 }
 
 // hooks are the rule hooks, each a RuleFailures series from the start.
-var hooks = []string{policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult, policy.HookBeforePersist}
+var hooks = []string{policy.HookBeforeTurn, policy.HookBeforeStep, policy.HookBeforeToolCall, policy.HookToolResult, policy.HookBeforePersist, policy.HookOnChatError}
 
 // SetFailurePolicy names the gateway's failure policy ("fail-closed",
 // "fail-open"), the policy label of RuleFailures, and makes its series of

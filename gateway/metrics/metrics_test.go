@@ -238,6 +238,7 @@ turngate_rule_failures_total{hook="beforePersist",policy="fail-closed"} 0
 turngate_rule_failures_total{hook="beforeStep",policy="fail-closed"} 0
 turngate_rule_failures_total{hook="beforeToolCall",policy="fail-closed"} 1
 turngate_rule_failures_total{hook="beforeTurn",policy="fail-closed"} 0
+turngate_rule_failures_total{hook="onChatError",policy="fail-closed"} 0
 turngate_rule_failures_total{hook="toolResult",policy="fail-closed"} 0
 `
 	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "turngate_rule_failures_total"); err != nil {
