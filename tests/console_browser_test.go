@@ -353,6 +353,32 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := text(t, ctx, `#results`); !strings.Contains(got, "rules_invalid") || !strings.Contains(got, "tools.rego:") {
 			t.Errorf("broken candidate: %q, want rules_invalid at tools.rego:line", got)
 		}
+		// onChatError's template against a candidate with a rule for it:
+		// the live revision has none, the candidate's fires at its line,
+		// and its other rule says why it did not.
+		value(t, ctx, "choosing onChatError's template", chromedp.Evaluate[bool](`(() => {
+			const hook = document.querySelector('#hook');
+			hook.value = 'onChatError';
+			return hook.dispatchEvent(new Event('change'));
+		})()`))
+		if got := value(t, ctx, "reading the input", chromedp.Value(chromedp.CSS(`#input`))); !strings.Contains(got, `"rate_limit"`) {
+			t.Errorf("onChatError's template %q, want an error of class rate_limit", got)
+		}
+		run(t, ctx, "evaluating the onChatError template",
+			chromedp.SetValue(chromedp.CSS(`#candidate .fname`), "errors.yaml"),
+			chromedp.SetValue(chromedp.CSS(`#candidate .ftext`), "onChatError:\n  - name: busy\n    when: error.class == \"rate_limit\"\n    set:\n"+
+				"      message: '\"Busy; try again soon.\"'\n  - name: down\n    when: error.class == \"fatal\"\n    set:\n      message: '\"Down.\"'\n"),
+			chromedp.Click(chromedp.CSS(`#evaluate`)),
+			chromedp.WaitVisible(chromedp.CSS(`#results[data-done="true"]`)))
+		live = value(t, ctx, "reading the live outcome", chromedp.AttributeValue(chromedp.CSS(`#live`), "data-outcome")).Value
+		cand = value(t, ctx, "reading the candidate's outcome", chromedp.AttributeValue(chromedp.CSS(`#candidate-result`), "data-outcome")).Value
+		if live != "not_evaluated" || cand != "matched" {
+			t.Errorf("onChatError: live %q, candidate %q, want not_evaluated beside matched; results %q", live, cand, text(t, ctx, `#results`))
+		}
+		if got := text(t, ctx, `#candidate-result`); !strings.Contains(got, "errors.yaml#busy (errors.yaml:2)") || !strings.Contains(got, "Busy; try again soon.") ||
+			!strings.Contains(text(t, ctx, `#candidate-result .whynot`), "errors.yaml#down") {
+			t.Errorf("onChatError candidate %q, want busy fired at errors.yaml:2, its message, and why down did not fire", got)
+		}
 	})
 
 	t.Run("another tenant's admin sees none of acme's approvals", func(t *testing.T) {
@@ -422,6 +448,21 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("rules fired %q, want the block rule at tools.rego:5", got)
 		}
 		screenshot(t, ctx, "decision")
+		// Open in playground: the recorded input, evaluated again on the
+		// live revision, is the same block.
+		run(t, ctx, "opening the decision in the playground",
+			chromedp.Click(chromedp.CSS(`#open-playground`)),
+			chromedp.WaitVisible(chromedp.CSS(`main[data-ready="playground"]`)),
+			chromedp.Click(chromedp.CSS(`#evaluate`)),
+			chromedp.WaitVisible(chromedp.CSS(`#results[data-done="true"]`)))
+		if got := value(t, ctx, "reading the outcome", chromedp.AttributeValue(chromedp.CSS(`#live`), "data-outcome")).Value; got != "matched" ||
+			!strings.Contains(text(t, ctx, `#live`), "no deletes under /etc") {
+			t.Errorf("the blocked decision in the playground: %q, want matched with the block; results %q", got, text(t, ctx, `#results`))
+		}
+		if got := text(t, ctx, `#source`); !strings.Contains(got, id) {
+			t.Errorf("the playground's input is from %q, want decision %s", got, id)
+		}
+		view(t, ctx, g, "decision/"+id, "decision")
 		run(t, ctx, "opening the turn",
 			chromedp.Click(chromedp.CSS(`#turn-link`)),
 			chromedp.WaitVisible(chromedp.CSS(`main[data-ready="turn"]`)))

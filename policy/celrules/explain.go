@@ -23,6 +23,18 @@ func (s *Set) WhyNotStep(ctx context.Context, sc *engine.PrepareStepContext, now
 	return s.whyNot(ctx, s.stepRules, stepActivation(sc, now))
 }
 
+// WhyNotPersist is WhyNotTurn for the beforePersist rules on the message
+// m of the turn id.
+func (s *Set) WhyNotPersist(ctx context.Context, id *engine.Identity, m *engine.UIMessage, now time.Time) []policy.NotFired {
+	return s.whyNot(ctx, s.persistRules, persistActivation(id, m, now))
+}
+
+// WhyNotChatError is WhyNotTurn for the onChatError rules on the failure e.
+func (s *Set) WhyNotChatError(ctx context.Context, e *engine.ChatErrorContext, now time.Time) []policy.NotFired {
+	ce := NewChatError(e)
+	return s.whyNot(ctx, s.errorRules, errorActivation(&e.Identity, &ce, now))
+}
+
 func (s *Set) whyNot(ctx context.Context, rules []*rule, act *activation) []policy.NotFired {
 	frame, err := interpreter.NewExecutionFrame(act)
 	if err != nil {

@@ -58,7 +58,7 @@ type EvalResult struct {
 // when did not hold, with its value, and the Rego decision rule
 // definitions whose body failed, with the first expression that failed.
 // It is a separate evaluation (traced, for Rego) under ctx and the rules'
-// deadlines; beforePersist rules are not explained.
+// deadlines; every hook with rules is explained.
 func (r *Revision) Explain(ctx context.Context, res *EvalResult) {
 	if len(res.Input) == 0 {
 		return
@@ -73,6 +73,15 @@ func (r *Revision) Explain(ctx context.Context, res *EvalResult) {
 			res.NotFired = r.cel.WhyNotTurn(ctx, in.TurnContext(), in.Clock())
 		} else {
 			res.NotFired = r.cel.WhyNotStep(ctx, in.StepContext(), in.Clock())
+		}
+	case policy.HookBeforePersist, policy.HookOnChatError:
+		in, err := celrules.DecodeInput(res.Input)
+		switch {
+		case err != nil:
+		case res.Hook == policy.HookBeforePersist && in.Message != nil:
+			res.NotFired = r.cel.WhyNotPersist(ctx, in.Identity(), in.Message, in.Clock())
+		case res.Hook == policy.HookOnChatError && in.Error != nil:
+			res.NotFired = r.cel.WhyNotChatError(ctx, in.ChatErrorContext(), in.Clock())
 		}
 	case policy.HookBeforeToolCall:
 		if tc, err := opa.DecodeToolCallInput(res.Input); err == nil {

@@ -23,6 +23,13 @@ patch contains {"op": "add", "path": "/dryRun", "value": true} if {
 }
 `,
 		"tool_result.rego": regoToolResult,
+		"errors.yaml":      celChatError,
+		"persist.yaml": `beforePersist:
+  - name: mask-acme-emails
+    when: principal.tenant == "acme"
+    set:
+      redact: '["[a-z]+@[a-z.]+"]'
+`,
 	}), Options{})
 	loc := func(file string, line int) policy.Location { return policy.Location{File: file, Line: line} }
 	tests := []struct {
@@ -34,6 +41,12 @@ patch contains {"op": "add", "path": "/dryRun", "value": true} if {
 		{"cel when true", policy.HookBeforeTurn, `{"turn": {"continuation": true}}`, []policy.NotFired{}},
 		{"cel step", policy.HookBeforeStep, `{"step": {"stepNumber": 2}}`, []policy.NotFired{
 			{Rule: "step.yaml#search-first", Location: loc("step.yaml", 3), When: "step.stepNumber == 0", Value: "false"}}},
+		{"cel onChatError", policy.HookOnChatError, `{"error": {"stage": "stream", "class": "fatal", "message": "401"}}`, []policy.NotFired{
+			{Rule: "errors.yaml#busy", Location: loc("errors.yaml", 3), When: `error.class == "rate_limit"`, Value: "false"}}},
+		{"cel onChatError fired", policy.HookOnChatError, `{"error": {"stage": "stream", "class": "rate_limit", "message": "429"}}`, []policy.NotFired{}},
+		{"cel beforePersist", policy.HookBeforePersist,
+			`{"message": {"id": "m1", "role": "user", "parts": [{"type": "text", "text": "bob@example.com"}]}, "principal": {"tenant": "globex"}}`,
+			[]policy.NotFired{{Rule: "persist.yaml#mask-acme-emails", Location: loc("persist.yaml", 3), When: `principal.tenant == "acme"`, Value: "false"}}},
 		{"rego: both rules fail on their second line", policy.HookBeforeToolCall,
 			`{"toolName": "delete", "tool": {"name": "delete", "kind": "http"}, "input": {}, "body": {"mode": "write"}}`,
 			[]policy.NotFired{

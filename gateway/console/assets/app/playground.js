@@ -21,6 +21,10 @@ export const templates = {
   beforeTurn: { turn: { agent: 'assistant', sessionId: 's1', requestId: 'r1', model: 'gpt-4o', system: '', messages: [], tools: [], maxSteps: 8 }, principal },
   beforeStep: { turn: { agent: 'assistant', sessionId: 's1', requestId: 'r1', model: 'gpt-4o', system: '', messages: [], tools: [], maxSteps: 8 },
     step: { stepNumber: 1, steps: [], model: 'gpt-4o', activeTools: [] }, principal },
+  beforePersist: { message: { id: 'm1', role: 'user', parts: [{ type: 'text', text: 'My card is 4111 1111 1111 1111, mail me at ann@example.com' }] },
+    agent: 'assistant', sessionId: 's1', requestId: 'r1', principal },
+  onChatError: { error: { stage: 'stream', class: 'rate_limit', message: '429 Too Many Requests' },
+    agent: 'assistant', sessionId: 's1', requestId: 'r1', principal },
 };
 
 export async function render(main, { params }) {
