@@ -1,11 +1,15 @@
 package replay
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"testing"
+	"testing/fstest"
 
+	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/ruleset"
 )
 
 // An approval is its own class: a change to or from it is X-to-approval
@@ -67,5 +71,35 @@ func TestReplayClassifiesChatErrors(t *testing.T) {
 		if got := classify(policy.HookOnChatError, tt.old, tt.cur); !slices.Equal(got, tt.want) {
 			t.Errorf("%s → %s: %q, want %q", tt.old.Decision, tt.cur.Decision, got, tt.want)
 		}
+	}
+}
+
+// Where a fired rule is defined (rulesFiredAt) is not a change: the same
+// rule moved to another line replays unchanged.
+func TestReplayIgnoresRuleLocations(t *testing.T) {
+	load := func(src string) *ruleset.Revision {
+		t.Helper()
+		rev, errs := ruleset.LoadFS(fstest.MapFS{"tools.rego": &fstest.MapFile{Data: []byte(src)}}, ".", ruleset.Options{})
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		return rev
+	}
+	const rule = "block contains \"no deletes\" if input.tool.name == \"delete\"\n"
+	recorded := load("package turngate.tool_call\n\n" + rule)
+	moved := load("package turngate.tool_call\n\n# moved down\n\n" + rule)
+	var rec *policy.Record
+	tc := &engine.ToolCallContext{Type: "tool-call", ToolCallID: "c1", ToolName: "delete", Input: json.RawMessage(`{}`),
+		Tool: engine.ToolInfo{Name: "delete", Kind: engine.ToolKindBuiltin}}
+	if _, err := recorded.Hooks(policy.RecorderFunc(func(r *policy.Record) { rec = r }), ruleset.FailClosed).BeforeToolCall(context.Background(), tc); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rec.RulesFiredAt, []string{"tools.rego:3"}) {
+		t.Fatalf("recorded at %q, want tools.rego:3", rec.RulesFiredAt)
+	}
+	r := New(moved, 5, nil)
+	r.Add(context.Background(), rec, Where{ID: "1"})
+	if rep := r.Report(nil); rep.Replayed != 1 || rep.Unchanged != 1 || rep.Changed != 0 {
+		t.Errorf("the same rule on another line: %+v, want unchanged", rep)
 	}
 }
