@@ -34,6 +34,12 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		s.log.Warn("reading the quotas' usage for the overview", "err", usageErr)
 		usageError = "the quotas' usage could not be read: the store did not answer"
 	}
+	replicas, err := s.replicaRevisions(c.Request.Context())
+	replicasError := ""
+	if err != nil {
+		s.log.Warn("reading the replicas' revisions for the overview", "err", err)
+		replicasError = "the other replicas' revisions could not be read: the store did not answer"
+	}
 	cov, covErrs := s.rules.Current().LiveCoverage(c.Request.Context())
 	c.JSON(http.StatusOK, struct {
 		ruleset.Status
@@ -43,6 +49,11 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		// Replica names the replica whose revision this is: each replica
 		// loads its rules itself.
 		Replica string `json:"replica"`
+		// Replicas are the revisions every replica of a shared store
+		// (PostgreSQL) last reported, by replica; absent on SQLite.
+		Replicas []replicaRevision `json:"replicas,omitempty"`
+		// ReplicasError says why Replicas is missing.
+		ReplicasError string `json:"replicasError,omitempty"`
 		// KillSwitches are the kill switches in force, which stop calls
 		// and turns before any rule runs: no reload lifts them.
 		KillSwitches []store.KillSwitch `json:"killSwitches"`
@@ -58,7 +69,7 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		Coverage *ruleset.Coverage `json:"coverage,omitempty"`
 		// CoverageErrors say why it could not be measured.
 		CoverageErrors policy.Errors `json:"coverageErrors,omitempty"`
-	}{st, st.Dir, s.conf().Replica.ID, kills, s.metrics.ShadowCounts(), quotas, usageError, cov, covErrs})
+	}{st, st.Dir, s.conf().Replica.ID, replicas, replicasError, kills, s.metrics.ShadowCounts(), quotas, usageError, cov, covErrs})
 	return nil
 }
 
@@ -79,6 +90,9 @@ func (s *Server) rulesReload(c *gin.Context) error {
 			ae.Details = errs
 		}
 		return ae
+	}
+	if s.rep != nil {
+		s.rep.revisions.check(c.Request.Context()) // the other replicas' Overview shows it at once
 	}
 	c.JSON(http.StatusOK, gin.H{"changed": changed, "revision": s.rules.Current().ID()})
 	return nil

@@ -33,6 +33,8 @@ type replicas struct {
 
 	// waiters are this replica's requests queued for sessions' leases.
 	waiters *turnQueue
+	// revisions reports this replica's rules revision to the store.
+	revisions *revisionReporter
 
 	mu      sync.Mutex
 	holding map[string]*holding // this replica's leases, by session key
@@ -44,7 +46,9 @@ type replicas struct {
 }
 
 func newReplicas(s *Server, relay store.Relay) *replicas {
-	return &replicas{s: s, relay: relay, holding: map[string]*holding{}, wakers: map[string]map[chan struct{}]struct{}{}, waiters: newTurnQueue()}
+	r := &replicas{s: s, relay: relay, holding: map[string]*holding{}, wakers: map[string]map[chan struct{}]struct{}{}, waiters: newTurnQueue()}
+	r.revisions = &revisionReporter{r: r}
+	return r
 }
 
 // holding is a session lease this replica holds for a turn.
@@ -490,9 +494,10 @@ func (r *replicas) sweep(ctx context.Context) bool {
 	return true
 }
 
-// start starts the listener, the sweeper and the renewals of the waiters'
-// places until stop; it waits (a short while) for the listener to listen,
-// so cancels reach this replica from its first turn.
+// start starts the listener, the sweeper, the renewals of the waiters'
+// places and the reports of the rules revision until stop; it waits (a
+// short while) for the listener to listen, so cancels reach this replica
+// from its first turn.
 func (r *replicas) start() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
@@ -501,12 +506,13 @@ func (r *replicas) start() (stop func()) {
 	wg.Go(func() { r.listen(ctx, func() { once.Do(func() { close(ready) }) }) })
 	stopSweeps := every(sweepEvery, r.sweep)
 	stopRenewals := every(r.s.conf().Replica.LeaseTTL/3, func(ctx context.Context) bool { r.renewWaiters(ctx); return true })
+	stopReports := atOnceThenEvery(revisionCheckEvery, r.revisions.check)
 	select {
 	case <-ready:
 	case <-time.After(listenWait):
 		r.s.log.Warn("replica notifications are not listened to yet; cancels from other replicas arrive at the next lease renewal")
 	}
-	return func() { cancel(); stopSweeps(); stopRenewals(); wg.Wait() }
+	return func() { cancel(); stopSweeps(); stopRenewals(); stopReports(); wg.Wait() }
 }
 
 // listenWait bounds how long Start waits for the notification listener;

@@ -47,6 +47,12 @@ type Relay interface {
 	// SweepStreams deletes the batches older than age of streams whose
 	// turn's lease is no longer live (the turn ended, or its replica died).
 	SweepStreams(ctx context.Context, age time.Duration) (int, error)
+	// ReportRevision records r, what replica r.Replica serves now, in
+	// place of what it reported before.
+	ReportRevision(ctx context.Context, r ReplicaRevision) error
+	// ReplicaRevisions returns what each replica last reported, by replica
+	// name, at most MaxReplicas of them.
+	ReplicaRevisions(ctx context.Context) ([]ReplicaRevision, error)
 	// Enqueue registers a request of owner, which found the session's
 	// lease held (AcquireLease failed with ErrLeaseHeld), in the session's
 	// queue, behind the live waiters registered before it: the lease goes
@@ -275,4 +281,59 @@ func (s *Postgres) resetCache() {
 	if s.cache != nil {
 		s.cache.reset()
 	}
+}
+
+// ReplicaRevision is what a replica of a shared store last reported of
+// its live rules (Relay.ReportRevision).
+type ReplicaRevision struct {
+	Replica  string
+	Revision string
+	// Files are the revision's rule files, as the gateway reports them
+	// (a JSON array).
+	Files      json.RawMessage
+	ReportedAt time.Time
+}
+
+const (
+	pgReportRevision = `INSERT INTO replica_revisions (replica, revision, files, reported_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (replica) DO UPDATE SET revision = EXCLUDED.revision, files = EXCLUDED.files, reported_at = EXCLUDED.reported_at`
+	pgReplicaRevisions = `SELECT replica, revision, files, reported_at FROM replica_revisions ORDER BY replica LIMIT $1`
+)
+
+// MaxReplicas bounds the replicas ReplicaRevisions lists.
+const MaxReplicas = 100
+
+// ReportRevision implements Relay.
+func (s *Postgres) ReportRevision(ctx context.Context, r ReplicaRevision) error {
+	if r.Replica == "" || !json.Valid(r.Files) {
+		return fmt.Errorf("%w: a replica's revision needs its replica and its files as JSON", ErrInvalid)
+	}
+	if _, err := s.pool.Exec(ctx, pgReportRevision, r.Replica, r.Revision, string(r.Files), nanos(r.ReportedAt)); err != nil {
+		return fmt.Errorf("reporting the replica's revision: %w", pgError(err))
+	}
+	return nil
+}
+
+// ReplicaRevisions implements Relay.
+func (s *Postgres) ReplicaRevisions(ctx context.Context) ([]ReplicaRevision, error) {
+	rows, err := s.pool.Query(ctx, pgReplicaRevisions, MaxReplicas)
+	if err != nil {
+		return nil, fmt.Errorf("reading the replicas' revisions: %w", pgError(err))
+	}
+	defer rows.Close()
+	var out []ReplicaRevision
+	for rows.Next() {
+		var r ReplicaRevision
+		var files string
+		var at int64
+		if err := rows.Scan(&r.Replica, &r.Revision, &files, &at); err != nil {
+			return nil, fmt.Errorf("reading the replicas' revisions: %w", pgError(err))
+		}
+		r.Files, r.ReportedAt = json.RawMessage(files), fromNanos(at)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the replicas' revisions: %w", pgError(err))
+	}
+	return out, nil
 }

@@ -253,6 +253,14 @@ func (x *wrappedRelay) ReadChunks(ctx context.Context, tenant, sessionID string,
 	})
 }
 
+func (x *wrappedRelay) ReportRevision(ctx context.Context, r ReplicaRevision) error {
+	return call0(x.wrapped, ctx, "ReportRevision", func(ctx context.Context) error { return x.relay.ReportRevision(ctx, r) })
+}
+
+func (x *wrappedRelay) ReplicaRevisions(ctx context.Context) ([]ReplicaRevision, error) {
+	return call1(x.wrapped, ctx, "ReplicaRevisions", func(ctx context.Context) ([]ReplicaRevision, error) { return x.relay.ReplicaRevisions(ctx) })
+}
+
 func (x *wrappedRelay) SweepStreams(ctx context.Context, age time.Duration) (int, error) {
 	return call1(x.wrapped, ctx, "SweepStreams", func(ctx context.Context) (int, error) { return x.relay.SweepStreams(ctx, age) })
 }
