@@ -87,9 +87,9 @@ func (s *Server) messages(c *gin.Context) error {
 		})
 	}
 	go enc.KeepAlive(c.Request.Context(), cmp.Or(s.anthropicPing, anthropic.DefaultPingInterval))
-	return s.streamStateless(c, in, enc, anthropicTurnError, func(res *engine.TurnResult, err error) {
-		if res.Status == engine.StatusError {
-			ae := anthropicTurnError(err, res.Error)
+	return s.streamStateless(c, in, enc, anthropicTurnError, func(res *engine.TurnResult, failed *apiError) {
+		if failed != nil {
+			ae := anthropicStatus(failed)
 			enc.Fail(anthropic.ErrorType(ae.Status), ae.Message)
 			return
 		}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -393,5 +394,99 @@ func TestAnthropicStreamPings(t *testing.T) {
 	}
 	if got, want := text.String(), `The hold tool returned: {"held":"done"}`; got != want {
 		t.Errorf("the answer %q, want %q", got, want)
+	}
+}
+
+// TestStatelessCutOff: an ephemeral turn cut off by limits.turnTimeout or
+// by shutdown is a failure on both stateless endpoints, never a 200
+// end_turn/stop that a truncated answer would pass for: 504 (timeout) or
+// 529/503 (shutting down) before any content, the stream's error after.
+func TestStatelessCutOff(t *testing.T) {
+	type endpoint struct {
+		path string
+		body func(stream bool) map[string]any
+		// errorOf reads an error body's or error event's type or code.
+		errorOf func(data string) string
+		timeout string
+	}
+	anthropicErr := func(data string) string {
+		var b struct {
+			Error struct{ Type string } `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(data), &b)
+		return b.Error.Type
+	}
+	openaiErr := func(data string) string {
+		var b struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(data), &b)
+		return b.Error.Code
+	}
+	endpoints := map[string]endpoint{
+		"messages": {"/v1/messages", func(stream bool) map[string]any {
+			return map[string]any{"model": "slow", "max_tokens": 100, "stream": stream, "messages": []any{userText("tell me a long story")}}
+		}, anthropicErr, "timeout_error"},
+		"completions": {"/v1/chat/completions", func(stream bool) map[string]any {
+			return map[string]any{"model": "slow", "stream": stream, "messages": []any{map[string]any{"role": "user", "content": "tell me a long story"}}}
+		}, openaiErr, "turn_timeout"},
+	}
+	// lastData is the last data payload of an SSE body.
+	lastData := func(r io.Reader) string {
+		payloads, _ := sseEvents(t, r)
+		if len(payloads) == 0 {
+			return ""
+		}
+		return payloads[len(payloads)-1]
+	}
+	for name, ep := range endpoints {
+		t.Run(name+"/turnTimeout", func(t *testing.T) {
+			cfg := testConfig(t, "basic")
+			cfg.Limits.TurnTimeout = 200 * time.Millisecond
+			g := startGateway(t, cfg, Options{})
+			resp := g.do("POST", ep.path, ep.body(false))
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusGatewayTimeout || ep.errorOf(string(data)) != ep.timeout {
+				t.Errorf("non-streaming: %d %s, want 504 %s", resp.StatusCode, data, ep.timeout)
+			}
+			// Whether the first text came before the timeout depends on the
+			// machine: either way the answer is the timeout.
+			resp = g.do("POST", ep.path, ep.body(true))
+			defer resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusOK:
+				if last := lastData(resp.Body); ep.errorOf(last) != ep.timeout {
+					t.Errorf("the stream ends with %s, want its %s error", last, ep.timeout)
+				}
+			case http.StatusGatewayTimeout:
+				if data, _ := io.ReadAll(resp.Body); ep.errorOf(string(data)) != ep.timeout {
+					t.Errorf("streaming: 504 %s, want %s", data, ep.timeout)
+				}
+			default:
+				t.Errorf("streaming: status %d, want 200 with an error event or 504", resp.StatusCode)
+			}
+		})
+		t.Run(name+"/shutdown", func(t *testing.T) {
+			// A shutdown past its grace waits up to store.timeout for the
+			// decision records' flush: kept short.
+			g := newTestGateway(t, "basic", func(c *config.Config) { c.Store.Timeout = time.Second })
+			resp := g.do("POST", ep.path, ep.body(true))
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			br := bufio.NewReader(resp.Body)
+			readUntil(t, br, "Once")
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // no grace: the turn is cut off at once
+			srv, down := g.srv, make(chan struct{})
+			go func() { _ = srv.Shutdown(ctx); close(down) }()
+			defer func() { <-down }()
+			want := map[string]string{"messages": "overloaded_error", "completions": CodeUnavailable}[name]
+			if last := lastData(br); ep.errorOf(last) != want {
+				t.Errorf("the stream ends with %s, want its %s error", last, want)
+			}
+		})
 	}
 }

@@ -223,7 +223,7 @@ func (s *Server) chatCompletions(c *gin.Context) error {
 		return s.answerStateless(c, in, oaiTurnError, func(res *engine.TurnResult) any { return enc.completion(res) })
 	}
 	in.onEvent = enc.event
-	return s.streamStateless(c, in, enc, oaiTurnError, func(res *engine.TurnResult, _ error) { enc.end(res) })
+	return s.streamStateless(c, in, enc, oaiTurnError, enc.end)
 }
 
 // statelessPlan is the prepare of a stateless request's turn: its
@@ -266,7 +266,8 @@ type statelessStream interface {
 }
 
 // answerStateless runs an ephemeral turn and answers it with body, or with
-// turnError's answer when the turn failed.
+// the failure's answer (statelessFailure) when the turn failed or was cut
+// off.
 func (s *Server) answerStateless(c *gin.Context, in *turnInput, turnError func(error, string) *apiError, body func(*engine.TurnResult) any) error {
 	t, err := s.begin(c.Request.Context(), in)
 	if err != nil {
@@ -276,21 +277,42 @@ func (s *Server) answerStateless(c *gin.Context, in *turnInput, turnError func(e
 		t.cancel()
 		return err
 	}
-	if t.result.Status == engine.StatusError {
-		return turnError(t.err, t.result.Error)
+	if ae := s.statelessFailure(t, turnError); ae != nil {
+		return ae
 	}
 	c.JSON(http.StatusOK, body(t.result))
 	return nil
 }
 
+// statelessFailure is the answer of an ephemeral turn that did not
+// complete, nil for one that did: turnError's for a failed turn; for one
+// cut off (limits.turnTimeout, or shutdown, which nobody can resume) a
+// 504 turn_timeout, or the 503 of a gateway shutting down — never the 200
+// of a complete answer, which a truncated one would pass for.
+func (s *Server) statelessFailure(t *turn, turnError func(error, string) *apiError) *apiError {
+	switch t.result.Status {
+	case engine.StatusError:
+		return turnError(t.err, t.result.Error)
+	case engine.StatusAborted:
+		if s.closing.Load() {
+			ae := toAPIError(errShuttingDown)
+			ae.Retryable = true
+			return ae
+		}
+		return &apiError{Status: http.StatusGatewayTimeout, Code: "turn_timeout", Retryable: true,
+			Message: "The turn did not finish within the gateway's turn timeout."}
+	}
+	return nil
+}
+
 // streamStateless runs an ephemeral turn whose events in.onEvent encodes
 // into st, and streams st's frames; end adds the last ones after the turn
-// (its result and error).
+// (its result, and statelessFailure's answer when it did not complete).
 // The response's status waits for the first content: a turn that fails
 // before any (an upstream 429, 5xx or timeout) is answered with its own
 // status (turnError's), which the SDKs retry, rather than with a 200
 // stream that holds only an error.
-func (s *Server) streamStateless(c *gin.Context, in *turnInput, st statelessStream, turnError func(error, string) *apiError, end func(*engine.TurnResult, error)) error {
+func (s *Server) streamStateless(c *gin.Context, in *turnInput, st statelessStream, turnError func(error, string) *apiError, end func(*engine.TurnResult, *apiError)) error {
 	t, err := s.begin(c.Request.Context(), in)
 	if err != nil {
 		return err
@@ -298,8 +320,8 @@ func (s *Server) streamStateless(c *gin.Context, in *turnInput, st statelessStre
 	select {
 	case <-st.Content():
 	case <-t.done:
-		if t.result.Status == engine.StatusError && !st.HasContent() {
-			return turnError(t.err, t.result.Error)
+		if ae := s.statelessFailure(t, turnError); ae != nil && !st.HasContent() {
+			return ae
 		}
 	case <-c.Request.Context().Done():
 		t.cancel()
@@ -313,7 +335,7 @@ func (s *Server) streamStateless(c *gin.Context, in *turnInput, st statelessStre
 			t.cancel() // nobody can resume an ephemeral turn
 			<-t.done
 		}
-		end(t.result, t.err)
+		end(t.result, s.statelessFailure(t, turnError))
 	}()
 	s.metrics.ActiveStreams.Inc()
 	defer s.metrics.ActiveStreams.Dec()
@@ -407,12 +429,13 @@ func (e *oaiEncoder) event(ev engine.Event) {
 	}
 }
 
-// end appends the tool calls, finish and usage chunks after the turn.
-func (e *oaiEncoder) end(res *engine.TurnResult) {
+// end appends the tool calls, finish and usage chunks after the turn, or
+// the error object of failed, the answer of a turn that did not complete.
+func (e *oaiEncoder) end(res *engine.TurnResult, failed *apiError) {
 	defer e.buf.Close()
 	e.start()
-	if res.Status == engine.StatusError {
-		e.buf.Append(mustFrame(map[string]any{"error": map[string]any{"message": res.Error, "type": "server_error", "param": nil, "code": nil}}))
+	if failed != nil {
+		e.buf.Append(mustFrame(map[string]any{"error": map[string]any{"message": failed.Message, "type": "server_error", "param": nil, "code": failed.Code}}))
 		return
 	}
 	if note := approvalNotice(res); note != "" {
