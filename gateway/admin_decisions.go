@@ -13,6 +13,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/decisions"
+	"github.com/turngate/turngate/gateway/store"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -32,15 +33,22 @@ func (s *Server) newDecisionWriter(now func() time.Time, linger time.Duration) *
 // at most the store's timeout; what is left is logged (the JSONL audit
 // log has it).
 func (s *Server) flushDecisions(ctx context.Context) {
-	if s.decisions == nil {
-		return
-	}
-	s.audit.Flush()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.conf().Store.Timeout)
-	defer cancel()
-	if err := s.decisions.Flush(fctx); err != nil {
+	if err := s.storeQueuedDecisions(context.WithoutCancel(ctx)); err != nil {
 		s.log.Error("decision store: records not stored at shutdown (the JSONL audit log has them)", "pending", s.decisions.Pending(), "err", err)
 	}
+}
+
+// storeQueuedDecisions waits, at most the store's timeout, until the hook
+// records written to the audit log so far are in the decision store; nil
+// without a decision store.
+func (s *Server) storeQueuedDecisions(ctx context.Context) error {
+	if s.decisions == nil {
+		return nil
+	}
+	s.audit.Flush()
+	fctx, cancel := context.WithTimeout(ctx, cmp.Or(s.conf().Store.Timeout, store.DefaultTimeout))
+	defer cancel()
+	return s.decisions.Flush(fctx)
 }
 
 // decisionScope is whose records p, an admin, may see: a global admin

@@ -25,6 +25,7 @@ const (
 	userKey  = "user-key-0001"
 	opsKey   = "ops-key-0001"
 	otherKey = "other-key-0001"
+	adminKey = "acme-admin-key-0001"
 )
 
 func withApprovalKeys(c *config.Config) {
@@ -32,6 +33,7 @@ func withApprovalKeys(c *config.Config) {
 		{Key: userKey, Tenant: "acme", Subject: "alice"},
 		{Key: opsKey, Tenant: "acme", Subject: "olga", Roles: []string{"ops"}},
 		{Key: otherKey, Tenant: "globex", Subject: "mallory", Roles: []string{"ops", "admin"}},
+		{Key: adminKey, Tenant: "acme", Subject: "ada", Roles: []string{"admin"}},
 	}
 }
 

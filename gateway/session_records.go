@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -128,8 +129,23 @@ var errTurnRunning = &apiError{Status: http.StatusConflict, Code: CodeTurnRunnin
 	Message: "a turn of this session is running; cancel it (POST …/cancel) and erase again", RetryAfter: time.Second}
 
 // holdIdle takes the tenant's session's turn lock if nobody holds it (on a
-// shared store, its lease), else fails with errTurnRunning.
+// shared store, its lease), else fails with errTurnRunning; then it stores
+// the hook records this replica still queues for the decision store, so
+// the erasure that follows finds the session's last turn's records too.
 func (s *Server) holdIdle(ctx context.Context, tenant, id string) (release func(), err error) {
+	release, err = s.lockIdle(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.storeQueuedDecisions(ctx); err != nil {
+		release()
+		return nil, fmt.Errorf("%w: the decision records queued for the store could not be stored before the erasure: %v", store.ErrUnavailable, err)
+	}
+	return release, nil
+}
+
+// lockIdle is holdIdle's lock.
+func (s *Server) lockIdle(ctx context.Context, tenant, id string) (release func(), err error) {
 	if s.rep != nil {
 		cfg := s.conf().Replica
 		l, err := s.store.AcquireLease(ctx, tenant, id, cfg.ID, cfg.LeaseTTL)

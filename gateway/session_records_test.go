@@ -4,11 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite" // tablesHolding reads the SQLite file
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
@@ -18,32 +23,41 @@ import (
 	"github.com/turngate/turngate/gateway/store/storefault"
 )
 
-// fileChat is a chat message of session with text and a file.
+// fileChat is a chat message of session with text and a file; the text
+// holds secret(session).
 func fileChat(session string) map[string]any {
-	b := chatBody(session, "u-"+session, "remember my card 4111")
+	b := chatBody(session, "u-"+session, "remember my card "+secret(session))
 	b["messages"].([]any)[0].(map[string]any)["parts"] = []any{
-		map[string]any{"type": "text", "text": "remember my card 4111"},
+		map[string]any{"type": "text", "text": "remember my card " + secret(session)},
 		map[string]any{"type": "file", "mediaType": "image/png", "filename": "card.png", "url": pngURL},
 	}
 	return b
 }
 
-// TestEraseSession erases a session over HTTP on both drivers: its export
-// first holds the messages with the file; the erasure answers a tombstone
-// whose counts and hashes match that export; then the session is 404 on
-// every route, the store has nothing of it, the audit log holds the
+// secret is the card number only session's messages hold.
+func secret(session string) string { return "4111-" + session + "-0042" }
+
+// TestEraseSession erases a session over HTTP on both drivers, with the
+// audit log recording the rules' inputs: its export first holds the
+// messages with the file and the decision records; the erasure answers a
+// tombstone whose counts and hashes match that export; then the session
+// is 404 on every route, the decision store has no record of it, no table
+// of the store holds its messages' text, the audit log holds the
 // tombstone and still verifies. Another tenant gets 404 for the session on
 // every route before and after, and erases nothing.
 func TestEraseSession(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, mod func(*config.Config)) {
-		g := newTestGateway(t, "empty", mod, withApprovalKeys)
+		g := newTestGateway(t, "basic", mod, withApprovalKeys, func(c *config.Config) {
+			c.Audit.Sink = config.SinkStdout // the decision records carry the rules' input
+		})
 		alice, mallory := bearer(userKey), bearer(otherKey)
 		readUIStream(t, g.do("POST", "/v1/agents/demo/chat", fileChat("s1"), alice...))
 		readUIStream(t, g.do("POST", "/v1/agents/demo/chat", fileChat("keep"), alice...))
 
 		var doc erasure.Document
 		g.doJSON("GET", "/v1/agents/demo/sessions/s1/export", nil, http.StatusOK, &doc, alice...)
-		if len(doc.Messages) != 2 || !bytes.Contains(doc.Messages[0], []byte(pngURL)) || len(doc.Turns) != 1 {
+		if len(doc.Messages) != 2 || !bytes.Contains(doc.Messages[0], []byte(pngURL)) || len(doc.Turns) != 1 ||
+			len(doc.Decisions) == 0 || !bytes.Contains(doc.Decisions[0], []byte(secret("s1"))) {
 			t.Fatalf("export = %+v", doc)
 		}
 		for _, r := range []struct{ method, path string }{
@@ -86,8 +100,21 @@ func TestEraseSession(t *testing.T) {
 		if len(list.Sessions) != 1 || list.Sessions[0].ID != "keep" {
 			t.Errorf("acme's sessions after the erasure = %+v, want keep", list)
 		}
+		var decs struct{ Decisions []json.RawMessage }
+		for session, want := range map[string]bool{"s1": false, "keep": true} {
+			g.doJSON("GET", "/v1/admin/decisions?session="+session, nil, http.StatusOK, &decs, bearer(adminKey)...)
+			if (len(decs.Decisions) > 0) != want {
+				t.Errorf("the decision store holds %d records of %s after the erasure of s1", len(decs.Decisions), session)
+			}
+		}
 		g.close()
 		checkTombstone(t, g.audit.Bytes(), "s1")
+		if tables := tablesHolding(t, g.cfg, secret("s1")); len(tables) > 0 {
+			t.Errorf("after the erasure, the store's tables %v still hold the erased session's text", tables)
+		}
+		if tables := tablesHolding(t, g.cfg, secret("keep")); len(tables) == 0 {
+			t.Error("the other session's text is in no table: tablesHolding finds nothing")
+		}
 	})
 }
 
@@ -156,4 +183,87 @@ func TestEraseSessionStoreOutage(t *testing.T) {
 	if strings.Contains(string(g.audit.Bytes()), `"kind":"erasure"`) {
 		t.Error("a failed erasure wrote a tombstone")
 	}
+}
+
+// tablesHolding names the tables of cfg's store whose rows hold secret in
+// any column (every column read as text), on either driver.
+func tablesHolding(t *testing.T, cfg *config.Config, secret string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	if cfg.Store.Driver == config.StorePostgres {
+		conn, err := pgx.Connect(ctx, cfg.Store.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables
+			WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tb := range tables {
+			var n int
+			q := fmt.Sprintf(`SELECT COUNT(*) FROM %s t WHERE t::text LIKE '%%' || $1 || '%%'`, pgx.Identifier{tb}.Sanitize())
+			if err := conn.QueryRow(ctx, q, secret).Scan(&n); err != nil {
+				t.Fatalf("%s: %v", tb, err)
+			}
+			if n > 0 {
+				out = append(out, tb)
+			}
+		}
+		return out
+	}
+	db, err := sql.Open("sqlite", cfg.Store.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var tables []string
+	rows, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		var conds []string
+		cols, err := db.Query(`SELECT name FROM pragma_table_info(?)`, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cols.Next() {
+			var c string
+			if err := cols.Scan(&c); err != nil {
+				t.Fatal(err)
+			}
+			conds = append(conds, fmt.Sprintf(`instr(CAST(%q AS TEXT), ?1) > 0`, c))
+		}
+		if err := cols.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if len(conds) == 0 {
+			continue
+		}
+		var n int
+		if err := db.QueryRow(fmt.Sprintf(`SELECT COUNT(*) FROM %q WHERE %s`, tb, strings.Join(conds, " OR ")), secret).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", tb, err)
+		}
+		if n > 0 {
+			out = append(out, tb)
+		}
+	}
+	return out
 }

@@ -4,7 +4,8 @@
 // erases the sessions idle longer than configured.
 //
 // An erasure removes the session's data from the store (both drivers, one
-// transaction) and from every replica's cache. The audit log is
+// transaction), its records in the decision store included, and from
+// every replica's cache. The audit log is
 // append-only and hash-chained: the records it already holds about the
 // session stay, and the erasure adds one more chained record, the
 // tombstone, so `turngate audit verify` still passes. The tombstone holds
@@ -33,6 +34,7 @@ const (
 	KindToolJournal  = "toolJournal"
 	KindSubmissions  = "submissions"
 	KindTurns        = "turns"
+	KindDecisions    = "decisions"
 )
 
 // Document is the export of everything stored for one session: what
@@ -49,6 +51,7 @@ func NewDocument(d *store.SessionData) *Document {
 	doc := *d
 	doc.Messages, doc.Blocks, doc.Compactions = orEmpty(d.Messages), orEmpty(d.Blocks), orEmpty(d.Compactions)
 	doc.ToolResults, doc.Submissions, doc.Turns = orEmpty(d.ToolResults), orEmpty(d.Submissions), orEmpty(d.Turns)
+	doc.Decisions = orEmpty(d.Decisions)
 	doc.Approvals = make([]store.Approval, 0, len(d.Approvals))
 	for _, a := range d.Approvals {
 		a.Approvers = orEmpty(a.Approvers)
@@ -93,6 +96,7 @@ func Erased(doc *Document) []audit.ErasedKind {
 		kind(KindToolJournal, doc.ToolResults),
 		kind(KindSubmissions, doc.Submissions),
 		kind(KindTurns, doc.Turns),
+		kind(KindDecisions, doc.Decisions),
 	}
 }
 

@@ -56,6 +56,9 @@ func fullSession() *store.SessionData {
 			{RequestID: "r2", Tenant: "acme", SessionID: "s1", Agent: "demo", Status: "error", Error: "upstream failed",
 				RuleRevision: "sha256:aa", StartedAt: at(7)},
 		},
+		Decisions: []json.RawMessage{
+			json.RawMessage(`{"kind":"beforeTurn","sessionId":"s1","requestId":"r1","input":{"text":"hi"},"outcome":"allow"}`),
+		},
 		RelayBatches: 4,
 	}
 }

@@ -63,6 +63,10 @@ type SessionData struct {
 	Submissions []Submission `json:"submissions"`
 	// Turns are the turn outcomes the store recorded, oldest first.
 	Turns []TurnRecord `json:"turns"`
+	// Decisions are the session's records in the decision store (each
+	// its JSONL audit line, the input its rules saw included), in the
+	// order they were written.
+	Decisions []json.RawMessage `json:"decisions"`
 	// RelayBatches counts the stored batches of relayed streams
 	// (PostgreSQL's stream relay; always 0 on SQLite).
 	RelayBatches int `json:"-"`
@@ -93,6 +97,7 @@ const (
 		WHERE tenant = ? AND session_id = ? ORDER BY created_at, request_id, tool_call_id`
 	recordsSubmissionsSQL = `SELECT ` + submissionColumns + ` FROM submissions WHERE session_pk = ? ORDER BY seq`
 	recordsTurnsSQL       = `SELECT ` + turnColumns + ` FROM turns WHERE tenant = ? AND session_id = ? ORDER BY seq`
+	recordsDecisionsSQL   = `SELECT record FROM decisions WHERE tenant = ? AND session_id = ? ORDER BY id`
 	recordsRelaySQL       = `SELECT COUNT(*) FROM stream_chunks WHERE tenant = ? AND session_id = ?`
 )
 
@@ -107,6 +112,8 @@ var eraseSQL = []string{
 	`DELETE FROM approvals WHERE tenant = ? AND session_id = ?`,
 	`DELETE FROM tool_results WHERE tenant = ? AND session_id = ?`,
 	`DELETE FROM turns WHERE tenant = ? AND session_id = ?`,
+	`DELETE FROM decision_rules WHERE decision_id IN (SELECT id FROM decisions WHERE tenant = ? AND session_id = ?)`,
+	`DELETE FROM decisions WHERE tenant = ? AND session_id = ?`,
 }
 
 // recordsTx is what reading and erasing session records needs of a
@@ -214,6 +221,14 @@ func readRecords(tx recordsTx, tenant, id string) (*SessionData, int64, error) {
 			t, err := scanTurn(r)
 			d.Turns = append(d.Turns, t)
 			return err
+		}},
+		{recordsDecisionsSQL, byID, func(r rowScanner) error {
+			var b string
+			if err := r.Scan(&b); err != nil {
+				return err
+			}
+			d.Decisions = append(d.Decisions, json.RawMessage(b))
+			return nil
 		}},
 	}
 	for _, s := range steps {

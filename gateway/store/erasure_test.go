@@ -42,6 +42,9 @@ func fillSession(t *testing.T, s Store, tenant, id string) {
 	must(err)
 	must(s.RecordTurn(ctx, &TurnRecord{RequestID: "r1", Tenant: tenant, SessionID: id, Agent: "demo", Status: "completed",
 		StartedAt: now(), FinishedAt: now()}))
+	must(s.InsertDecisions(ctx, []DecisionRow{{Time: now(), Tenant: tenant, Agent: "demo", SessionID: id, RequestID: "r1",
+		Hook: "beforeTurn", Outcome: "allow", RulesFired: []string{"card"},
+		Record: json.RawMessage(`{"hook":"beforeTurn","input":{"text":"my card is 4111"}}`)}}))
 }
 
 // sessionRows counts the rows of every table that holds the tenant's
@@ -60,6 +63,8 @@ func sessionRows(t *testing.T, s Store, tenant, id string) map[string]int {
 		"approvals":      queryInt(t, s, `SELECT COUNT(*) FROM approvals WHERE `+byID),
 		"tool_results":   queryInt(t, s, `SELECT COUNT(*) FROM tool_results WHERE `+byID),
 		"turns":          queryInt(t, s, `SELECT COUNT(*) FROM turns WHERE `+byID),
+		"decisions":      queryInt(t, s, `SELECT COUNT(*) FROM decisions WHERE `+byID),
+		"decision_rules": queryInt(t, s, `SELECT COUNT(*) FROM decision_rules WHERE decision_id IN (SELECT id FROM decisions WHERE `+byID+`)`),
 	}
 	if _, ok := s.(*Postgres); ok {
 		out["stream_chunks"] = queryInt(t, s, `SELECT COUNT(*) FROM stream_chunks WHERE `+byID)
@@ -91,7 +96,8 @@ func TestEraseSession(t *testing.T) {
 		}
 		if len(exp.Messages) != 2 || !strings.Contains(string(exp.Messages[0]), "data:text/plain;base64,aGVsbG8=") ||
 			len(exp.Blocks) != 1 || len(exp.Compactions) != 1 || exp.LastInputTokens != 42 || len(exp.Approvals) != 1 ||
-			len(exp.ToolResults) != 1 || exp.ToolResults[0].RequestID != "r1" || len(exp.Submissions) != 1 || len(exp.Turns) != 1 {
+			len(exp.ToolResults) != 1 || exp.ToolResults[0].RequestID != "r1" || len(exp.Submissions) != 1 || len(exp.Turns) != 1 ||
+			len(exp.Decisions) != 1 || !strings.Contains(string(exp.Decisions[0]), "my card is 4111") {
 			t.Fatalf("export = %+v", exp)
 		}
 		if _, err := s.ExportSession(ctx, "t3", "s1"); !errors.Is(err, ErrNotFound) {
@@ -121,6 +127,9 @@ func TestEraseSession(t *testing.T) {
 			if n != 0 {
 				t.Errorf("after the erasure, %s holds %d rows of the session", table, n)
 			}
+		}
+		if n := queryInt(t, s, `SELECT COUNT(*) FROM decision_rules WHERE decision_id NOT IN (SELECT id FROM decisions)`); n != 0 {
+			t.Errorf("after the erasure, decision_rules holds %d rows of erased decisions", n)
 		}
 		for _, k := range [][2]string{{"t1", "s2"}, {"t2", "s1"}} {
 			for table, n := range sessionRows(t, s, k[0], k[1]) {
