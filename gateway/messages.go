@@ -135,8 +135,8 @@ func anthropicStatus(ae *apiError) *apiError {
 	return &c
 }
 
-// writeAnthropicError writes ae as Anthropic's error body, with the
-// request-id header the SDKs read, x-should-retry as for OpenAI and
+// writeAnthropicError writes ae as Anthropic's error body (the request-id
+// header is the route's, on every response), x-should-retry as for OpenAI and
 // Retry-After with retry-after-ms when the delay is known.
 func writeAnthropicError(c *gin.Context, ae *apiError) {
 	ae = anthropicStatus(ae)
@@ -146,6 +146,5 @@ func writeAnthropicError(c *gin.Context, ae *apiError) {
 		c.Header("x-should-retry", "false")
 	}
 	setRetryAfter(c, ae.RetryAfter)
-	c.Header("request-id", requestID(c))
 	c.AbortWithStatusJSON(ae.Status, anthropic.ErrorBody(ae.Status, ae.Message, requestID(c)))
 }

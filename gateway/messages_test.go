@@ -490,3 +490,35 @@ func TestStatelessCutOff(t *testing.T) {
 		})
 	}
 }
+
+// TestAnthropicRequestIDHeader: every /v1/messages response — a message,
+// a stream, an error — carries request-id, the X-Request-Id, which the
+// SDKs read as request_id.
+func TestAnthropicRequestIDHeader(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	for _, tt := range []struct {
+		name   string
+		body   map[string]any
+		status int
+	}{
+		{"message", map[string]any{"model": "demo", "max_tokens": 100, "messages": []any{userText("hello")}}, http.StatusOK},
+		{"stream", map[string]any{"model": "demo", "max_tokens": 100, "stream": true, "messages": []any{userText("hello")}}, http.StatusOK},
+		{"error", map[string]any{"model": "demo", "max_tokens": 100, "messages": 5}, http.StatusBadRequest},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, sent := range []string{"req-ant-" + tt.name, ""} {
+				var headers []string
+				if sent != "" {
+					headers = []string{"X-Request-Id", sent}
+				}
+				resp := g.do("POST", "/v1/messages", tt.body, headers...)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				id := resp.Header.Get("request-id")
+				if resp.StatusCode != tt.status || id == "" || id != resp.Header.Get("X-Request-Id") || (sent != "" && id != sent) {
+					t.Errorf("sent %q: status %d, request-id %q, X-Request-Id %q", sent, resp.StatusCode, id, resp.Header.Get("X-Request-Id"))
+				}
+			}
+		})
+	}
+}

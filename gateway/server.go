@@ -543,7 +543,12 @@ func (s *Server) routes() http.Handler {
 	oai.POST("/chat/completions", s.handle(s.chatCompletions))
 	oai.GET("/models", s.handle(s.listModels))
 	oai.GET("/models/*model", s.handle(s.retrieveModel))
-	claude := r.Group("/v1", func(c *gin.Context) { c.Set(errorFormatKey, formatAnthropic) }, s.jsonBodies, s.authenticate)
+	// Every /v1/messages response carries request-id (the X-Request-Id),
+	// which Anthropic's SDKs read as the response's request_id.
+	claude := r.Group("/v1", func(c *gin.Context) {
+		c.Set(errorFormatKey, formatAnthropic)
+		c.Header("request-id", requestID(c))
+	}, s.jsonBodies, s.authenticate)
 	claude.POST("/messages", s.handle(s.messages))
 
 	admin := v1.Group("/admin", s.requireAdmin)

@@ -19,9 +19,9 @@ const deleteFile = {
 };
 
 test('messages.stream() → finalMessage(): text', async () => {
-  const message = await client.messages
-    .stream({ model: agent, max_tokens: 256, messages: [{ role: 'user', content: 'hello there' }] })
-    .finalMessage();
+  const stream = client.messages.stream({ model: agent, max_tokens: 256, messages: [{ role: 'user', content: 'hello there' }] });
+  const message = await stream.finalMessage();
+  assert.ok(stream.request_id, 'the stream has the request-id header');
   assert.equal(message.type, 'message');
   assert.equal(message.role, 'assistant');
   assert.equal(message.model, agent);
@@ -37,6 +37,7 @@ test('messages.create(): the server tool runs in the gateway, only text comes ba
     system: 'Be brief.',
     messages: [{ role: 'user', content: 'weather in Paris' }],
   });
+  assert.ok(message._request_id, 'the message has the request-id header');
   assert.equal(message.stop_reason, 'end_turn');
   assert.ok(message.content.every(b => b.type === 'text'), JSON.stringify(message.content));
   assert.match(message.content.map(b => b.text).join(''), /Here is the weather: .*Paris/);
