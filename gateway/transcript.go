@@ -181,6 +181,10 @@ func (s *Server) persister(in *turnInput) func(ctx context.Context, m engine.UIM
 	return func(ctx context.Context, m engine.UIMessage) (engine.UIMessage, error) {
 		id := &engine.Identity{RequestID: in.requestID, SessionID: in.sessionID, Agent: in.agent.name,
 			Principal: in.principal, EntryPath: in.entry}
+		if in.live != nil {
+			id.Deadline, _ = in.live.Deadline()
+			id.Aborted = in.live.Err() != nil
+		}
 		out, err := in.rev.BeforePersist(ctx, s.recorder, id, m)
 		if err != nil {
 			return engine.UIMessage{}, &persistError{err: err}

@@ -39,6 +39,9 @@ type turnInput struct {
 	sessionID string
 	entry     string
 	requestID string
+	// live is the running turn's context, once begun: its deadline and
+	// abort signal are the beforePersist hook's (Server.persister).
+	live context.Context
 	// create makes the session when it does not exist; otherwise a missing
 	// session is a 404.
 	create bool
@@ -262,6 +265,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 	}
 	runCtx, cancel := context.WithTimeout(tracing.Follow(parent, ctx), s.conf().Limits.TurnTimeout)
 	t.cancel = cancel
+	in.live = runCtx
 	t.messageID = p.messageID
 	s.mu.Lock()
 	s.active[key] = t

@@ -85,14 +85,9 @@ func NewChatError(e *engine.ChatErrorContext) ChatError {
 
 // errorActivation binds onChatError's variables.
 func errorActivation(id *engine.Identity, ce *ChatError, now time.Time) *activation {
-	return &activation{
-		chatError: object{chatErrorType, ce},
-		principal: object{principalType, &id.Principal},
-		agent:     types.String(id.Agent),
-		sessionID: types.String(id.SessionID),
-		requestID: types.String(id.RequestID),
-		now:       types.Timestamp{Time: now},
-	}
+	a := identityActivation(id, now)
+	a.chatError = object{chatErrorType, ce}
+	return a
 }
 
 // ChatErrorInput is what the onChatError rules see when they evaluate e at
@@ -100,7 +95,8 @@ func errorActivation(id *engine.Identity, ce *ChatError, now time.Time) *activat
 func ChatErrorInput(e *engine.ChatErrorContext, now time.Time) *Input {
 	ce := NewChatError(e)
 	p := e.Principal
-	return &Input{Error: &ce, Agent: e.Agent, SessionID: e.SessionID, RequestID: e.RequestID, Principal: &p, Now: &now}
+	return &Input{Error: &ce, Agent: e.Agent, SessionID: e.SessionID, RequestID: e.RequestID,
+		Deadline: e.Deadline, Aborted: e.Aborted, Principal: &p, Now: &now}
 }
 
 // errNoError is the dry-run error of an onChatError input without one.

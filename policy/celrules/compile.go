@@ -382,7 +382,7 @@ func readsVariables(ast *cel.Ast) bool {
 
 // hookVariables are the names rules read the hook context through.
 var hookVariables = map[string]bool{"turn": true, "step": true, "principal": true, "now": true, stateVariable: true,
-	"message": true, "agent": true, "sessionId": true, "requestId": true, "error": true}
+	"message": true, "agent": true, "sessionId": true, "requestId": true, "deadline": true, "aborted": true, "error": true}
 
 // decodeConstant validates, at load, a field value that does not depend on
 // the hook context (a literal toolChoice, timeout, maxSteps …), so a bad
@@ -420,10 +420,10 @@ func (c *compiler) celErrors(src *source, spec *ruleSpec, field string, n *yaml.
 			msg += " (step is only available in beforeStep rules)"
 		}
 		if spec.hook == policy.HookBeforePersist && (strings.Contains(msg, "undeclared reference to 'turn'") || strings.Contains(msg, "undeclared reference to 'step'")) {
-			msg += " (beforePersist rules see message, principal, agent, sessionId, requestId and now)"
+			msg += " (beforePersist rules see message, principal, agent, sessionId, requestId, deadline, aborted and now)"
 		}
 		if spec.hook == policy.HookOnChatError && (strings.Contains(msg, "undeclared reference to 'turn'") || strings.Contains(msg, "undeclared reference to 'step'")) {
-			msg += " (onChatError rules see error, principal, agent, sessionId, requestId and now)"
+			msg += " (onChatError rules see error, principal, agent, sessionId, requestId, deadline, aborted and now)"
 		}
 		if hint != nil {
 			msg += hint(e)
@@ -494,8 +494,8 @@ var hookEnvs = sync.OnceValues(func() (map[string]*cel.Env, error) {
 
 // newEnv declares the variables a hook's rules see: principal and now
 // everywhere; turn and state in beforeTurn and beforeStep, step in
-// beforeStep only; message, agent, sessionId and requestId in
-// beforePersist; error, agent, sessionId and requestId in onChatError.
+// beforeStep only; message in beforePersist, error in onChatError, and in
+// both the turn's identity as top-level variables (identityVariables).
 func newEnv(hook string) (*cel.Env, error) {
 	p := newProvider()
 	opts := []cel.EnvOption{
@@ -512,11 +512,9 @@ func newEnv(hook string) (*cel.Env, error) {
 	}
 	switch hook {
 	case policy.HookBeforePersist:
-		opts = append(opts, cel.Variable("message", messageType.typ),
-			cel.Variable("agent", cel.StringType), cel.Variable("sessionId", cel.StringType), cel.Variable("requestId", cel.StringType))
+		opts = append(append(opts, cel.Variable("message", messageType.typ)), identityVariables...)
 	case policy.HookOnChatError:
-		opts = append(opts, cel.Variable("error", chatErrorType.typ),
-			cel.Variable("agent", cel.StringType), cel.Variable("sessionId", cel.StringType), cel.Variable("requestId", cel.StringType))
+		opts = append(append(opts, cel.Variable("error", chatErrorType.typ)), identityVariables...)
 	case policy.HookBeforeStep:
 		opts = append(opts, cel.Variable("turn", turnType.typ), cel.Variable(stateVariable, dynMapType),
 			cel.Variable("step", stepType.typ))
@@ -524,6 +522,14 @@ func newEnv(hook string) (*cel.Env, error) {
 		opts = append(opts, cel.Variable("turn", turnType.typ), cel.Variable(stateVariable, dynMapType))
 	}
 	return cel.NewEnv(opts...)
+}
+
+// identityVariables are the turn's identity in beforePersist and
+// onChatError, which have no turn variable: what turn.agent, turn.sessionId,
+// turn.requestId, turn.deadline and turn.aborted are in the turn hooks.
+var identityVariables = []cel.EnvOption{
+	cel.Variable("agent", cel.StringType), cel.Variable("sessionId", cel.StringType), cel.Variable("requestId", cel.StringType),
+	cel.Variable("deadline", cel.TimestampType), cel.Variable("aborted", cel.BoolType),
 }
 
 // Size bounds assumed by the static cost estimate for values whose size

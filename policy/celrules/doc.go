@@ -28,8 +28,10 @@
 //
 //   - turn (turngate.Turn): system, messages, tools, model, continuation,
 //     body (map(string, dyn): the client's custom body), agent, sessionId,
-//     requestId, entryPath, depth, maxSteps. In beforeStep rules, the turn
-//     after beforeTurn overrides.
+//     requestId, entryPath, depth, maxSteps, deadline, aborted. In
+//     beforeStep rules, the turn after beforeTurn overrides.
+//   - message (beforePersist) or error (onChatError), and there, for the
+//     turn's identity: agent, sessionId, requestId, deadline, aborted.
 //   - step (turngate.Step, beforeStep only): stepNumber, steps, model,
 //     system, messages, activeTools.
 //   - principal (turngate.Principal): tenant, subject, roles.

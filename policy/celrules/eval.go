@@ -248,10 +248,12 @@ func (e *expr) fail(ruleID, field, code, msg string) *policy.Error {
 type activation struct {
 	turn, step, principal object
 	// message is beforePersist's (persist.go), chatError onChatError's
-	// error (chaterror.go); agent, sessionId and requestId are both's.
+	// error (chaterror.go); agent, sessionId, requestId, deadline and
+	// aborted are both's (identityActivation).
 	message, chatError          object
 	agent, sessionID, requestID types.String
-	now                         types.Timestamp
+	deadline, now               types.Timestamp
+	aborted                     types.Bool
 	// stateVals are the declared state values read (the step's in
 	// beforeStep, the turn's in beforeTurn), converted when first read.
 	stateVals map[string]any
@@ -291,6 +293,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.sessionID, true
 	case "requestId":
 		return a.requestID, true
+	case "deadline":
+		return a.deadline, true
+	case "aborted":
+		return a.aborted, true
 	case "error":
 		return &a.chatError, a.chatError.ptr != nil
 	case stateVariable:
@@ -300,3 +306,17 @@ func (a *activation) ResolveName(name string) (any, bool) {
 }
 
 func (a *activation) Parent() interpreter.Activation { return nil }
+
+// identityActivation binds beforePersist's and onChatError's variables
+// but their message or error: id's, as the hook is called at now.
+func identityActivation(id *engine.Identity, now time.Time) *activation {
+	return &activation{
+		principal: object{principalType, &id.Principal},
+		agent:     types.String(id.Agent),
+		sessionID: types.String(id.SessionID),
+		requestID: types.String(id.RequestID),
+		deadline:  types.Timestamp{Time: id.Deadline},
+		aborted:   types.Bool(id.Aborted),
+		now:       types.Timestamp{Time: now},
+	}
+}

@@ -494,3 +494,40 @@ func TestDeadlineAndAborted(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlineAndAbortedEveryHook: beforePersist and onChatError rules
+// read the turn's deadline and abort signal as deadline and aborted.
+func TestDeadlineAndAbortedEveryHook(t *testing.T) {
+	s := mustCompile(t, file("t.yaml", `beforePersist:
+  - name: hurried
+    when: '!aborted && deadline - now < duration("20s")'
+    set: {redact: '["secret"]'}
+onChatError:
+  - name: hurried
+    when: '!aborted && deadline - now < duration("20s")'
+    set: {message: '"out of time"'}
+`))
+	for _, tt := range []struct {
+		name     string
+		deadline time.Duration // from now
+		aborted  bool
+		want     bool // the rules fire
+	}{
+		{"little time left", 10 * time.Second, false, true},
+		{"plenty of time", time.Minute, false, false},
+		{"aborted", 10 * time.Second, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			id := engine.Identity{Deadline: epoch.Add(tt.deadline), Aborted: tt.aborted}
+			m := &engine.UIMessage{ID: "m", Role: "user", Parts: []engine.UIPart{{Type: engine.PartText, Text: "a secret"}}}
+			p, _, err := s.BeforePersist(context.Background(), &id, m, epoch)
+			if err != nil || (p != nil) != tt.want {
+				t.Errorf("BeforePersist = %+v, %v; want the rule to fire: %v", p, err, tt.want)
+			}
+			d, _, err := s.OnChatError(context.Background(), &engine.ChatErrorContext{Identity: id, Class: engine.ClassFatal}, epoch)
+			if err != nil || (d != nil) != tt.want {
+				t.Errorf("OnChatError = %+v, %v; want the rule to fire: %v", d, err, tt.want)
+			}
+		})
+	}
+}

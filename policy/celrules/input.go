@@ -31,6 +31,8 @@ import (
 //	agent:       # beforePersist and onChatError: the session's agent
 //	sessionId:   # beforePersist and onChatError
 //	requestId:   # beforePersist and onChatError
+//	deadline: "2025-01-01T12:01:00Z"   # beforePersist and onChatError; default none
+//	aborted:     # beforePersist and onChatError: the turn's abort signal had fired
 //
 // Unknown keys are errors, so a misspelt input field is not silently empty.
 type Input struct {
@@ -43,6 +45,8 @@ type Input struct {
 	Agent     string                     `json:"agent,omitempty"`
 	SessionID string                     `json:"sessionId,omitempty"`
 	RequestID string                     `json:"requestId,omitempty"`
+	Deadline  time.Time                  `json:"deadline,omitzero"`
+	Aborted   bool                       `json:"aborted,omitempty"`
 }
 
 // TurnInput is what the beforeTurn rules see when they evaluate tc at now,
@@ -130,7 +134,7 @@ func (in *Input) Clock() time.Time {
 
 // Identity is the turn identity of a beforePersist or onChatError input.
 func (in *Input) Identity() *engine.Identity {
-	id := &engine.Identity{Agent: in.Agent, SessionID: in.SessionID, RequestID: in.RequestID}
+	id := &engine.Identity{Agent: in.Agent, SessionID: in.SessionID, RequestID: in.RequestID, Deadline: in.Deadline, Aborted: in.Aborted}
 	if in.Principal != nil {
 		id.Principal = *in.Principal
 	}

@@ -173,14 +173,9 @@ func persistActivation(id *engine.Identity, m *engine.UIMessage, now time.Time) 
 	for _, c := range engine.ConvertToModelMessages([]engine.UIMessage{*m}) {
 		mm.Content = append(mm.Content, c.Content...)
 	}
-	return &activation{
-		message:   object{messageType, mm},
-		principal: object{principalType, &id.Principal},
-		agent:     types.String(id.Agent),
-		sessionID: types.String(id.SessionID),
-		requestID: types.String(id.RequestID),
-		now:       types.Timestamp{Time: now},
-	}
+	a := identityActivation(id, now)
+	a.message = object{messageType, mm}
+	return a
 }
 
 // redact applies the fired rules' redactions to a copy of m; nil when no
@@ -287,7 +282,8 @@ func (r *Redaction) walk(v any, n *int) any {
 // for the turn id at now, as an Input.
 func PersistInput(id *engine.Identity, m *engine.UIMessage, now time.Time) *Input {
 	p := id.Principal
-	return &Input{Message: m, Agent: id.Agent, SessionID: id.SessionID, RequestID: id.RequestID, Principal: &p, Now: &now}
+	return &Input{Message: m, Agent: id.Agent, SessionID: id.SessionID, RequestID: id.RequestID,
+		Deadline: id.Deadline, Aborted: id.Aborted, Principal: &p, Now: &now}
 }
 
 // errNoMessage is the dry-run error of a beforePersist input without one.

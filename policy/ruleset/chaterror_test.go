@@ -108,7 +108,7 @@ func TestOnChatErrorTyped(t *testing.T) {
 		{"misspelt field", "onChatError:\n  - name: x\n    when: error.clas == \"rate_limit\"\n    set: {message: '\"busy\"'}\n",
 			"did you mean error.class?", 3},
 		{"turn is not there", "onChatError:\n  - name: x\n    when: turn.continuation\n    set: {message: '\"busy\"'}\n",
-			"onChatError rules see error, principal, agent, sessionId, requestId and now", 3},
+			"onChatError rules see error, principal, agent, sessionId, requestId, deadline, aborted and now", 3},
 		{"message must be a string", "onChatError:\n  - name: x\n    set: {message: '429'}\n",
 			"field message must be string but expression is int", 3},
 		{"empty message", "onChatError:\n  - name: x\n    set: {message: '\"  \"'}\n",
