@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -100,14 +101,13 @@ func (a *authenticator) close() {
 // open reports whether neither keys nor auth.jwt are configured.
 func (a *authenticator) open() bool { return len(a.keys) == 0 && a.jwt == nil }
 
-// lookup returns the principal of key. It compares against every entry in
-// constant time and does not stop at the first match, so timing reveals
-// neither the key nor its position.
-func (a *authenticator) lookup(key string) (engine.Principal, bool) {
-	h := sha256.Sum256([]byte(key))
+// lookup returns the principal of the API key whose SHA-256 is hash. It
+// compares against every entry in constant time and does not stop at the
+// first match, so timing reveals neither the key nor its position.
+func (a *authenticator) lookup(hash [sha256.Size]byte) (engine.Principal, bool) {
 	found := -1
 	for i := range a.keys {
-		if subtle.ConstantTimeCompare(h[:], a.keys[i].hash[:]) == 1 {
+		if subtle.ConstantTimeCompare(hash[:], a.keys[i].hash[:]) == 1 {
 			found = i
 		}
 	}
@@ -184,14 +184,26 @@ func (s *Server) requestPrincipal(r *http.Request) (engine.Principal, error) {
 func (s *Server) newConsole() *console.Console {
 	opts := console.Options{Anonymous: anonymous, Failures: s.failures, Logger: s.log}
 	if !s.auth().open() {
-		// A key or, with auth.jwt, a JWT signs in (console.Options has no
-		// room for the refusal's code: the sign-in says only that it failed).
-		opts.Lookup = func(key string) (engine.Principal, bool) {
-			p, err := s.keyPrincipal(context.Background(), key)
-			return p, err == nil
+		// A key or, with auth.jwt, a JWT signs in; its session ends at the
+		// token's exp, or when a reload removed the key.
+		opts.Lookup = func(ctx context.Context, key string) (console.Credential, error) {
+			return s.consoleCredential(ctx, newHeldCredential(key))
 		}
 	}
 	return console.New(opts)
+}
+
+// consoleCredential authenticates b for the console, with the refusal's
+// status and code.
+func (s *Server) consoleCredential(ctx context.Context, b heldCredential) (console.Credential, error) {
+	p, exp, err := s.verify(ctx, b)
+	if err != nil {
+		ae := toAPIError(err)
+		return console.Credential{}, &console.Refusal{Status: ae.Status, Code: ae.Code, Message: ae.Message}
+	}
+	return console.Credential{Principal: p, Expires: exp, Recheck: func(ctx context.Context) (console.Credential, error) {
+		return s.consoleCredential(ctx, b)
+	}}, nil
 }
 
 // throttled is the 429 of a client address that failed to authenticate
@@ -240,23 +252,48 @@ func (s *Server) bearerPrincipal(ctx context.Context, h string) (engine.Principa
 	return s.keyPrincipal(ctx, strings.TrimSpace(key))
 }
 
-// keyPrincipal returns the principal of a bearer credential, or a 401:
-// with auth.jwt, a credential shaped like a JWT is verified as one (its
-// refusal says why: token_expired, token_signature…); any other is
-// looked up among the API keys.
+// heldCredential is a bearer credential as kept to authenticate it again
+// after a config reload: an API key's SHA-256 (never the key), and the
+// token of a credential shaped like a JWT (it expires).
+type heldCredential struct {
+	hash  [sha256.Size]byte
+	token string
+}
+
+func newHeldCredential(key string) heldCredential {
+	b := heldCredential{hash: sha256.Sum256([]byte(key))}
+	if identity.LooksLikeJWT(key) {
+		b.token = key
+	}
+	return b
+}
+
+// keyPrincipal returns the principal of a bearer credential, or a 401
+// (verify).
 func (s *Server) keyPrincipal(ctx context.Context, key string) (engine.Principal, error) {
-	if s.auth().jwt != nil && identity.LooksLikeJWT(key) {
-		p, err := s.auth().jwt.Authenticate(ctx, key)
+	p, _, err := s.verify(ctx, newHeldCredential(key))
+	return p, err
+}
+
+// verify returns the principal of a bearer credential under the live
+// configuration and when it stops authenticating (a JWT's exp; zero for an
+// API key), or a 401: with auth.jwt, a credential shaped like a JWT is
+// verified as one (its refusal says why: token_expired, token_signature…);
+// any other is looked up among the API keys.
+func (s *Server) verify(ctx context.Context, b heldCredential) (engine.Principal, time.Time, error) {
+	auth := s.auth()
+	if auth.jwt != nil && b.token != "" {
+		p, exp, err := auth.jwt.Verify(ctx, b.token)
 		if ie := (*identity.Error)(nil); errors.As(err, &ie) {
-			return p, &apiError{Status: ie.Status, Code: ie.Code, Message: ie.Message, Retryable: ie.Status >= 500}
+			return p, exp, &apiError{Status: ie.Status, Code: ie.Code, Message: ie.Message, Retryable: ie.Status >= 500}
 		}
-		return p, err
+		return p, exp, err
 	}
-	p, ok := s.auth().lookup(key)
+	p, ok := auth.lookup(b.hash)
 	if !ok {
-		return engine.Principal{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid API key")
+		return engine.Principal{}, time.Time{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid API key")
 	}
-	return p, nil
+	return p, time.Time{}, nil
 }
 
 // Authenticate returns the principal of a bearer credential (an API key

@@ -40,17 +40,27 @@ func newJWTGateway(t *testing.T) *jwtGateway {
 	jwks.Add(signer)
 	idp := httptest.NewServer(jwks)
 	t.Cleanup(idp.Close)
+	logs := &syncbuf.Buffer{}
+	g := startGateway(t, jwtConfig(t, idp.URL, jwtKey), Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	return &jwtGateway{testGateway: g, signer: signer, jwks: jwks, logs: logs}
+}
+
+// jwtKey is the API key of newJWTGateway's configuration (an admin).
+var jwtKey = config.APIKey{Key: "7f3c9a2b4e8d1f60aa11bb22cc33dd44", Tenant: "acme", Subject: "ci", Roles: []string{"admin"}}
+
+// jwtConfig is the validated "basic" configuration with keys and auth.jwt
+// against the JWKS at jwksURL.
+func jwtConfig(t *testing.T, jwksURL string, keys ...config.APIKey) *config.Config {
+	t.Helper()
 	cfg := testConfig(t, "basic")
-	cfg.Auth.APIKeys = []config.APIKey{{Key: "7f3c9a2b4e8d1f60aa11bb22cc33dd44", Tenant: "acme", Subject: "ci", Roles: []string{"admin"}}}
-	cfg.Auth.JWT = &config.JWT{Issuer: jwtIssuer, Audience: "turngate", JWKSURL: idp.URL, Algorithms: config.JWTAlgorithms,
+	cfg.Auth.APIKeys = keys
+	cfg.Auth.JWT = &config.JWT{Issuer: jwtIssuer, Audience: "turngate", JWKSURL: jwksURL, Algorithms: config.JWTAlgorithms,
 		ClockSkew: time.Second, RefreshInterval: time.Hour, MinRefreshInterval: time.Minute,
 		Claims: config.JWTClaims{Tenant: "org", Principal: "sub", Roles: "realm_access.roles"}, Tenants: []string{"acme"}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncbuf.Buffer{}
-	g := startGateway(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	return &jwtGateway{testGateway: g, signer: signer, jwks: jwks, logs: logs}
+	return cfg
 }
 
 // token signs claims over a valid token's.

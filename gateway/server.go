@@ -371,6 +371,8 @@ const retiredAuthGrace = time.Minute
 // validated as at startup and differ from the live configuration only in
 // liveconfig.LiveFields (liveconfig.Diff; the Manager checks both). An
 // error (a JWT verifier that cannot start) leaves the live configuration.
+// A console session whose credential cfg no longer authenticates ends at
+// its next request.
 func (s *Server) ApplyConfig(cfg *config.Config) error {
 	old := s.live.Load()
 	auth, err := newAuthenticator(cfg.Auth, old, s.log)
@@ -385,6 +387,8 @@ func (s *Server) ApplyConfig(cfg *config.Config) error {
 		return err
 	}
 	s.live.Store(&liveState{cfg: cfg, auth: auth, agents: agents})
+	// A console session whose key this configuration removed ends.
+	s.console.ConfigChanged()
 	s.metrics.SetToolNames(configuredTool(cfg, s.tools))
 	s.metrics.SetTenants(cfg.Tenants())
 	if old.auth.jwt != nil && old.auth.jwt != auth.jwt {

@@ -16,14 +16,17 @@
 package console
 
 import (
+	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/turngate/turngate/engine"
@@ -61,12 +64,36 @@ const (
 // only (an approver) sees the Approvals view.
 const RoleAdmin = "admin"
 
+// Credential is what a sign-in's key (an API key or a JWT) authenticates
+// as.
+type Credential struct {
+	Principal engine.Principal
+	// Expires is when the credential stops authenticating (a JWT's exp;
+	// zero when it does not expire): its session ends then at the latest.
+	Expires time.Time
+	// Recheck authenticates the credential again, with the configuration
+	// of the moment: a session calls it on its first request after
+	// ConfigChanged, and ends when it fails.
+	Recheck func(context.Context) (Credential, error)
+}
+
+// Refusal is a refused sign-in credential, with the status and code the
+// gateway's bearer path answers (401 token_expired, 503
+// identity_unavailable…); a Lookup error of another type is a 401
+// "unauthorized".
+type Refusal struct {
+	Status        int
+	Code, Message string
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("%d %s: %s", r.Status, r.Code, r.Message) }
+
 // Options configure a Console.
 type Options struct {
-	// Lookup returns the principal of an API key. Nil means the gateway
-	// has no keys: the console needs no sign-in and every page acts as
+	// Lookup authenticates a sign-in's key. Nil means the gateway has no
+	// keys: the console needs no sign-in and every page acts as
 	// Anonymous.
-	Lookup func(key string) (engine.Principal, bool)
+	Lookup func(ctx context.Context, key string) (Credential, error)
 	// Anonymous is the principal of a gateway without keys.
 	Anonymous engine.Principal
 	// Failures is the gateway's record of failed authentications: failed
@@ -90,6 +117,9 @@ type Console struct {
 	// even where auth.maxFailuresPerMinute is off.
 	signIn *httpguard.Failures
 	static fs.FS
+	// generation counts ConfigChanged calls: a session signed in at an
+	// older one rechecks its credential.
+	generation atomic.Uint64
 }
 
 // New returns a console with opts.
@@ -121,6 +151,11 @@ func New(opts Options) *Console {
 	}
 }
 
+// ConfigChanged says the gateway's credentials may have changed (a config
+// reload): every session rechecks its credential on its next request, and
+// ends if the key was removed or no longer authenticates.
+func (c *Console) ConfigChanged() { c.generation.Add(1) }
+
 // open reports whether the gateway has no keys.
 func (c *Console) open() bool { return c.opts.Lookup == nil }
 
@@ -128,6 +163,9 @@ func (c *Console) open() bool { return c.opts.Lookup == nil }
 var (
 	// ErrNoSession: the request's cookie names no live session.
 	ErrNoSession = errors.New("the console session expired or was signed out: sign in again")
+	// ErrRevoked: the credential the session signed in with no longer
+	// authenticates (a config reload removed the key, or changed it).
+	ErrRevoked = errors.New("the key this console session signed in with no longer authenticates: sign in again")
 	// ErrCSRF: a request that can change something lacks the session's
 	// CSRF token, or carries another.
 	ErrCSRF = errors.New("a console request that changes something must carry its session's CSRF token in the " + CSRFHeader + " header")
@@ -140,7 +178,8 @@ func HasCookie(r *http.Request) bool {
 }
 
 // Principal returns the principal of r's console session: ErrNoSession
-// when the cookie names none (unknown, expired, signed out), ErrCSRF when r
+// when the cookie names none (unknown, expired, signed out), ErrRevoked
+// when its credential no longer authenticates, ErrCSRF when r
 // can change something and its CSRF header is missing or wrong, or
 // another site sent it.
 func (c *Console) Principal(r *http.Request) (engine.Principal, error) {
@@ -160,6 +199,18 @@ func (c *Console) session(r *http.Request) (*session, error) {
 	se, ok := c.sessions.get(ck.Value)
 	if !ok {
 		return nil, ErrNoSession
+	}
+	if gen := c.generation.Load(); se.generation != gen && se.recheck != nil {
+		cred, err := se.recheck(r.Context())
+		if err != nil {
+			c.sessions.revoke(ck.Value)
+			c.opts.Logger.InfoContext(r.Context(), "console session ended: its credential no longer authenticates",
+				"tenant", se.principal.Tenant, "subject", se.principal.Subject, "err", err)
+			return nil, ErrRevoked
+		}
+		if se, ok = c.sessions.renew(ck.Value, se, cred, gen); !ok {
+			return nil, ErrNoSession
+		}
 	}
 	if !safeMethod(r.Method) && (crossSite(r) || !tokenEqual(r.Header.Get(CSRFHeader), se.csrf)) {
 		return nil, ErrCSRF

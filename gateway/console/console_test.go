@@ -1,8 +1,10 @@
 package console
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"net/http"
@@ -28,9 +30,19 @@ var keys = map[string]engine.Principal{
 	"user-key":     {Tenant: "acme", Subject: "bob", Roles: []string{}},
 }
 
+// lookupKeys authenticates the keys of keys; a recheck finds the key
+// still there.
+func lookupKeys(_ context.Context, k string) (Credential, error) {
+	p, ok := keys[k]
+	if !ok {
+		return Credential{}, errors.New("no such key")
+	}
+	return Credential{Principal: p, Recheck: func(ctx context.Context) (Credential, error) { return lookupKeys(ctx, k) }}, nil
+}
+
 func newTestConsole(clock *fakeclock.Clock, max int) *Console {
 	return New(Options{
-		Lookup:      func(k string) (engine.Principal, bool) { p, ok := keys[k]; return p, ok },
+		Lookup:      lookupKeys,
 		Now:         clock.Now,
 		MaxSessions: max,
 	})

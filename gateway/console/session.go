@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -11,12 +12,26 @@ import (
 )
 
 // session is one signed-in browser: the principal of the key it signed in
-// with (never the key), its CSRF token and when it ends.
+// with (never the key), its CSRF token and when it ends (its TTL, capped
+// at the credential's expiry). It is never changed once stored: renew
+// stores a new one.
 type session struct {
 	principal engine.Principal
 	csrf      string
 	created   time.Time
 	expires   time.Time
+	// recheck authenticates the credential again; generation is the
+	// Console's generation it was last authenticated at.
+	recheck    func(context.Context) (Credential, error)
+	generation uint64
+}
+
+// capAt returns t capped at the credential expiry exp (zero: none).
+func capAt(t, exp time.Time) time.Time {
+	if !exp.IsZero() && exp.Before(t) {
+		return exp
+	}
+	return t
 }
 
 // sessions holds the signed-in sessions of this replica, keyed by the
@@ -43,13 +58,15 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// create starts a session for p and returns its cookie value. At the bound
-// the expired sessions go first, then the oldest one: a new sign-in always
-// succeeds, and memory stays bounded.
-func (s *sessions) create(p engine.Principal) (string, *session) {
+// create starts a session for cred, authenticated at generation, and
+// returns its cookie value. At the bound the expired sessions go first,
+// then the oldest one: a new sign-in always succeeds, and memory stays
+// bounded.
+func (s *sessions) create(cred Credential, generation uint64) (string, *session) {
 	id := randomToken()
 	now := s.now()
-	se := &session{principal: p, csrf: randomToken(), created: now, expires: now.Add(s.ttl)}
+	se := &session{principal: cred.Principal, csrf: randomToken(), created: now,
+		expires: capAt(now.Add(s.ttl), cred.Expires), recheck: cred.Recheck, generation: generation}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.m) >= s.max {
@@ -92,6 +109,31 @@ func (s *sessions) get(id string) (*session, bool) {
 		return nil, false
 	}
 	return se, true
+}
+
+// renew replaces old, the session of cookie value id, with its credential
+// rechecked at generation as cred: the principal may have changed and the
+// end may come sooner, never later. It returns false when the session
+// ended meanwhile.
+func (s *sessions) renew(id string, old *session, cred Credential, generation uint64) (*session, bool) {
+	k := sha256.Sum256([]byte(id))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[k] != old {
+		se, ok := s.m[k]
+		return se, ok
+	}
+	se := *old
+	se.principal, se.expires, se.generation = cred.Principal, capAt(old.expires, cred.Expires), generation
+	if cred.Recheck != nil {
+		se.recheck = cred.Recheck
+	}
+	if !s.now().Before(se.expires) {
+		delete(s.m, k)
+		return nil, false
+	}
+	s.m[k] = &se
+	return &se, true
 }
 
 // revoke ends the session of cookie value id.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/httpguard"
+	"github.com/turngate/turngate/gateway/identity"
 )
 
 // maxSignInBody bounds a sign-in request's body: a key is short.
@@ -99,7 +100,10 @@ func (c *Console) serveSession(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// signInHandler exchanges an API key for a session cookie.
+// signInHandler exchanges an API key or a JWT for a session cookie. The
+// session ends after SessionTTL, or at the credential's expiry if sooner
+// (the cookie says so too); a refused credential gets the bearer path's
+// status and code.
 func (c *Console) signInHandler(w http.ResponseWriter, r *http.Request) {
 	if c.open() {
 		writeError(w, http.StatusConflict, "conflict", "this gateway has no API keys (auth.apiKeys): it serves loopback only and the console needs no sign-in")
@@ -131,21 +135,37 @@ func (c *Console) signInHandler(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return
 	}
-	p, ok := c.opts.Lookup(key)
-	if !ok {
-		c.failed(r, source, "invalid API key")
-		writeError(w, http.StatusUnauthorized, "unauthorized", "invalid API key")
+	generation := c.generation.Load()
+	cred, err := c.opts.Lookup(r.Context(), key)
+	if err != nil {
+		ref := (*Refusal)(nil)
+		if !errors.As(err, &ref) {
+			ref = &Refusal{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "invalid API key"}
+		}
+		// An identity provider that cannot be reached is no guess.
+		if ref.Status < http.StatusInternalServerError {
+			c.failed(r, source, ref.Code+": "+ref.Message)
+		}
+		writeError(w, ref.Status, ref.Code, ref.Message)
 		return
 	}
+	p := cred.Principal
 	if len(p.Roles) == 0 {
 		c.failed(r, source, "console sign-in with a key without roles")
 		writeError(w, http.StatusForbidden, "forbidden", "this key has no role: the console takes a key with the admin role or a role approvals name (role:NAME)")
 		return
 	}
-	id, se := c.sessions.create(p)
+	id, se := c.sessions.create(cred, generation)
+	maxAge := int(se.expires.Sub(c.opts.Now()) / time.Second)
+	if maxAge <= 0 {
+		// Within the clock skew past its exp: the session would end now.
+		c.sessions.revoke(id)
+		writeError(w, http.StatusUnauthorized, identity.CodeExpired, "the token expires now: sign in with a fresh one")
+		return
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name: CookieName, Value: id, Path: "/",
-		Expires: se.expires, MaxAge: int(c.opts.SessionTTL.Seconds()),
+		Expires: se.expires, MaxAge: maxAge,
 		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode,
 	})
 	c.opts.Logger.InfoContext(r.Context(), "console sign-in", "tenant", p.Tenant, "subject", p.Subject, "source", source, "expires", se.expires)

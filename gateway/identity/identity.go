@@ -201,34 +201,42 @@ func LooksLikeJWT(s string) bool { return strings.Count(s, ".") == 2 }
 
 // Authenticate verifies token and returns its principal, or an *Error.
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (engine.Principal, error) {
+	p, _, err := a.Verify(ctx, token)
+	return p, err
+}
+
+// Verify verifies token and returns its principal and its expiry (exp:
+// whatever the token opened, a console session or a WebSocket connection,
+// ends then), or an *Error.
+func (a *Authenticator) Verify(ctx context.Context, token string) (engine.Principal, time.Time, error) {
 	if len(token) > maxTokenBytes {
-		return engine.Principal{}, refuse(CodeMalformed, "the token is larger than %d bytes", maxTokenBytes)
+		return engine.Principal{}, time.Time{}, refuse(CodeMalformed, "the token is larger than %d bytes", maxTokenBytes)
 	}
 	msg, err := jws.ParseString(token)
 	if err != nil || len(msg.Signatures()) != 1 || !LooksLikeJWT(token) {
-		return engine.Principal{}, refuse(CodeMalformed, "the bearer credential is not a compact JWS (header.payload.signature)")
+		return engine.Principal{}, time.Time{}, refuse(CodeMalformed, "the bearer credential is not a compact JWS (header.payload.signature)")
 	}
 	hdr := msg.Signatures()[0].ProtectedHeaders()
 	alg, _ := hdr.Algorithm()
 	if !slices.Contains(a.algs, alg) {
-		return engine.Principal{}, refuse(CodeAlgorithm, "the token's algorithm %q is not accepted (auth.jwt.algorithms: %s)",
+		return engine.Principal{}, time.Time{}, refuse(CodeAlgorithm, "the token's algorithm %q is not accepted (auth.jwt.algorithms: %s)",
 			printable(alg.String()), strings.Join(a.cfg.Algorithms, ", "))
 	}
 	kid, ok := hdr.KeyID()
 	if !ok || kid == "" {
-		return engine.Principal{}, refuse(CodeUnknownKey, "the token's header names no key (kid)")
+		return engine.Principal{}, time.Time{}, refuse(CodeUnknownKey, "the token's header names no key (kid)")
 	}
 	key, err := a.key(ctx, kid)
 	if err != nil {
-		return engine.Principal{}, err
+		return engine.Principal{}, time.Time{}, err
 	}
 	if ka, ok := key.Algorithm(); ok && ka.String() != alg.String() {
-		return engine.Principal{}, refuse(CodeAlgorithm, "the token's algorithm %s is not its key's (%s)", alg, ka)
+		return engine.Principal{}, time.Time{}, refuse(CodeAlgorithm, "the token's algorithm %s is not its key's (%s)", alg, ka)
 	}
 	if use, ok := key.KeyUsage(); ok && use != "sig" {
-		return engine.Principal{}, refuse(CodeUnknownKey, "the token's key is not a signing key (use %q)", printable(use))
+		return engine.Principal{}, time.Time{}, refuse(CodeUnknownKey, "the token's key is not a signing key (use %q)", printable(use))
 	}
-	_, err = jwt.ParseString(token,
+	tok, err := jwt.ParseString(token,
 		jwt.WithKey(alg, key),
 		jwt.WithValidate(true),
 		jwt.WithIssuer(a.cfg.Issuer),
@@ -237,9 +245,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (engine.
 		jwt.WithClock(jwt.ClockFunc(a.now)),
 		jwt.WithRequiredClaim(jwt.ExpirationKey))
 	if err != nil {
-		return engine.Principal{}, a.classify(err)
+		return engine.Principal{}, time.Time{}, a.classify(err)
 	}
-	return a.principal(msg.Payload())
+	exp, _ := tok.Expiration() // required above
+	p, err := a.principal(msg.Payload())
+	return p, exp, err
 }
 
 // classify turns jwt.Parse's error into a refusal.
