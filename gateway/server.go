@@ -539,9 +539,12 @@ func (s *Server) routes() http.Handler {
 	v1.POST("/approvals/:id", s.handle(s.decideApproval))
 	ag.DELETE("/sessions/:id/submissions", s.handle(s.dropSubmissions))
 	v1.GET("/agents", s.handle(s.listAgents))
-	ag.GET("/sessions", s.handle(s.listSessions))
-	ag.GET("/sessions/:id/export", s.handle(s.exportSession))
-	ag.DELETE("/sessions/:id", s.handle(s.deleteSession))
+	// Listing, exporting and erasing sessions are a tenant admin's: a
+	// session has no owning principal, so any caller could reach every
+	// session of the tenant.
+	ag.GET("/sessions", s.requireAdmin, s.handle(s.listSessions))
+	ag.GET("/sessions/:id/export", s.requireAdmin, s.handle(s.exportSession))
+	ag.DELETE("/sessions/:id", s.requireAdmin, s.handle(s.deleteSession))
 
 	oai := r.Group("/v1", func(c *gin.Context) { c.Set(errorFormatKey, formatOpenAI) }, s.jsonBodies, s.authenticate)
 	oai.POST("/chat/completions", s.handle(s.chatCompletions))

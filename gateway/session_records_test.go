@@ -50,12 +50,25 @@ func TestEraseSession(t *testing.T) {
 		g := newTestGateway(t, "basic", mod, withApprovalKeys, func(c *config.Config) {
 			c.Audit.Sink = config.SinkStdout // the decision records carry the rules' input
 		})
-		alice, mallory := bearer(userKey), bearer(otherKey)
+		alice, ada, mallory := bearer(userKey), bearer(adminKey), bearer(otherKey)
 		readUIStream(t, g.do("POST", "/v1/agents/demo/chat", fileChat("s1"), alice...))
 		readUIStream(t, g.do("POST", "/v1/agents/demo/chat", fileChat("keep"), alice...))
+		// A session has no owner: only the tenant's admin lists, exports
+		// and erases, not alice who wrote it (nor any other roleless key).
+		for _, r := range []struct{ method, path string }{
+			{"GET", "/v1/agents/demo/sessions"},
+			{"GET", "/v1/agents/demo/sessions/s1/export"},
+			{"DELETE", "/v1/agents/demo/sessions/s1"},
+		} {
+			var e struct{ Code, Message string }
+			g.doJSON(r.method, r.path, nil, http.StatusForbidden, &e, alice...)
+			if e.Code != CodeForbidden || !strings.Contains(e.Message, `"admin" role`) {
+				t.Errorf("%s %s as alice: %+v, want forbidden naming the admin role", r.method, r.path, e)
+			}
+		}
 
 		var doc erasure.Document
-		g.doJSON("GET", "/v1/agents/demo/sessions/s1/export", nil, http.StatusOK, &doc, alice...)
+		g.doJSON("GET", "/v1/agents/demo/sessions/s1/export", nil, http.StatusOK, &doc, ada...)
 		if len(doc.Messages) != 2 || !bytes.Contains(doc.Messages[0], []byte(pngURL)) || len(doc.Turns) != 1 ||
 			len(doc.Decisions) == 0 || !bytes.Contains(doc.Decisions[0], []byte(secret("s1"))) {
 			t.Fatalf("export = %+v", doc)
@@ -74,9 +87,9 @@ func TestEraseSession(t *testing.T) {
 		}
 
 		var tomb audit.Erasure
-		g.doJSON("DELETE", "/v1/agents/demo/sessions/s1", nil, http.StatusOK, &tomb, alice...)
+		g.doJSON("DELETE", "/v1/agents/demo/sessions/s1", nil, http.StatusOK, &tomb, ada...)
 		want := erasure.Erased(&doc)
-		if tomb.By != "alice" || tomb.Tenant != "acme" || tomb.SessionID != "s1" || tomb.Reason != audit.ErasureRequested {
+		if tomb.By != "ada" || tomb.Tenant != "acme" || tomb.SessionID != "s1" || tomb.Reason != audit.ErasureRequested {
 			t.Errorf("tombstone = %+v", tomb)
 		}
 		got, _ := json.Marshal(tomb.Erased)
@@ -89,14 +102,14 @@ func TestEraseSession(t *testing.T) {
 		for _, r := range []struct{ method, path string }{
 			{"GET", "/v1/agents/demo/sessions/s1/export"},
 			{"DELETE", "/v1/agents/demo/sessions/s1"},
-			{"GET", "/v1/agents/demo/sessions/s1/messages"},
 		} {
-			g.doJSON(r.method, r.path, nil, http.StatusNotFound, nil, alice...)
+			g.doJSON(r.method, r.path, nil, http.StatusNotFound, nil, ada...)
 		}
+		g.doJSON("GET", "/v1/agents/demo/sessions/s1/messages", nil, http.StatusNotFound, nil, alice...)
 		if _, err := g.store.ExportSession(context.Background(), "acme", "s1"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("the store still has the session: %v", err)
 		}
-		g.doJSON("GET", "/v1/agents/demo/sessions", nil, http.StatusOK, &list, alice...)
+		g.doJSON("GET", "/v1/agents/demo/sessions", nil, http.StatusOK, &list, ada...)
 		if len(list.Sessions) != 1 || list.Sessions[0].ID != "keep" {
 			t.Errorf("acme's sessions after the erasure = %+v, want keep", list)
 		}

@@ -20,7 +20,7 @@ IDLE=idle-$RUN
 FRESH=fresh-$RUN
 chat idle support "$IDLE" "my order is late"
 chat fresh support "$FRESH" "and my invoice"
-get before "/v1/agents/support/sessions" >/dev/null
+KEY=ops-9d4b1f7e2a6c8e0b3f5a7d9c1e2b4f60 get before "/v1/agents/support/sessions" >/dev/null # an admin's
 expect "both sessions are stored" data/before.json "\"id\":\"$FRESH\".*\"id\":\"$IDLE\"|\"id\":\"$IDLE\".*\"id\":\"$FRESH\""
 
 echo "== two hours pass for $IDLE (the gateway is stopped meanwhile) =="
