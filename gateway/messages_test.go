@@ -241,6 +241,12 @@ func TestAnthropicErrors(t *testing.T) {
 		{"orphan tool_result", acme, map[string]any{"model": "demo", "max_tokens": 1, "messages": []any{map[string]any{"role": "user", "content": []any{
 			map[string]any{"type": "tool_result", "tool_use_id": "toolu_x", "content": "hi"}}}}}, nil, 400, "invalid_request_error",
 			"field messages[0].content[0].tool_use_id: names no tool_use block"},
+		{"image in a tool_result", acme, map[string]any{"model": "demo", "max_tokens": 1, "messages": []any{
+			map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_1", "name": "shot", "input": map[string]any{}}}},
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": []any{
+				map[string]any{"type": "text", "text": "the screenshot:"},
+				map[string]any{"type": "image", "source": map[string]any{"type": "base64", "media_type": "image/png", "data": "AAAA"}}}}}}}}, nil, 400, "invalid_request_error",
+			"field messages[1].content[0].content[1]: a tool_result's content may hold text blocks only, not image"},
 		{"shadowing tool", acme, map[string]any{"model": "demo", "max_tokens": 1, "tools": []any{map[string]any{"name": "weather", "input_schema": map[string]any{}}},
 			"messages": []any{userText("hi")}}, nil, 400, "invalid_request_error", `field tools[0].name: "weather" is a server tool of this agent`},
 		{"server tool type", acme, map[string]any{"model": "demo", "max_tokens": 1, "tools": []any{map[string]any{"type": "web_search_20250305", "name": "web_search"}},

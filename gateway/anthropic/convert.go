@@ -66,6 +66,14 @@ func (r *Request) History(check FileCheck) ([]engine.UIMessage, error) {
 					return nil, fieldErr(bf+".tool_use_id", "names no tool_use block of an earlier assistant message")
 				}
 				delete(toolPart, b.ToolUseID) // answered once
+				// A tool's output is JSON or text to the engine: an image or
+				// a document inside a tool result would be lost.
+				for k, c := range b.Content {
+					if c.Type != "text" {
+						return nil, fieldErr(fmt.Sprintf("%s.content[%d]", bf, k),
+							"a tool_result's content may hold text blocks only, not %s: send the %s in the user message beside the tool_result", c.Type, c.Type)
+					}
+				}
 				p := &out[at[0]].Parts[at[1]]
 				text := b.Content.text()
 				if b.IsError {
