@@ -59,8 +59,10 @@ func (c *Config) applyWebhookDefaults() {
 }
 
 // validateWebhooks reports, through add, every inconsistent approval
-// webhook setting at its field path.
+// webhook setting at its field path: a filter naming an agent or a tenant
+// not configured is an error, not a webhook that silently never fires.
 func (c *Config) validateWebhooks(add func(path, format string, args ...any)) {
+	tenants := c.Tenants()
 	for i, w := range c.ApprovalWebhooks {
 		item := fmt.Sprintf("approvalWebhooks[%d]", i)
 		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
@@ -83,6 +85,12 @@ func (c *Config) validateWebhooks(add func(path, format string, args ...any)) {
 		for k, a := range w.Agents {
 			if _, ok := c.Agent(a); !ok {
 				add(fmt.Sprintf("%s.agents[%d]", item, k), "%s.agents: unknown agent %q", item, a)
+			}
+		}
+		for k, t := range w.Tenants {
+			if !slices.Contains(tenants, t) {
+				add(fmt.Sprintf("%s.tenants[%d]", item, k), "%s.tenants: %q is not a configured tenant (one of an API key or of auth.jwt.tenants)%s",
+					item, t, didYouMeanOf(t, tenants))
 			}
 		}
 	}

@@ -32,6 +32,7 @@ func TestApprovalWebhookErrors(t *testing.T) {
 		{"short secret", "  - {url: \"https://x.example/\", secret: short}\n", "approvalWebhooks[0].secret: every notification is signed"},
 		{"unknown event", "  - {" + ok + ", events: [requested, approved]}\n", `approvalWebhooks[0].events: unknown event "approved" (want requested, decided or expired)`},
 		{"event twice", "  - {" + ok + ", events: [expired, expired]}\n", "approvalWebhooks[0].events: expired is listed twice"},
+		{"unknown tenant", "  - {" + ok + ", tenants: [defualt]}\n", `approvalWebhooks[0].tenants: "defualt" is not a configured tenant (one of an API key or of auth.jwt.tenants) (did you mean "default"?)`},
 		{"unknown agent", "  - {" + ok + ", agents: [ghost]}\n", `approvalWebhooks[0].agents: unknown agent "ghost"`},
 		{"misspelt key", "  - {" + ok + ", tenant: [acme]}\n", `unknown key "tenant" (did you mean "tenants"?)`},
 	} {

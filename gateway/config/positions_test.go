@@ -59,6 +59,8 @@ func TestErrorPositions(t *testing.T) {
 		// Retention.
 		{"retention of no unit", pm + "agents:\n  - {name: a, model: m, retention: 30x}\n", "turngate.yaml: line 4 col 36: agents[0] (a): retention: \"30x\" is not a retention: write a whole number of days such as 30d, or a duration such as 36h"},
 		{"retention too short", pm + "agents:\n  - {name: a, model: m, retention: 5m}\n", "turngate.yaml: line 4 col 36: agents[0] (a): retention: \"5m\" is shorter than an hour, the shortest retention"},
+		{"approval webhook of an unknown tenant", "approvalWebhooks:\n  - {url: \"https://x.example/\", secret: 0123456789abcdef, tenants: [default, defualt]}\n",
+			"turngate.yaml: line 2 col 78: approvalWebhooks[0].tenants: \"defualt\" is not a configured tenant (one of an API key or of auth.jwt.tenants) (did you mean \"default\"?)"},
 		{"retention of an unknown tenant", "retention:\n  tenants: {defualt: 30d}\n", "turngate.yaml: line 2 col 22: retention.tenants.defualt: \"defualt\" is not a configured tenant (one of an API key or of auth.jwt.tenants) (did you mean \"default\"?)"},
 		{"retention of a tenant", "retention:\n  tenants: {default: 0d}\n", "turngate.yaml: line 2 col 22: retention.tenants.default: \"0d\" is not a retention: write a whole number of days such as 30d, or a duration such as 36h"},
 		{"retention key", "retention:\n  tenant: {default: 30d}\n", "turngate.yaml: line 2 col 3: retention: unknown key \"tenant\" (did you mean \"tenants\"?)"},
