@@ -206,7 +206,9 @@ func openSQLiteFile(abs string, o options) (*sqliteFile, error) {
 	// The file: URI form lets any path through: '?', '#' and '%' in it are
 	// escaped and SQLite decodes them.
 	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath()
-	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1", busyTimeoutMillis)
+	// secure_delete overwrites deleted content with zeros, so an erased
+	// session's rows do not linger in the file's free pages.
+	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1&_pragma=secure_delete(1)", busyTimeoutMillis)
 	// _txlock=immediate takes the write lock at BEGIN, so a transaction that
 	// reads before it writes cannot fail halfway on a lock upgrade.
 	w, err := sql.Open("sqlite", uri+"?"+common+"&_journal_mode=WAL&_synchronous="+o.synchronous+"&_txlock=immediate")

@@ -256,9 +256,15 @@ func TestPragmas(t *testing.T) {
 		q    *sql.DB
 	}{{"writer", s.w}, {"reader", s.r}} {
 		var mode string
-		var fk, busy int
+		var fk, busy, secure int
 		if err := db.q.QueryRowContext(context.Background(), `PRAGMA journal_mode`).Scan(&mode); err != nil {
 			t.Fatal(err)
+		}
+		if err := db.q.QueryRowContext(context.Background(), `PRAGMA secure_delete`).Scan(&secure); err != nil {
+			t.Fatal(err)
+		}
+		if secure != 1 {
+			t.Errorf("%s: secure_delete=%d, want 1 (erased rows are overwritten)", db.name, secure)
 		}
 		if err := db.q.QueryRowContext(context.Background(), `PRAGMA foreign_keys`).Scan(&fk); err != nil {
 			t.Fatal(err)
