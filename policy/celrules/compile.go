@@ -13,12 +13,14 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
 	"gopkg.in/yaml.v3"
 
+	"github.com/turngate/turngate/internal/suggest"
 	"github.com/turngate/turngate/policy"
 )
 
@@ -122,7 +124,10 @@ type expr struct {
 	// constant is the value of an expression that reads no variable,
 	// computed at load; nil for the others.
 	constant ref.Val
-	loc      policy.Location
+	// checked is the type-checked expression, for the load-time checks
+	// of its shape (compiler.checkKeys).
+	checked *cel.Ast
+	loc     policy.Location
 	// text is the expression as written (for explanations).
 	text string
 }
@@ -264,7 +269,7 @@ func (c *compiler) compileRule(src *source, spec *ruleSpec) *rule {
 			}
 			return fmt.Sprintf("field %s must be %s but expression is %s", f.name, f.wantString(), t.String())
 		})
-		if e != nil {
+		if e != nil && (e.constant != nil || c.checkKeys(src, spec, f, set.expr, e)) {
 			r.sets = append(r.sets, ruleSet{field: f, expr: e, value: c.decodeConstant(src, spec, f, e)})
 		}
 	}
@@ -336,7 +341,7 @@ func (c *compiler) compileExpr(src *source, env *cel.Env, spec *ruleSpec, field 
 		c.add(src.errorAt(policy.CodeCompile, line, col, "planning expression: "+err.Error()), spec.name, field)
 		return nil
 	}
-	e := &expr{prg: prg, loops: loops, tracked: tracked, loc: policy.Location{File: src.path, Line: line, Column: col}, text: n.Value}
+	e := &expr{prg: prg, loops: loops, tracked: tracked, checked: ast, loc: policy.Location{File: src.path, Line: line, Column: col}, text: n.Value}
 	if readsVariables(ast) {
 		return e
 	}
@@ -402,6 +407,50 @@ func (c *compiler) decodeConstant(src *source, spec *ruleSpec, f *fieldSpec, e *
 		return nil
 	}
 	return v
+}
+
+// checkKeys checks the constant keys of the map literals an object
+// field's expression that reads the context evaluates to (the expression
+// itself, or the branches of its conditionals) against the field's keys,
+// as decodeConstant's decoding checks a constant's; false when one is not
+// a key of the field.
+func (c *compiler) checkKeys(src *source, spec *ruleSpec, f *fieldSpec, n *yaml.Node, e *expr) bool {
+	if f.keys == nil {
+		return true
+	}
+	info := e.checked.NativeRep().SourceInfo()
+	ok := true
+	var walk func(x celast.Expr)
+	walk = func(x celast.Expr) {
+		switch x.Kind() {
+		case celast.CallKind:
+			if call := x.AsCall(); call.FunctionName() == operators.Conditional {
+				walk(call.Args()[1])
+				walk(call.Args()[2])
+			}
+		case celast.MapKind:
+			for _, entry := range x.AsMap().Entries() {
+				key := entry.AsMapEntry().Key()
+				if key.Kind() != celast.LiteralKind {
+					continue
+				}
+				name, isString := key.AsLiteral().Value().(string)
+				if !isString || slices.Contains(f.keys, name) {
+					continue
+				}
+				ok = false
+				msg := fmt.Sprintf("field %s: unknown key %q (want %s)", f.name, name, strings.Join(f.keys, ", "))
+				if meant := suggest.Closest(name, f.keys); meant != "" {
+					msg += fmt.Sprintf("; did you mean %q?", meant)
+				}
+				at := info.GetStartLocation(key.ID())
+				line, col := c.exprPosition(src, n, runeOffset(n.Value, at.Line(), at.Column()))
+				c.add(src.errorAt(policy.CodeType, line, col, msg), spec.name, f.name)
+			}
+		}
+	}
+	walk(e.checked.NativeRep().Expr())
+	return ok
 }
 
 // celErrors converts cel-go's issues into positioned diagnostics, mapping

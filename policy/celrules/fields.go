@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -34,6 +35,21 @@ type fieldSpec struct {
 	copies bool
 	// merge says how values from several rules combine (merge.go).
 	merge mergeKind
+	// keys are an object field's keys (its Go type's JSON names), so that
+	// a map literal's misspelt constant key is a load error even when a
+	// value reads the context (compiler.checkKeys).
+	keys []string
+}
+
+// jsonKeys returns the JSON names of struct v's fields.
+func jsonKeys(v any) []string {
+	t := reflect.TypeOf(v)
+	keys := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		keys = append(keys, name)
+	}
+	return keys
 }
 
 // wantString renders the accepted types for "must be …" messages.
@@ -111,7 +127,7 @@ func init() {
 	add(&fieldSpec{name: "activeTools", want: []*types.Type{stringListType}, decode: decodeStringList,
 		turn: func(c *engine.TurnConfig, v any) { c.ActiveTools = ptr(slices.Clone(v.([]string))) },
 		step: func(c *engine.StepConfig, v any) { c.ActiveTools = ptr(slices.Clone(v.([]string))) }})
-	add(&fieldSpec{name: "toolChoice", want: []*types.Type{types.StringType, dynMapType}, decode: decodeToolChoice,
+	add(&fieldSpec{name: "toolChoice", want: []*types.Type{types.StringType, dynMapType}, decode: decodeToolChoice, keys: jsonKeys(engine.ToolChoice{}),
 		turn: func(c *engine.TurnConfig, v any) { c.ToolChoice = ptr(v.(engine.ToolChoice)) },
 		step: func(c *engine.StepConfig, v any) { c.ToolChoice = ptr(v.(engine.ToolChoice)) }})
 	add(&fieldSpec{name: "maxSteps", want: []*types.Type{types.IntType}, decode: decodeIntMin(1),
@@ -138,16 +154,16 @@ func init() {
 		turn: func(c *engine.TurnConfig, v any) { c.Seed = ptr(v.(int64)) }})
 	add(&fieldSpec{name: "maxRetries", want: []*types.Type{types.IntType}, decode: decodeIntMin(0),
 		turn: func(c *engine.TurnConfig, v any) { c.MaxRetries = ptr(int(v.(int64))) }})
-	add(&fieldSpec{name: "timeout", want: []*types.Type{intMapType}, decode: decodeTimeout,
+	add(&fieldSpec{name: "timeout", want: []*types.Type{intMapType}, decode: decodeTimeout, keys: jsonKeys(engine.TimeoutConfig{}),
 		turn: func(c *engine.TurnConfig, v any) { c.Timeout = ptr(v.(engine.TimeoutConfig)) }})
 	add(&fieldSpec{name: "headers", want: []*types.Type{stringMapType}, decode: decodeHeaders,
 		turn: func(c *engine.TurnConfig, v any) { c.Headers = v.(map[string]string) }})
 	add(&fieldSpec{name: "providerOptions", want: []*types.Type{dynMapType}, decode: decodeObject,
 		turn: func(c *engine.TurnConfig, v any) { c.ProviderOptions = v.(map[string]any) },
 		step: func(c *engine.StepConfig, v any) { c.ProviderOptions = v.(map[string]any) }})
-	add(&fieldSpec{name: "output", want: []*types.Type{dynMapType}, decode: decodeOutput,
+	add(&fieldSpec{name: "output", want: []*types.Type{dynMapType}, decode: decodeOutput, keys: jsonKeys(engine.OutputSpec{}),
 		turn: func(c *engine.TurnConfig, v any) { c.Output = ptr(v.(engine.OutputSpec)) }})
-	add(&fieldSpec{name: "telemetry", want: []*types.Type{boolMapType}, decode: decodeTelemetry,
+	add(&fieldSpec{name: "telemetry", want: []*types.Type{boolMapType}, decode: decodeTelemetry, keys: jsonKeys(engine.TelemetryConfig{}),
 		turn: func(c *engine.TurnConfig, v any) { c.Telemetry = ptr(v.(engine.TelemetryConfig)) }})
 	add(&fieldSpec{name: "refuse", want: []*types.Type{types.StringType}, decode: decodeReason,
 		turn: func(c *engine.TurnConfig, v any) { c.Refuse = ptr(v.(string)) }})
