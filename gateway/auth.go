@@ -245,11 +245,21 @@ func (s *Server) xAPIKeyPrincipal(r *http.Request) (engine.Principal, error) {
 // bearerPrincipal returns the principal of an Authorization header value
 // "Bearer KEY" (or "Bearer JWT"), or a 401.
 func (s *Server) bearerPrincipal(ctx context.Context, h string) (engine.Principal, error) {
+	key, err := bearerKey(h)
+	if err != nil {
+		return engine.Principal{}, err
+	}
+	return s.keyPrincipal(ctx, key)
+}
+
+// bearerKey is the credential of an Authorization header value "Bearer
+// KEY", or a 401.
+func bearerKey(h string) (string, error) {
 	scheme, key, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return engine.Principal{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer API key")
+		return "", errorf(http.StatusUnauthorized, CodeUnauthorized, "missing bearer API key")
 	}
-	return s.keyPrincipal(ctx, strings.TrimSpace(key))
+	return strings.TrimSpace(key), nil
 }
 
 // heldCredential is a bearer credential as kept to authenticate it again

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/console"
 	"github.com/turngate/turngate/gateway/identity"
@@ -126,4 +128,59 @@ func TestConsoleSignInIdentityUnavailable(t *testing.T) {
 			t.Fatalf("sign-in %d: %d %s, want 503 %s", i+1, code, got, identity.CodeUnavailable)
 		}
 	}
+}
+
+// TestWSHandshakeCredentialRechecked: a WebSocket connection authenticated
+// at the handshake serves requests while its credential authenticates; a
+// request after its JWT's exp, or after a config reload removed its API
+// key, gets a 401 error frame and the connection closes with 1008, while
+// a connection whose key the reload kept goes on.
+func TestWSHandshakeCredentialRechecked(t *testing.T) {
+	g := newJWTGateway(t)
+	kept := config.APIKey{Key: "0a1b2c3d4e5f60718293a4b5c6d7e8f9", Tenant: "acme", Subject: "ops", Roles: []string{"admin"}}
+	if err := g.srv.ApplyConfig(jwtConfig(t, g.srv.conf().Auth.JWT.JWKSURL, jwtKey, kept)); err != nil {
+		t.Fatal(err)
+	}
+	dial := func(credential string) *wsClient {
+		c, code := g.tryDialWS(t, "", &websocket.DialOptions{Subprotocols: []string{wsSubprotocol, wsKeyProtocol + credential}})
+		if code != http.StatusSwitchingProtocols {
+			t.Fatalf("handshake: %d", code)
+		}
+		return c
+	}
+	// refused checks that request id gets a 401 error frame with code,
+	// then the close 1008.
+	refused := func(t *testing.T, c *wsClient, id, code string) {
+		t.Helper()
+		c.write(sendFrame(id, "ws-"+id, "m-"+id, "hello", nil))
+		r := c.collect(id)
+		if r.end != "error" || r.err["status"] != float64(http.StatusUnauthorized) || r.err["code"] != code {
+			t.Fatalf("%s: ended %s %v, want a 401 %s error frame", id, r.end, r.err, code)
+		}
+		if _, err := c.readFrame(); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+			t.Fatalf("%s: after the refusal: %v, want close 1008", id, err)
+		}
+	}
+
+	t.Run("jwt refused after exp", func(t *testing.T) {
+		exp := time.Now().Add(2 * time.Second).Truncate(time.Second)
+		c := dial(g.token(t, map[string]any{"exp": exp.Unix()}))
+		c.turn("before", sendFrame("before", "ws-jwt", "m1", "hello", nil))
+		// The bearer path accepts the token until exp plus the clock skew.
+		for time.Now().Before(exp.Add(g.srv.conf().Auth.JWT.ClockSkew + time.Second)) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		refused(t, c, "after", identity.CodeExpired)
+	})
+
+	t.Run("key removed by a reload", func(t *testing.T) {
+		removed, stays := dial(jwtKey.Key), dial(kept.Key)
+		removed.turn("r1", sendFrame("r1", "ws-removed", "m1", "hello", nil))
+		stays.turn("s1", sendFrame("s1", "ws-kept", "m1", "hello", nil))
+		if err := g.srv.ApplyConfig(jwtConfig(t, g.srv.conf().Auth.JWT.JWKSURL, kept)); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, removed, "r2", CodeUnauthorized)
+		stays.turn("s2", sendFrame("s2", "ws-kept", "m2", "hello again", nil))
+	})
 }

@@ -371,8 +371,8 @@ const retiredAuthGrace = time.Minute
 // validated as at startup and differ from the live configuration only in
 // liveconfig.LiveFields (liveconfig.Diff; the Manager checks both). An
 // error (a JWT verifier that cannot start) leaves the live configuration.
-// A console session whose credential cfg no longer authenticates ends at
-// its next request.
+// A console session or WebSocket connection whose credential cfg no
+// longer authenticates ends at its next request.
 func (s *Server) ApplyConfig(cfg *config.Config) error {
 	old := s.live.Load()
 	auth, err := newAuthenticator(cfg.Auth, old, s.log)

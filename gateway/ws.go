@@ -55,14 +55,14 @@ func (s *Server) chatWebSocket(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	p, authed, err := s.wsHandshakeAuth(c.Request)
+	hs, authed, err := s.wsHandshakeAuth(c.Request)
 	if err != nil {
 		return err
 	}
 	if s.closing.Load() {
 		return errShuttingDown
 	}
-	w := &wsConn{s: s, ag: ag, cfg: s.conf().WebSocket, principal: p, source: httpguard.Source(c.Request), reqs: map[string]*wsRequest{},
+	w := &wsConn{s: s, ag: ag, cfg: s.conf().WebSocket, hs: hs, source: httpguard.Source(c.Request), reqs: map[string]*wsRequest{},
 		goAway: make(chan struct{})}
 	w.authed.Store(authed)
 	if err := s.ws.add(w, w.cfg, authed); err != nil {
@@ -88,12 +88,24 @@ func (s *Server) chatWebSocket(c *gin.Context) error {
 	return nil
 }
 
+// wsHandshake is the credential a handshake authenticated with: its
+// principal, when it stops authenticating (a JWT's exp; zero for an API
+// key), and what to authenticate it again with after a config reload.
+type wsHandshake struct {
+	principal engine.Principal
+	expires   time.Time
+	cred      heldCredential
+	// auth is the live authenticator it was last authenticated by (nil
+	// on a gateway without keys).
+	auth *authenticator
+}
+
 // wsHandshakeAuth authenticates a handshake by its Authorization header,
 // its key subprotocol or its key query parameter, in that order. A
 // handshake without a key is let in unauthenticated (authed false): its
 // requests must then carry headers.authorization. A key that is wrong is a
 // 401 before the upgrade.
-func (s *Server) wsHandshakeAuth(r *http.Request) (p engine.Principal, authed bool, err error) {
+func (s *Server) wsHandshakeAuth(r *http.Request) (hs wsHandshake, authed bool, err error) {
 	key, hasKey := "", false
 	if q := r.URL.Query(); q.Has(wsKeyParam) {
 		key, hasKey = q.Get(wsKeyParam), true
@@ -104,29 +116,31 @@ func (s *Server) wsHandshakeAuth(r *http.Request) (p engine.Principal, authed bo
 	for _, proto := range offered {
 		if k, ok := strings.CutPrefix(proto, wsKeyProtocol); ok {
 			if !slices.Contains(offered, wsSubprotocol) {
-				return p, false, errBadRequest("a %sKEY subprotocol must be offered with the %s subprotocol, which the gateway selects", wsKeyProtocol, wsSubprotocol)
+				return hs, false, errBadRequest("a %sKEY subprotocol must be offered with the %s subprotocol, which the gateway selects", wsKeyProtocol, wsSubprotocol)
 			}
 			key, hasKey = k, true
 		}
 	}
 	if s.auth().open() {
-		return anonymous, true, nil
+		return wsHandshake{principal: anonymous}, true, nil
 	}
 	if err := s.throttled(r); err != nil {
-		return p, false, err
+		return hs, false, err
 	}
 	switch h := r.Header.Get("Authorization"); {
 	case h != "":
-		p, err = s.bearerPrincipal(r.Context(), h)
+		key, err = bearerKey(h)
 	case !hasKey:
-		return p, false, nil
-	default:
-		p, err = s.keyPrincipal(r.Context(), key)
+		return hs, false, nil
+	}
+	if err == nil {
+		hs.cred, hs.auth = newHeldCredential(key), s.auth()
+		hs.principal, hs.expires, err = s.verify(r.Context(), hs.cred)
 	}
 	if err != nil {
 		s.authFailed(r.Context(), httpguard.Source(r), err, "WebSocket handshake")
 	}
-	return p, err == nil, err
+	return hs, err == nil, err
 }
 
 // wsOfferedProtocols lists the handshake's Sec-WebSocket-Protocol values.
@@ -281,13 +295,17 @@ type wsConn struct {
 	ag   *agent
 	cfg  config.WebSocket
 	conn *websocket.Conn
-	// principal is the handshake's, when authed was set by it.
-	principal engine.Principal
+	// hs is the handshake's credential, when authed was set by it; the
+	// read loop rechecks it after its expiry or a config reload.
+	hs wsHandshake
 	// source is the client's address (httpguard.Source).
 	source string
 	// authed is set when the handshake or any request authenticated.
 	authed    atomic.Bool
 	handshake bool
+	// revoked is set (read loop only) when the handshake's credential no
+	// longer authenticates: the connection closes after its error frame.
+	revoked bool
 	// unauthFrames counts the frames read before one authenticated (read
 	// loop only).
 	unauthFrames int
@@ -433,6 +451,12 @@ func (w *wsConn) dispatch(f *wsFrame) {
 	}
 	p, err := w.requestPrincipal(f.Headers)
 	if err != nil {
+		if w.revoked {
+			// Written before the close, not queued behind it.
+			w.write(wsErrorFrame(f.RequestID, err))
+			w.closeWith(websocket.StatusPolicyViolation, "the credential this connection authenticated with no longer authenticates: reconnect")
+			return
+		}
 		w.reply(wsErrorFrame(f.RequestID, err))
 		return
 	}
@@ -471,10 +495,33 @@ func (w *wsConn) requestPrincipal(h map[string]string) (engine.Principal, error)
 		return p, nil
 	}
 	if w.handshake {
-		return w.principal, nil
+		return w.handshakePrincipal()
 	}
 	return engine.Principal{}, errorf(http.StatusUnauthorized, CodeUnauthorized,
 		"missing API key: authenticate the handshake (subprotocol %sKEY, ?%s=KEY or an Authorization header) or send headers.authorization", wsKeyProtocol, wsKeyParam)
+}
+
+// handshakePrincipal is the principal of the handshake's credential. Past
+// the credential's expiry, or once a config reload replaced the
+// authenticator, it authenticates it again (read loop only); a refusal
+// (token_expired, a removed key's unauthorized) ends the connection:
+// the caller replies the error frame, and the connection then closes with
+// 1008.
+func (w *wsConn) handshakePrincipal() (engine.Principal, error) {
+	auth := w.s.auth()
+	if auth == w.hs.auth && (w.hs.expires.IsZero() || time.Now().Before(w.hs.expires)) {
+		return w.hs.principal, nil
+	}
+	p, exp, err := w.s.verify(w.ctx, w.hs.cred)
+	if err != nil {
+		w.s.authFailed(w.ctx, w.source, err, "WebSocket request")
+		if toAPIError(err).Status < http.StatusInternalServerError {
+			w.revoked = true
+		}
+		return p, err
+	}
+	w.hs.principal, w.hs.expires, w.hs.auth = p, exp, auth
+	return p, nil
 }
 
 // register adds a request, refusing a requestId in use and one request
