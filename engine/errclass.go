@@ -8,9 +8,10 @@ import (
 
 // Error classes: what kind of failure a turn error is (the reference's
 // classifyChatError categories). The engine's recovery follows the class:
-// context_overflow compacts and re-runs the step, rate_limit and transient
-// retry within maxRetries (rate_limit honouring Retry-After), fatal and
-// unknown end the turn.
+// context_overflow compacts and re-runs the step; an upstream error of
+// class rate_limit or transient is retried within maxRetries (rate_limit
+// honouring Retry-After); a stalled stream, though transient (a client may
+// retry it), ends the turn as fatal and unknown do.
 const (
 	// ClassContextOverflow: the upstream rejected the request for not
 	// fitting the model's context window.

@@ -167,9 +167,10 @@ func TestTimeouts(t *testing.T) {
 		name    string
 		timeout engine.TimeoutConfig
 		want    string
+		class   string // a stall is transient (the client may retry), a total timeout fatal
 	}{
-		{name: "chunk", timeout: engine.TimeoutConfig{ChunkMs: 20}, want: "model stream stalled: no chunk for 20ms (timeout.chunkMs)"},
-		{name: "total", timeout: engine.TimeoutConfig{TotalMs: 30}, want: "turn timed out after 30ms (timeout.totalMs)"},
+		{name: "chunk", timeout: engine.TimeoutConfig{ChunkMs: 20}, want: "model stream stalled: no chunk for 20ms (timeout.chunkMs)", class: engine.ClassTransient},
+		{name: "total", timeout: engine.TimeoutConfig{TotalMs: 30}, want: "turn timed out after 30ms (timeout.totalMs)", class: engine.ClassFatal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,8 +178,11 @@ func TestTimeouts(t *testing.T) {
 			h := newHarness(t, fake)
 			h.req.Defaults.Timeout = &tt.timeout
 			res := h.run(context.Background())
-			if res.Status != engine.StatusError || res.Error != tt.want {
-				t.Fatalf("status %s error %q", res.Status, res.Error)
+			if res.Status != engine.StatusError || res.Error != tt.want || res.ErrorClass != tt.class {
+				t.Fatalf("status %s error %q class %q, want class %q", res.Status, res.Error, res.ErrorClass, tt.class)
+			}
+			if len(h.rec.errs) == 1 && h.rec.errs[0].Class != tt.class {
+				t.Errorf("onChatError sees class %q, want %q", h.rec.errs[0].Class, tt.class)
 			}
 			if res.Message.Parts[1].Text != "partial" {
 				t.Errorf("partial lost: %+v", res.Message.Parts)
