@@ -30,7 +30,7 @@ const RoleAdmin = "admin"
 
 // RoleGlobalAdmin makes an admin key a global admin: with RoleAdmin, the
 // admin API's records span every tenant. Alone it grants nothing.
-const RoleGlobalAdmin = "global-admin"
+const RoleGlobalAdmin = config.RoleGlobalAdmin
 
 // anonymous is every request's principal when no API keys are configured
 // (and the gateway then listens on loopback only). It has one tenant, so

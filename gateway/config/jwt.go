@@ -64,7 +64,16 @@ type JWT struct {
 	// Tenants are the tenants claims.tenant may name; a token naming
 	// another is refused (403 token_tenant).
 	Tenants []string `yaml:"tenants"`
+	// AllowedRoles, when set, are the roles claims.roles may grant: a
+	// token's other roles are dropped. The global-admin role is honoured
+	// from a token only when listed here (without the list it is
+	// dropped).
+	AllowedRoles []string `yaml:"allowedRoles"`
 }
+
+// RoleGlobalAdmin is the role that makes an admin a global admin (every
+// tenant's records): a token grants it only through auth.jwt.allowedRoles.
+const RoleGlobalAdmin = "global-admin"
 
 // JWTClaims are claim paths (package claimpath: "realm_access.roles",
 // "\"https://example.com/roles\"").
@@ -148,6 +157,23 @@ func (j *JWT) validate(add func(path, format string, args ...any)) {
 		add(p+".tenants", "%s.tenants: required with claims.tenant: the tenants a token may name (any other is refused)", p)
 	case j.Tenant != "" && len(j.Tenants) > 0:
 		add(p+".tenants", "%s.tenants: only with claims.tenant; tenant %q is every token's", p, j.Tenant)
+	}
+	switch {
+	case j.AllowedRoles != nil && j.Claims.Roles == "":
+		add(p+".allowedRoles", "%s.allowedRoles: only with claims.roles: without it a token has no roles", p)
+	case j.AllowedRoles != nil && len(j.AllowedRoles) == 0:
+		add(p+".allowedRoles", "%s.allowedRoles: must list at least one role (omit it to keep a token's roles, %s excepted)", p, RoleGlobalAdmin)
+	}
+	listed := map[string]bool{}
+	for i, r := range j.AllowedRoles {
+		field := fmt.Sprintf("%s.allowedRoles[%d]", p, i)
+		switch {
+		case strings.TrimSpace(r) != r || r == "":
+			add(field, "%s: %q is not a role (empty or padded with spaces)", field, r)
+		case listed[r]:
+			add(field, "%s: role %q is listed twice", field, r)
+		}
+		listed[r] = true
 	}
 	seen := map[string]bool{}
 	for i, t := range j.Tenants {

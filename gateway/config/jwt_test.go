@@ -25,6 +25,13 @@ func TestJWTConfig(t *testing.T) {
 		{"claim tenant without tenants", "    {issuer: https://idp, audience: tg, jwksURL: https://idp/certs, claims: {tenant: org}}", "auth.jwt.tenants: required with claims.tenant"},
 		{"bad claim path", "    {issuer: https://idp, audience: tg, jwksURL: https://idp/certs, tenant: acme, claims: {roles: \"a..b\"}}", "auth.jwt.claims.roles: claim path \"a..b\": empty name at offset 2"},
 		{"skew too large", "    {issuer: https://idp, audience: tg, jwksURL: https://idp/certs, tenant: acme, clockSkew: 1h}", "auth.jwt.clockSkew: at most 5m0s"},
+		{"allowed roles", "    {issuer: https://idp, audience: tg, jwksURL: https://idp/certs, tenant: acme, claims: {roles: groups}, allowedRoles: [admin, global-admin]}", ""},
+		{"allowed roles without claims.roles", "    {issuer: https://idp, audience: tg, jwksURL: https://idp/certs, tenant: acme, allowedRoles: [admin]}",
+			"line 6 col 97: auth.jwt.allowedRoles: only with claims.roles"},
+		{"empty allowed roles", "    {issuer: https://idp, audience: tg, jwksURL: https://idp/certs, tenant: acme, claims: {roles: groups}, allowedRoles: []}",
+			"auth.jwt.allowedRoles: must list at least one role"},
+		{"allowed role twice", "    {issuer: https://idp, audience: tg, jwksURL: https://idp/certs, tenant: acme, claims: {roles: groups}, allowedRoles: [admin, admin]}",
+			`line 6 col 130: auth.jwt.allowedRoles[1]: role "admin" is listed twice`},
 		{"unknown key", "    {issuer: https://idp, audience: tg, jwksURL: https://idp/certs, tenant: acme, audiences: [x]}", `unknown key "audiences"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

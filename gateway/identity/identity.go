@@ -359,8 +359,20 @@ func (a *Authenticator) mapClaims(claims map[string]any) (engine.Principal, erro
 		if p.Roles, err = rolesClaim(claims, a.roles); err != nil {
 			return engine.Principal{}, err
 		}
+		p.Roles = slices.DeleteFunc(p.Roles, a.dropped)
 	}
 	return p, nil
+}
+
+// dropped reports whether a token's role is not granted: one
+// auth.jwt.allowedRoles does not list, or, without the list, the
+// global-admin role (a provider's role names are not the gateway's to
+// trust with every tenant's records unless the operator says so).
+func (a *Authenticator) dropped(role string) bool {
+	if a.cfg.AllowedRoles == nil {
+		return role == config.RoleGlobalAdmin
+	}
+	return !slices.Contains(a.cfg.AllowedRoles, role)
 }
 
 // maxClaimLen bounds a tenant or principal taken from a token.

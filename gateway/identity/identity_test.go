@@ -364,3 +364,34 @@ func FuzzAuthenticate(f *testing.F) {
 		}
 	})
 }
+
+// TestAllowedRoles: auth.jwt.allowedRoles keeps the roles it lists and
+// drops the others; global-admin from a token counts only when listed.
+func TestAllowedRoles(t *testing.T) {
+	k := keys()
+	p := newIDP(t, k["ed"])
+	roles := map[string]any{"realm_access": map[string]any{"roles": []string{"user", "admin", "global-admin", "root"}}}
+	for _, tc := range []struct {
+		name    string
+		allowed []string
+		want    []string
+	}{
+		{"no list: every role but global-admin", nil, []string{"user", "admin", "root"}},
+		{"list without global-admin", []string{"admin", "user"}, []string{"user", "admin"}},
+		{"global-admin listed", []string{"admin", "global-admin"}, []string{"admin", "global-admin"}},
+		{"none listed is held", []string{"auditor"}, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := jwtConfig(p.srv.URL)
+			cfg.AllowedRoles = tc.allowed
+			a := newAuth(t, cfg, &clock{t: now}, nil)
+			got, err := a.Authenticate(context.Background(), k["ed"].sign(t, claims(roles)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Roles, tc.want) {
+				t.Fatalf("roles %q, want %q", got.Roles, tc.want)
+			}
+		})
+	}
+}
