@@ -293,7 +293,7 @@ func (s *Server) keyPrincipal(ctx context.Context, key string) (engine.Principal
 func (s *Server) verify(ctx context.Context, b heldCredential) (engine.Principal, time.Time, error) {
 	auth := s.auth()
 	if auth.jwt != nil && b.token != "" {
-		p, exp, err := auth.jwt.Verify(ctx, b.token)
+		p, exp, err := auth.jwt.Authenticate(ctx, b.token)
 		if ie := (*identity.Error)(nil); errors.As(err, &ie) {
 			return p, exp, &apiError{Status: ie.Status, Code: ie.Code, Message: ie.Message, Retryable: ie.Status >= 500}
 		}
@@ -304,18 +304,6 @@ func (s *Server) verify(ctx context.Context, b heldCredential) (engine.Principal
 		return engine.Principal{}, time.Time{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid API key")
 	}
 	return p, time.Time{}, nil
-}
-
-// Authenticate returns the principal of a bearer credential (an API key
-// or, with auth.jwt, a JWT) as every endpoint does, or an error whose
-// Error() names the status and code ("401 token_expired: …"); the
-// console's sign-in calls it. On a gateway without either it returns the
-// anonymous admin.
-func (s *Server) Authenticate(ctx context.Context, credential string) (engine.Principal, error) {
-	if s.auth().open() {
-		return anonymous, nil
-	}
-	return s.keyPrincipal(ctx, strings.TrimSpace(credential))
 }
 
 // requireAdmin answers 403 unless the principal has the admin role.

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -172,22 +171,5 @@ func TestJWTBearer(t *testing.T) {
 				t.Fatalf("a log line holds a token part %q:\n%s", part, logs)
 			}
 		}
-	}
-}
-
-// TestAuthenticateForConsole: Server.Authenticate, the console's sign-in,
-// takes a JWT or an API key and refuses as the endpoints do.
-func TestAuthenticateForConsole(t *testing.T) {
-	g := newJWTGateway(t)
-	p, err := g.srv.Authenticate(context.Background(), g.token(t, nil))
-	if err != nil || p.Subject != "alice" || p.Tenant != "acme" {
-		t.Fatalf("Authenticate(jwt) = %+v, %v", p, err)
-	}
-	if p, err = g.srv.Authenticate(context.Background(), "7f3c9a2b4e8d1f60aa11bb22cc33dd44"); err != nil || p.Subject != "ci" {
-		t.Fatalf("Authenticate(key) = %+v, %v", p, err)
-	}
-	_, err = g.srv.Authenticate(context.Background(), g.token(t, map[string]any{"iss": "https://evil.example.com"}))
-	if err == nil || !strings.Contains(err.Error(), "401 "+identity.CodeIssuer) {
-		t.Fatalf("Authenticate(wrong issuer) = %v", err)
 	}
 }

@@ -199,16 +199,10 @@ func (a *Authenticator) Close() {
 // rather than looking it up among the API keys.
 func LooksLikeJWT(s string) bool { return strings.Count(s, ".") == 2 }
 
-// Authenticate verifies token and returns its principal, or an *Error.
-func (a *Authenticator) Authenticate(ctx context.Context, token string) (engine.Principal, error) {
-	p, _, err := a.Verify(ctx, token)
-	return p, err
-}
-
-// Verify verifies token and returns its principal and its expiry (exp:
-// whatever the token opened, a console session or a WebSocket connection,
-// ends then), or an *Error.
-func (a *Authenticator) Verify(ctx context.Context, token string) (engine.Principal, time.Time, error) {
+// Authenticate verifies token and returns its principal and its expiry
+// (exp: whatever the token opened, a console session or a WebSocket
+// connection, ends then), or an *Error.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (engine.Principal, time.Time, error) {
 	if len(token) > maxTokenBytes {
 		return engine.Principal{}, time.Time{}, refuse(CodeMalformed, "the token is larger than %d bytes", maxTokenBytes)
 	}

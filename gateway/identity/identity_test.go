@@ -221,7 +221,7 @@ func TestAuthenticate(t *testing.T) {
 		{"JSON serialization", `{"payload":"e30","signatures":[]}`, engine.Principal{}, identity.CodeMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := a.Authenticate(context.Background(), tc.token)
+			got, _, err := a.Authenticate(context.Background(), tc.token)
 			if tc.code == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -266,7 +266,7 @@ func TestKeyRotation(t *testing.T) {
 	clk := &clock{t: now}
 	a := newAuth(t, jwtConfig(p.srv.URL), clk, nil)
 	ctx := context.Background()
-	if _, err := a.Authenticate(ctx, k["rsa"].sign(t, claims(nil))); err != nil {
+	if _, _, err := a.Authenticate(ctx, k["rsa"].sign(t, claims(nil))); err != nil {
 		t.Fatal(err)
 	}
 	fetched := p.Fetches.Load()
@@ -275,7 +275,7 @@ func TestKeyRotation(t *testing.T) {
 	// minRefreshInterval do not.
 	forged := newSigner(t, "forged", jwa.ES256())
 	for i := range 20 {
-		_, err := a.Authenticate(ctx, forged.sign(t, claims(nil)))
+		_, _, err := a.Authenticate(ctx, forged.sign(t, claims(nil)))
 		if ie := (*identity.Error)(nil); !errors.As(err, &ie) || ie.Code != identity.CodeUnknownKey {
 			t.Fatalf("forged kid %d: %v", i, err)
 		}
@@ -289,7 +289,7 @@ func TestKeyRotation(t *testing.T) {
 	p.Add(k["rsa2"].Signer)
 	clk.add(31 * time.Second)
 	c := claims(map[string]any{"exp": clk.now().Add(5 * time.Minute).Unix()})
-	got, err := a.Authenticate(ctx, k["rsa2"].sign(t, c))
+	got, _, err := a.Authenticate(ctx, k["rsa2"].sign(t, c))
 	if err != nil {
 		t.Fatalf("rotated key: %v", err)
 	}
@@ -297,7 +297,7 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatalf("principal %+v", got)
 	}
 	// The old key still works while the provider publishes it.
-	if _, err := a.Authenticate(ctx, k["rsa"].sign(t, c)); err != nil {
+	if _, _, err := a.Authenticate(ctx, k["rsa"].sign(t, c)); err != nil {
 		t.Fatalf("old key after rotation: %v", err)
 	}
 }
@@ -315,7 +315,7 @@ func TestProviderDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	_, err = a.Authenticate(context.Background(), keys()["rsa"].sign(t, claims(nil)))
+	_, _, err = a.Authenticate(context.Background(), keys()["rsa"].sign(t, claims(nil)))
 	if ie := (*identity.Error)(nil); !errors.As(err, &ie) || ie.Code != identity.CodeUnavailable || ie.Status != http.StatusServiceUnavailable {
 		t.Fatalf("got %v, want 503 identity_unavailable", err)
 	}
@@ -329,7 +329,7 @@ func TestFixedTenant(t *testing.T) {
 	cfg.Claims.Tenant, cfg.Tenants, cfg.Tenant = "", nil, "acme"
 	cfg.Claims.Roles = `"https://example.com/roles"`
 	a := newAuth(t, cfg, &clock{t: now}, nil)
-	got, err := a.Authenticate(context.Background(), k["ed"].sign(t, claims(map[string]any{"org": "ignored", "https://example.com/roles": []string{"ops"}})))
+	got, _, err := a.Authenticate(context.Background(), k["ed"].sign(t, claims(map[string]any{"org": "ignored", "https://example.com/roles": []string{"ops"}})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func FuzzAuthenticate(f *testing.F) {
 		f.Add(tok)
 	}
 	f.Fuzz(func(t *testing.T, tok string) {
-		_, err := a.Authenticate(context.Background(), tok)
+		_, _, err := a.Authenticate(context.Background(), tok)
 		if err == nil {
 			return
 		}
@@ -385,7 +385,7 @@ func TestAllowedRoles(t *testing.T) {
 			cfg := jwtConfig(p.srv.URL)
 			cfg.AllowedRoles = tc.allowed
 			a := newAuth(t, cfg, &clock{t: now}, nil)
-			got, err := a.Authenticate(context.Background(), k["ed"].sign(t, claims(roles)))
+			got, _, err := a.Authenticate(context.Background(), k["ed"].sign(t, claims(roles)))
 			if err != nil {
 				t.Fatal(err)
 			}
