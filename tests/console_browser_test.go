@@ -239,7 +239,30 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := text(t, ctx, `#limits`); strings.Contains(got, "globex") {
 			t.Errorf("acme's admin sees globex's quota: %q", got)
 		}
+		// SQLite serves one process: the Overview says so, and a tenant
+		// admin is not shown the host's rules directory.
+		if got := text(t, ctx, `#replicas`); !strings.Contains(got, "Single replica") {
+			t.Errorf("replicas %q, want the single replica of a SQLite store", got)
+		}
+		if n := value(t, ctx, "looking for the rules directory", chromedp.Evaluate[int](`document.querySelectorAll('#rules-dir').length`)); n != 0 {
+			t.Errorf("a tenant admin's Overview shows the rules directory %q", text(t, ctx, `#rules-dir`))
+		}
+		if got := text(t, ctx, `#revision`); strings.Contains(got, "Rules directory") {
+			t.Errorf("a tenant admin's Overview has a rules-directory row: %q", got)
+		}
 		screenshot(t, ctx, "overview")
+
+		// A global admin sees the rules directory, as the API shows it.
+		var root struct {
+			Dir string `json:"dir"`
+		}
+		g.as(consoleRoot).json("GET", "/v1/admin/rules", nil, 200, &root)
+		rootCtx := newBrowserContext(t)
+		signInAs(t, rootCtx, g, consoleRoot)
+		view(t, rootCtx, g, "overview", "overview")
+		if got := text(t, rootCtx, `#rules-dir`); root.Dir == "" || got != root.Dir {
+			t.Errorf("a global admin's Overview shows the rules directory %q, the API %q", got, root.Dir)
+		}
 
 		// A rejected reload shows in the history at its file:line; the
 		// revision keeps serving.
@@ -641,6 +664,100 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("after sign-out the admin API answers %d", status)
 		}
 	})
+}
+
+// TestConsoleInBrowserReplicas: two gateways on one PostgreSQL store,
+// the second with one rule file more, and a replica that stopped reporting
+// ten minutes ago: the first one's Overview lists all three, the second
+// flagged as serving another revision (its full revision in the cell's
+// title), the silent one as stale, itself as in step.
+func TestConsoleInBrowserReplicas(t *testing.T) {
+	dsn, schema, conn := pgSchema(t)
+	env := []string{"TURNGATE_TEST_STORE_DSN=" + dsn}
+	start := func(id string, extra map[string]string) *gateway {
+		dir := fixture(t, "console")
+		cfgPath := filepath.Join(dir, "turngate.yaml")
+		data, err := os.ReadFile(cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const sqliteStore = "store:\n  path: data/turngate.db\n"
+		if !strings.Contains(string(data), sqliteStore) {
+			t.Fatalf("%s has no %q block to replace", cfgPath, sqliteStore)
+		}
+		cfg := strings.Replace(string(data), sqliteStore, "store:\n  driver: postgres\n  dsn: ${TURNGATE_TEST_STORE_DSN}\n\nreplica: {id: "+id+"}\n", 1)
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for name, src := range extra {
+			if err := os.WriteFile(filepath.Join(dir, "rules", name), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return startGateway(t, gatewayOptions{Config: "turngate.yaml", Dir: dir, Env: env})
+	}
+	a := start("replica-a", nil)
+	b := start("replica-b", map[string]string{"drop.rego": "package turngate.tool_call\n\nblock contains \"no drops\" if input.tool.name == \"drop\"\n"})
+	gone := time.Now().Add(-10 * time.Minute).UnixNano()
+	if _, err := conn.Exec(context.Background(), `INSERT INTO `+schema+`.replica_revisions (replica, revision, files, reported_at) VALUES ($1, $2, $3, $4)`,
+		"replica-gone", "sha256:00000000000000000000000000000000000000000000000000000000deadbeef", `[{"name":"old.rego","kind":"rego","size":1,"sha256":"00"}]`, gone); err != nil {
+		t.Fatal(err)
+	}
+	type overview struct {
+		Revision string `json:"revision"`
+		Replicas []struct {
+			Replica  string `json:"replica"`
+			Revision string `json:"revision"`
+		} `json:"replicas"`
+	}
+	var stB overview
+	b.as(consoleAdmin).json("GET", "/v1/admin/rules", nil, 200, &stB)
+	var stA overview
+	poll(t, "replica-a listing the three replicas", func() error {
+		a.as(consoleAdmin).json("GET", "/v1/admin/rules", nil, 200, &stA)
+		if len(stA.Replicas) != 3 {
+			return fmt.Errorf("replicas %+v", stA.Replicas)
+		}
+		return nil
+	})
+	if stA.Revision == stB.Revision {
+		t.Fatalf("both replicas serve %s: the second one's extra rule file changed nothing", stA.Revision)
+	}
+
+	ctx := newBrowserContext(t)
+	signInAs(t, ctx, a, consoleAdmin)
+	view(t, ctx, a, "overview", "overview")
+	if n := value(t, ctx, "looking for the single-replica note", chromedp.Evaluate[int](`document.querySelectorAll('#single-replica').length`)); n != 0 {
+		t.Errorf("a shared store's Overview says %q", text(t, ctx, `#single-replica`))
+	}
+	for _, tc := range []struct {
+		replica, revision string
+		want, notWant     []string
+	}{
+		{"replica-a", stA.Revision, []string{"(this one)", "in step", "3 files", "tools.rego"}, []string{"stale", "differs"}},
+		{"replica-b", stB.Revision, []string{"differs", "4 files", "drop.rego"}, []string{"stale", "in step", "this one"}},
+		{"replica-gone", "sha256:00000000000000000000000000000000000000000000000000000000deadbeef", []string{"stale", "differs", "1 file", "old.rego", "10 min ago"}, []string{"in step"}},
+	} {
+		row := `#replicas tr[data-replica="` + tc.replica + `"]`
+		got := text(t, ctx, row)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s's row %q lacks %q", tc.replica, got, w)
+			}
+		}
+		for _, w := range tc.notWant {
+			if strings.Contains(got, w) {
+				t.Errorf("%s's row %q says %q", tc.replica, got, w)
+			}
+		}
+		title := value(t, ctx, "reading "+tc.replica+"'s revision", chromedp.Evaluate[string](`document.querySelector(`+jsString(row+` code.hash`)+`).title`))
+		if title != tc.revision || !strings.Contains(got, tc.revision[:23]) {
+			t.Errorf("%s's revision cell shows %q titled %q, want %s", tc.replica, got, title, tc.revision)
+		}
+	}
+	if got := text(t, ctx, `#replicas-differ`); !strings.Contains(got, "2 of 3 replicas") {
+		t.Errorf("the replicas' notice %q, want 2 of 3 serving another revision", got)
+	}
 }
 
 // replayCounts are the counts of a replay report (`turngate replay

@@ -1,4 +1,5 @@
-// overview.js: the replica's live revision and rule files, reload history
+// overview.js: the replica's live revision and rule files, every replica's
+// revision on a shared store, reload history
 // with the positions of rejected reloads, rule test counts, shadow rules'
 // disagreements, kill switches and quotas with their current usage, as
 // GET /v1/admin/rules reports them.
@@ -8,7 +9,7 @@ import { api } from './api.js';
 // known are the members rendered as their own sections; any other member
 // the gateway adds is shown as JSON under its name.
 const known = new Set(['dir', 'revision', 'files', 'loadedAt', 'lastReload', 'lastCheck', 'lastError', 'reloadsOk',
-  'reloadsFailed', 'replica', 'killSwitches', 'reloads', 'tests', 'coverage', 'coverageErrors', 'shadowRules', 'quotas', 'quotaUsageError']);
+  'reloadsFailed', 'replica', 'replicas', 'replicasError', 'killSwitches', 'reloads', 'tests', 'coverage', 'coverageErrors', 'shadowRules', 'quotas', 'quotaUsageError']);
 
 export async function render(main) {
   const st = await api('GET', '/v1/admin/rules');
@@ -21,7 +22,7 @@ export async function render(main) {
       h('dl', { class: 'facts' },
         fact('Replica', st.replica || '—'),
         fact('Revision', h('code', { id: 'revision-id' }, st.revision)),
-        fact('Rules directory', h('code', {}, st.dir)),
+        st.dir ? fact('Rules directory', h('code', { id: 'rules-dir' }, st.dir)) : null,
         fact('Loaded', time(st.loadedAt)),
         fact('Last reload', st.lastReload ? time(st.lastReload) : 'none since start'),
         fact('Last check', st.lastCheck ? time(st.lastCheck) : '—'),
@@ -34,9 +35,10 @@ export async function render(main) {
       h('h2', {}, 'Rule files'),
       table(['File', 'Kind', 'Size', 'SHA-256'], (st.files || []).map(f =>
         [h('code', {}, f.name), f.kind, f.size, h('code', { class: 'hash' }, (f.sha256 || '').slice(0, 16))]))),
+    replicas(st),
     history ? h('section', { class: 'card', id: 'reloads' }, h('h2', {}, 'Reload history'),
       table(['Time', 'Result', 'Revision', 'Errors'], history.map(r => [time(r.time), r.accepted ? h('span', { class: 'badge allow' }, 'accepted') : h('span', { class: 'badge block' }, 'rejected'),
-        h('code', { class: 'hash' }, (r.revision || '').slice(0, 23)),
+        h('code', { class: 'hash', title: r.revision }, shortRevision(r.revision)),
         (r.errors || []).map(e => h('div', {}, position(e), ' ', e.message))]))) : null,
     st.tests ? h('section', { class: 'card', id: 'tests' }, h('h2', {}, 'Rule tests'),
       h('p', { id: 'tests-summary' }, st.tests.ran ? `${st.tests.passed} passed, ${st.tests.failed} failed when this revision was built.` : 'Not run: the rules directory has no tests.'),
@@ -55,6 +57,46 @@ export async function render(main) {
         limit(q), q.window + (q.timeZone ? ' ' + q.timeZone : ''), usage(q)]), i => ({ dataset: { quota: st.quotas[i].name } }))
         : h('p', { class: 'muted' }, 'None configured.')) : null,
     Object.keys(st).filter(k => !known.has(k)).map(k => h('section', { class: 'card' }, h('h2', {}, k), json(st[k]))));
+}
+
+// replicas lists what each replica of a shared store last reported (its
+// revision, files and when), flagging a replica that fell silent (stale)
+// and one serving another revision than this replica's; a SQLite gateway
+// reports none: it is the only replica.
+function replicas(st) {
+  const list = st.replicas || [];
+  const body = st.replicasError ? h('div', { class: 'error', id: 'replicas-error' }, st.replicasError)
+    : !list.length ? h('p', { class: 'muted', id: 'single-replica' }, 'Single replica: this gateway\'s store serves it alone, so the revision above is the only one live.')
+      : table(['Replica', 'Revision', 'Files', 'Last report', 'State'], list.map(r => [
+        [h('code', {}, r.replica), r.replica === st.replica ? h('span', { class: 'muted' }, ' (this one)') : null],
+        h('code', { class: 'hash', title: r.revision }, shortRevision(r.revision)),
+        fileList(r.files || []),
+        [time(r.reportedAt), h('span', { class: 'muted' }, ' ', age(r.ageSeconds), ' ago')],
+        [r.stale ? h('span', { class: 'badge block', title: 'No report for 90 s: stopped, hung or cut off from the store.' }, 'stale') : null,
+          r.revision !== st.revision ? h('span', { class: 'badge warn', title: 'Serves another revision than this replica\'s ' + st.revision }, 'differs') : null,
+          !r.stale && r.revision === st.revision ? h('span', { class: 'badge allow' }, 'in step') : null]]),
+      i => ({ dataset: { replica: list[i].replica, stale: String(!!list[i].stale), differs: String(list[i].revision !== st.revision) } }));
+  const differ = list.filter(r => r.revision !== st.revision).length;
+  return h('section', { class: 'card', id: 'replicas' }, h('h2', {}, 'Replicas'),
+    differ ? h('p', { class: 'notice warn', id: 'replicas-differ' }, `${differ} of ${list.length} replicas serve another revision than this one.`) : null,
+    body);
+}
+
+// shortRevision is "sha256:" and the revision's first 16 hex digits, as
+// the reload history shows it.
+function shortRevision(rev) {
+  return (rev || '').slice(0, 23);
+}
+
+// fileList is a replica's rule files: how many, and their names.
+function fileList(list) {
+  return [`${list.length} ${list.length === 1 ? 'file' : 'files'}`, list.length ? h('div', { class: 'muted' }, list.map(f => f.name).join(', ')) : null];
+}
+
+// age renders a number of seconds as the largest whole unit.
+function age(s) {
+  s = s || 0;
+  return s < 120 ? `${s} s` : s < 7200 ? `${Math.floor(s / 60)} min` : s < 172800 ? `${Math.floor(s / 3600)} h` : `${Math.floor(s / 86400)} days`;
 }
 
 // coverage is the live revision's test coverage: Rego lines and CEL
