@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/audit"
 	"github.com/turngate/turngate/gateway/config"
+	"github.com/turngate/turngate/gateway/erasure"
+	"github.com/turngate/turngate/internal/syncbuf"
 )
 
 // card is the card number the redaction tests send; stored, it is masked.
@@ -63,6 +66,20 @@ func TestBeforePersistMasksStoredMessages(t *testing.T) {
 			}
 			if msgs[1].Parts[len(msgs[1].Parts)-1].Text != fakeAnswer {
 				t.Errorf("stored answer %+v, want it unchanged", msgs[1].Parts)
+			}
+			// Nothing stored for the session holds the number: a durable
+			// submission's stored request is masked once its turn stored
+			// the message.
+			var doc erasure.Document
+			g.doJSON("GET", "/v1/agents/vault/sessions/"+session+"/export", nil, http.StatusOK, &doc)
+			b, _ := json.Marshal(doc)
+			if strings.Contains(string(b), "1111 1234") {
+				t.Errorf("the session's export holds the card number: %s", b)
+			}
+			for _, sub := range doc.Submissions {
+				if !strings.Contains(string(sub.Request), cardMasked) {
+					t.Errorf("stored submission request %s, want the masked message", sub.Request)
+				}
 			}
 		})
 	}
@@ -146,6 +163,18 @@ func TestBeforePersistFailsClosed(t *testing.T) {
 	if len(failed) != 1 {
 		t.Errorf("%d beforePersist error records, want 1", len(failed))
 	}
+	// A durable submission of such a message fails, and its stored
+	// request keeps nothing of the message.
+	var sub submissionResponse
+	g.doJSON("POST", "/v1/agents/demo/sessions/s2/messages", map[string]any{"text": "explode " + card, "async": true}, http.StatusAccepted, &sub)
+	if got := waitSubmission(t, g, "demo", "s2", sub.SubmissionID); got.Status != "error" {
+		t.Errorf("the submission ended %s, want error", got.Status)
+	}
+	var doc erasure.Document
+	g.doJSON("GET", "/v1/agents/demo/sessions/s2/export", nil, http.StatusOK, &doc)
+	if b, _ := json.Marshal(doc); len(doc.Submissions) != 1 || strings.Contains(string(b), "1111 1234") {
+		t.Errorf("the export after the failed submission holds the card number: %s", b)
+	}
 }
 
 // decisionRecord is one decision line of the audit log, and the line.
@@ -175,4 +204,36 @@ func decisionRecords(t *testing.T, g *testGateway, hook string) []decisionRecord
 		out = append(out, r)
 	}
 	return out
+}
+
+// TestBeforePersistWarnsOfRecordedInputs: with beforePersist rules and
+// decision records carrying their inputs, the first turn of the revision
+// logs a warning (once) that the other hooks' records hold the unmasked
+// input; with audit.recordInput off, or without beforePersist rules,
+// nothing is logged.
+func TestBeforePersistWarnsOfRecordedInputs(t *testing.T) {
+	off := false
+	for _, tc := range []struct {
+		name, rules string
+		audit       config.Audit
+		want        int
+	}{
+		{"inputs recorded", "persist", config.Audit{Sink: config.SinkStdout}, 1},
+		{"recordInput off", "persist", config.Audit{Sink: config.SinkStdout, RecordInput: &off}, 0},
+		{"audit off", "persist", config.Audit{Sink: config.SinkNone}, 0},
+		{"no beforePersist rules", "basic", config.Audit{Sink: config.SinkStdout}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, tc.rules)
+			cfg.Audit = tc.audit
+			var logs syncbuf.Buffer
+			g := startGateway(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			for _, s := range []string{"s1", "s2"} {
+				g.doJSON("POST", "/v1/agents/demo/sessions/"+s+"/messages", map[string]any{"text": "hi"}, http.StatusOK, nil)
+			}
+			if n := strings.Count(logs.String(), "hold the running turn's input unmasked"); n != tc.want {
+				t.Errorf("the warning was logged %d times, want %d:\n%s", n, tc.want, logs.String())
+			}
+		})
+	}
 }

@@ -151,6 +151,8 @@ type Server struct {
 	handler       http.Handler
 	tools         map[string]engine.Tool
 	mcp           *mcptool.Manager
+	// persistChecked is the last revision warnPersistInputs looked at.
+	persistChecked atomic.Pointer[ruleset.Revision]
 	// notify tells the approval webhooks of approval events; Shutdown
 	// stops it.
 	notify *notify.Notifier

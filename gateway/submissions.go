@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -118,6 +119,44 @@ func (w *submissions) loop() {
 	}
 }
 
+// storeMasked rewrites the stored request of sub, whose turn was admitted
+// (or failed for good), with its messages as the session's transcript
+// stored them: masked by the beforePersist rules, so the raw message does
+// not outlive its turn in the submission (nor appear in the session's
+// export). A message the transcript does not hold (the turn failed before
+// storing it) is left out: the submission never runs again. A failed
+// rewrite is logged; the turn goes on.
+func (w *submissions) storeMasked(ctx context.Context, sub *store.Submission, req submissionRequest) {
+	s := w.s
+	if len(req.Messages) == 0 {
+		return
+	}
+	msgs, err := s.store.Messages(ctx, sub.Tenant, sub.SessionID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Error("submission: its stored request could not be masked", "submission", sub.ID, "err", err)
+		return
+	}
+	stored := make(map[string]engine.UIMessage, len(msgs))
+	for _, m := range msgs {
+		stored[m.ID] = m
+	}
+	masked := req
+	masked.Messages = make([]engine.UIMessage, 0, len(req.Messages))
+	for _, m := range req.Messages {
+		if sm, ok := stored[m.ID]; ok {
+			masked.Messages = append(masked.Messages, sm)
+		}
+	}
+	before, _ := json.Marshal(req)
+	after, err := json.Marshal(masked)
+	if err != nil || bytes.Equal(before, after) {
+		return
+	}
+	if err := s.store.SetSubmissionRequest(ctx, sub.ID, sub.Attempts, after); err != nil {
+		s.log.Error("submission: its stored request could not be masked", "submission", sub.ID, "err", err)
+	}
+}
+
 // run runs one claimed submission and records its outcome. A turn that
 // the shutdown aborts is left running in the store, so the next process
 // requeues it.
@@ -181,10 +220,12 @@ func (w *submissions) run(sub *store.Submission) {
 			return // stays running; requeued at the next start (SQLite) or taken over once its claim expires
 		}
 		if !retry(err) {
+			w.storeMasked(ctx, sub, req)
 			failed(toAPIError(err).Message)
 		}
 		return
 	}
+	w.storeMasked(ctx, sub, req)
 	_ = t.wait(ctx)
 	if t.status == engine.StatusAborted && s.closing.Load() {
 		stopRenewing()

@@ -9,6 +9,8 @@ import (
 
 	"github.com/turngate/turngate/engine"
 	"github.com/turngate/turngate/gateway/store"
+	"github.com/turngate/turngate/policy"
+	"github.com/turngate/turngate/policy/ruleset"
 )
 
 // transcript is a session's stored messages, loaded under the session's
@@ -190,6 +192,23 @@ func (s *Server) persister(in *turnInput) func(ctx context.Context, m engine.UIM
 			return engine.UIMessage{}, &persistError{err: err}
 		}
 		return out, nil
+	}
+}
+
+// warnPersistInputs warns, once per revision (at its first turn), when
+// rev has beforePersist rules while decision records carry their inputs:
+// beforePersist masks what the store keeps of the messages, not the inputs
+// the other hooks' records hold (the JSONL audit log and the decision
+// store), which are the running turn's, unmasked.
+func (s *Server) warnPersistInputs(rev *ruleset.Revision) {
+	old := s.persistChecked.Load()
+	if old == rev || !s.persistChecked.CompareAndSwap(old, rev) {
+		return
+	}
+	if r, ok := s.recorder.(policy.InputRecorder); (!ok || r.RecordsInput()) && rev.HasBeforePersist() {
+		s.log.Warn("beforePersist rules mask what the store keeps, but audit.recordInput is on: the other hooks' decision records "+
+			"(the audit log and the decision store) hold the running turn's input unmasked; set audit.recordInput: false, "+
+			"or list those fields in audit.redact", "revision", rev.ID())
 	}
 }
 

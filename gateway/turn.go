@@ -199,6 +199,7 @@ func (s *Server) admit(ctx context.Context, in *turnInput, key string, release f
 		}
 	}()
 	in.rev = s.rules.Current()
+	s.warnPersistInputs(in.rev)
 	tx := &transcript{tenant: in.principal.Tenant, session: in.sessionID, principal: in.principal, answer: s.answerPlan}
 	body := in.body
 	if !in.ephemeral {

@@ -305,6 +305,21 @@ func (s *Postgres) FinishSubmission(ctx context.Context, id string, claim int, s
 	return nil
 }
 
+// SetSubmissionRequest implements Store.
+func (s *Postgres) SetSubmissionRequest(ctx context.Context, id string, claim int, request json.RawMessage) error {
+	if !json.Valid(request) {
+		return fmt.Errorf("setting submission request: %w: the request is not JSON", ErrInvalid)
+	}
+	tag, err := s.pool.Exec(ctx, placeholders(setSubmissionRequestSQL), string(request), id, claim)
+	if err != nil {
+		return fmt.Errorf("setting submission request: %w", pgError(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("setting submission request: %w", ErrFenced)
+	}
+	return nil
+}
+
 // finishRefusal is the error of finishing submission id, whose status is
 // cur, under a claim that is not its own.
 func finishRefusal(id, cur string) error {

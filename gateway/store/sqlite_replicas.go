@@ -100,6 +100,31 @@ func (s *SQLite) FinishSubmission(ctx context.Context, id string, claim int, sta
 	return nil
 }
 
+// setSubmissionRequestSQL replaces a running submission's request under
+// its claim (? placeholders).
+const setSubmissionRequestSQL = `UPDATE submissions SET request = ? WHERE id = ? AND status = 'running' AND attempts = ?`
+
+// SetSubmissionRequest implements Store.
+func (s *SQLite) SetSubmissionRequest(ctx context.Context, id string, claim int, request json.RawMessage) error {
+	if !json.Valid(request) {
+		return fmt.Errorf("setting submission request: %w: the request is not JSON", ErrInvalid)
+	}
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, setSubmissionRequestSQL, string(request), id, claim)
+		if err != nil {
+			return err
+		}
+		if affectedOne(res) != nil {
+			return ErrFenced
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("setting submission request: %w", err)
+	}
+	return nil
+}
+
 // RequeueRunning implements Store: every running submission, since the
 // file serves one process.
 func (s *SQLite) RequeueRunning(ctx context.Context) (int, error) {

@@ -743,6 +743,42 @@ func TestFinishSubmission(t *testing.T) {
 	})
 }
 
+// TestSetSubmissionRequest: the running submission's request is replaced
+// under its claim; under another claim, or once finished, nothing is
+// stored (ErrFenced), and a request that is not JSON is refused.
+func TestSetSubmissionRequest(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := context.Background()
+		sub := createSub(t, s, "acme", "A", "")
+		claim(t, s)
+		masked := json.RawMessage(`{"messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"[card]"}]}]}`)
+		for _, tt := range []struct {
+			name    string
+			claim   int
+			request json.RawMessage
+			want    error
+		}{
+			{"another claim", 2, masked, ErrFenced},
+			{"not JSON", 1, json.RawMessage(`{`), ErrInvalid},
+			{"its claim", 1, masked, nil},
+		} {
+			if err := s.SetSubmissionRequest(ctx, sub.ID, tt.claim, tt.request); !errors.Is(err, tt.want) {
+				t.Errorf("%s: err = %v, want %v", tt.name, err, tt.want)
+			}
+		}
+		got, err := s.GetSubmission(ctx, "acme", "A", sub.ID)
+		if err != nil || string(got.Request) != string(masked) {
+			t.Errorf("stored request %s (%v), want %s", got.Request, err, masked)
+		}
+		if err := s.FinishSubmission(ctx, sub.ID, 1, StatusCompleted, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetSubmissionRequest(ctx, sub.ID, 1, masked); !errors.Is(err, ErrFenced) {
+			t.Errorf("a finished submission's request: err = %v, want ErrFenced", err)
+		}
+	})
+}
+
 // TestClaimConcurrentNoDoubleClaims claims from concurrent workers on two
 // handles of one database, as two processes would.
 func TestClaimConcurrentNoDoubleClaims(t *testing.T) {

@@ -158,6 +158,11 @@ type Store interface {
 	// is running under another claim than claim (or claim is 0), or queued
 	// again after claim: nothing is stored.
 	FinishSubmission(ctx context.Context, id string, claim int, status string, result json.RawMessage) error
+	// SetSubmissionRequest replaces the stored request of a submission
+	// running under claim (the beforePersist rules' masking of its
+	// messages, once its turn stored them); ErrFenced when it is not
+	// running under that claim: nothing is stored.
+	SetSubmissionRequest(ctx context.Context, id string, claim int, request json.RawMessage) error
 	// RequeueRunning puts back in the queue the running submissions that no
 	// live process holds, and returns how many it moved. On SQLite, whose
 	// file serves one process, that is every running submission: call it at

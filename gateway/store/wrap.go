@@ -135,6 +135,10 @@ func (w *wrapped) FinishSubmission(ctx context.Context, id string, claim int, st
 	return call0(w, ctx, "FinishSubmission", func(ctx context.Context) error { return w.st.FinishSubmission(ctx, id, claim, status, result) })
 }
 
+func (w *wrapped) SetSubmissionRequest(ctx context.Context, id string, claim int, request json.RawMessage) error {
+	return call0(w, ctx, "SetSubmissionRequest", func(ctx context.Context) error { return w.st.SetSubmissionRequest(ctx, id, claim, request) })
+}
+
 func (w *wrapped) RequeueRunning(ctx context.Context) (int, error) {
 	return call1(w, ctx, "RequeueRunning", func(ctx context.Context) (int, error) { return w.st.RequeueRunning(ctx) })
 }

@@ -225,6 +225,9 @@ func (h *hooks) ToolResult(ctx context.Context, rc *engine.ToolCallResultContext
 		}, func(time.Time) json.RawMessage { return orNil(opa.ToolResultInputJSON(rc)) })
 }
 
+// HasBeforePersist reports whether the revision has beforePersist rules.
+func (r *Revision) HasBeforePersist() bool { return r.cel.HasBeforePersist() }
+
 // BeforePersist runs the revision's CEL beforePersist rules on m, a
 // message the store is about to write for the turn id, and returns the
 // message to store: m itself when no rule fired. An error means m must not
