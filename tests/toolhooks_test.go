@@ -42,7 +42,8 @@ var toolHookKinds = []struct {
 	{kind: "context", tool: "search_history", session: true, output: "use [search]_[history]"},
 }
 
-// The documented exclusion: the combination that does not exist, and why.
+// The documented exclusions: the combinations that do not exist or are
+// not run, and why.
 // (A client tool's result sent back on a stateless path is no exclusion:
 // the request that brings it runs toolResult and afterToolCall over it.)
 //
@@ -50,6 +51,12 @@ var toolHookKinds = []struct {
 // session's stored context blocks and messages; a stateless request
 // (OpenAI, Anthropic) has none, so they are not offered there.
 const excludeSessionTools = "not offered on a stateless path: it has no stored session"
+
+// excludeContinue: a continuation's last user text is the engine's
+// continue prompt, not "use <tool>", so the scripted model (its continue
+// rule) calls the builtin and the HTTP tool only; the other kinds run the
+// same stored-session turn on saveMessages.
+const excludeContinue = "continueLastTurn's scripted model calls only the builtin and the HTTP tool"
 
 // hookTurn is what the test sees of one turn: its request id, the model's
 // text and the client tool call it ended with, if any.
@@ -145,18 +152,25 @@ func (x *extensionLog) last() uint64 {
 // tool's result is found in the request that sends it back: a continuation
 // on the stored paths, the next request's history on the stateless ones.
 // The combination that does not exist is asserted as such
-// (excludeSessionTools says why).
+// (excludeSessionTools says why); continueLastTurn covers the builtin and
+// the HTTP tool (excludeContinue says why).
 func TestToolHooksEveryKindEveryPath(t *testing.T) {
 	ext := startExtensionLog(t)
 	x := startToolsOn(t, "toolhooks", "TURNGATE_TEST_EXT_URL="+ext.URL, "TURNGATE_TEST_EXT_SECRET=toolhooks-secret-0123456789")
 	g := x.g
 	ws := &hooksWS{url: "ws" + strings.TrimPrefix(g.URL, "http") + "/v1/agents/hooks/ws"}
+	// continueTools are the tools the continue path's row calls.
+	continueTools := []string{"weather", "lookup"}
 	paths := []hookPath{
 		{name: "ui stream", entry: "chat", turn: g.hookChatTurn, answer: g.hookChatAnswer},
 		{name: "websocket", entry: "chat", turn: ws.turn, answer: ws.answer},
 		// A submission's pending client call is answered over POST chat:
 		// a submission carries user messages, not tool results.
 		{name: "submission", entry: "submitMessages", turn: g.hookSubmissionTurn, answer: g.hookChatAnswer},
+		// saveMessages and continueLastTurn answer a pending client call
+		// over POST chat likewise.
+		{name: "saveMessages", entry: "saveMessages", turn: g.hookSaveTurn, answer: g.hookChatAnswer},
+		{name: "continue", entry: "continueLastTurn", turn: g.hookContinueTurn, answer: g.hookChatAnswer},
 		{name: "openai", entry: "openai", stateless: true, turn: g.hookOpenAITurn, answer: g.hookOpenAIAnswer},
 		{name: "anthropic", entry: "anthropic", stateless: true, turn: g.hookAnthropicTurn, answer: g.hookAnthropicAnswer},
 	}
@@ -174,6 +188,10 @@ func TestToolHooksEveryKindEveryPath(t *testing.T) {
 					}
 					g.waitTurnRecord(t, turn.requestID)
 					g.noRecord(t, "beforeToolCall", k.tool, turn.requestID)
+					return
+				}
+				if p.entry == "continueLastTurn" && !slices.Contains(continueTools, k.tool) {
+					toolHookExclusion(t, excludeContinue)
 					return
 				}
 				turn := p.turn(t, session, rid, "use "+k.tool)
@@ -365,6 +383,35 @@ func (g *gateway) hookSubmissionTurn(t *testing.T, session, _, prompt string) ho
 	var accepted submission
 	g.postJSON(t, "/v1/agents/hooks/sessions/"+session+"/messages", map[string]any{"text": prompt, "async": true}, &accepted)
 	done := waitCompleted(t, g.sub(t), "hooks", session, accepted.SubmissionID)
+	return resultTurn(t, done.Result)
+}
+
+// hookSaveTurn runs prompt over synchronous saveMessages.
+func (g *gateway) hookSaveTurn(t *testing.T, session, requestID, prompt string) hookTurn {
+	t.Helper()
+	var res json.RawMessage
+	g.postJSON(t, "/v1/agents/hooks/sessions/"+session+"/messages", map[string]any{"text": prompt}, &res, "X-Request-Id", requestID)
+	return resultTurn(t, res)
+}
+
+// hookContinueTurn stores a finished turn of prompt (saveMessages, its
+// client call answered over POST chat), then continues its assistant
+// message over continueLastTurn: the scripted model answers the same user
+// text, so the continuation calls the tool again.
+func (g *gateway) hookContinueTurn(t *testing.T, session, requestID, prompt string) hookTurn {
+	t.Helper()
+	if first := g.hookSaveTurn(t, session, requestID+"_first", prompt); first.callID != "" {
+		g.hookChatAnswer(t, session, requestID+"_first_answer", first, "yes")
+	}
+	var res json.RawMessage
+	g.postJSON(t, "/v1/agents/hooks/sessions/"+session+"/continue", map[string]any{}, &res, "X-Request-Id", requestID)
+	return resultTurn(t, res)
+}
+
+// resultTurn is the hookTurn of a turn's JSON result (saveMessages', a
+// submission's).
+func resultTurn(t *testing.T, data json.RawMessage) hookTurn {
+	t.Helper()
 	var res struct {
 		RequestID string `json:"requestId"`
 		Message   struct {
@@ -374,8 +421,8 @@ func (g *gateway) hookSubmissionTurn(t *testing.T, session, _, prompt string) ho
 			} `json:"parts"`
 		} `json:"message"`
 	}
-	if err := json.Unmarshal(done.Result, &res); err != nil {
-		t.Fatalf("submission result %s: %v", done.Result, err)
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatalf("turn result %s: %v", data, err)
 	}
 	turn := hookTurn{requestID: res.RequestID, messageID: res.Message.ID}
 	for _, p := range res.Message.Parts {
