@@ -22,10 +22,15 @@ const nodeTimeout = 10 * time.Minute
 
 // TestNodeClients runs the Node.js suite in tests/node (the ai package's
 // transport and Chat class, the official openai client and @anthropic-ai/sdk)
-// against the built gateway serving testdata/node.
+// against the built gateway serving testdata/node. Without node or npm it
+// skips, but fails in CI (TURNGATE_CI, which .ci/run sets), where the
+// suite must run.
 func TestNodeClients(t *testing.T) {
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("TURNGATE_CI") != "" {
+				t.Fatalf("the Node.js client suite needs %s (TURNGATE_CI is set: .ci/run installs nodejs and npm): %v", tool, err)
+			}
 			t.Skipf("skipping the Node.js client suite: %s is not in PATH", tool)
 		}
 	}
