@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -21,7 +22,9 @@ import (
 // positioned errors of rejected ones, its tests, the shadow rules'
 // disagreement counts, and the kill switches and quotas in force. A tenant
 // admin sees only the kill switches and quotas that apply to its tenant,
-// and not the host's rules directory.
+// its own tenant's shadow disagreements (from the decision store), and
+// neither the host's rules directory nor this replica's per-rule shadow
+// counts, which are every tenant's.
 func (s *Server) rulesStatus(c *gin.Context) error {
 	st := s.rules.Status()
 	if !decisionScope(principal(c)).AllTenants {
@@ -41,6 +44,11 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		replicasError = "the other replicas' revisions could not be read: the store did not answer"
 	}
 	cov, covErrs := s.rules.Current().LiveCoverage(c.Request.Context())
+	disagreements, disagreementsError := s.shadowDisagreements(c.Request.Context(), decisionScope(principal(c)))
+	var shadowRules []metrics.ShadowCount
+	if decisionScope(principal(c)).AllTenants {
+		shadowRules = s.metrics.ShadowCounts()
+	}
 	c.JSON(http.StatusOK, struct {
 		ruleset.Status
 		// Dir is the rules directory on the replica's host, shown to a
@@ -57,8 +65,16 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		// KillSwitches are the kill switches in force, which stop calls
 		// and turns before any rule runs: no reload lifts them.
 		KillSwitches []store.KillSwitch `json:"killSwitches"`
-		// ShadowRules count each shadow rule's firings on this replica.
-		ShadowRules []metrics.ShadowCount `json:"shadowRules"`
+		// ShadowRules count each shadow rule's firings on this replica,
+		// every tenant's: shown to a global admin only (absent, not [],
+		// for a tenant admin).
+		ShadowRules []metrics.ShadowCount `json:"shadowRules,omitzero"`
+		// ShadowDisagreements counts the stored decisions the shadow rules
+		// would have decided otherwise, the principal's tenant's or, for a
+		// global admin, every tenant's, on every replica.
+		ShadowDisagreements *shadowDisagreements `json:"shadowDisagreements,omitempty"`
+		// ShadowDisagreementsError says why ShadowDisagreements is missing.
+		ShadowDisagreementsError string `json:"shadowDisagreementsError,omitempty"`
 		// Quotas are the configured quotas (config "quotas") with their
 		// current usage.
 		Quotas []quotaView `json:"quotas"`
@@ -69,8 +85,53 @@ func (s *Server) rulesStatus(c *gin.Context) error {
 		Coverage *ruleset.Coverage `json:"coverage,omitempty"`
 		// CoverageErrors say why it could not be measured.
 		CoverageErrors policy.Errors `json:"coverageErrors,omitempty"`
-	}{st, st.Dir, s.conf().Replica.ID, replicas, replicasError, kills, s.metrics.ShadowCounts(), quotas, usageError, cov, covErrs})
+	}{st, st.Dir, s.conf().Replica.ID, replicas, replicasError, kills, shadowRules, disagreements, disagreementsError, quotas, usageError, cov, covErrs})
 	return nil
+}
+
+// shadowWindow is how far back the Overview counts shadow disagreements
+// in the decision store, or decisions.retention when that is shorter.
+const shadowWindow = 24 * time.Hour
+
+// shadowDisagreements is the Overview's count of stored decisions whose
+// shadow rules would have decided otherwise.
+type shadowDisagreements struct {
+	// Tenant is the tenant counted; "" for every tenant's decisions (a
+	// global admin's count).
+	Tenant string `json:"tenant,omitempty"`
+	// Since is where the window starts: Window before the request.
+	Since time.Time `json:"since"`
+	// Window is the window's length: 24h, or decisions.retention when
+	// that is shorter (older records are pruned).
+	Window string `json:"window"`
+	// Count is how many decisions of the window, on every replica, the
+	// shadow rules would have decided otherwise.
+	Count int64 `json:"count"`
+}
+
+// shadowDisagreements counts the stored decisions of scope's tenant (every
+// tenant's for a global admin) whose shadow changed in the last
+// shadowWindow, or says why it cannot: the decision store is off or did
+// not answer.
+func (s *Server) shadowDisagreements(ctx context.Context, scope decisions.Scope) (*shadowDisagreements, string) {
+	if !s.conf().Decisions.Stored() {
+		return nil, "the decision store is off (decisions.store: false): no disagreements are counted"
+	}
+	window := shadowWindow
+	if r := s.conf().Decisions.Retention; r > 0 && r < window {
+		window = r
+	}
+	d := shadowDisagreements{Since: time.Now().Add(-window).UTC(), Window: window.String()}
+	if !scope.AllTenants {
+		d.Tenant = scope.Tenant
+	}
+	n, err := s.store.CountShadowChanged(ctx, d.Tenant, d.Since)
+	if err != nil {
+		s.log.Warn("counting the shadow disagreements for the overview", "err", err)
+		return nil, "the shadow disagreements could not be counted: the store did not answer"
+	}
+	d.Count = n
+	return &d, ""
 }
 
 // rulesReload serves POST /v1/admin/rules/reload. A rejected candidate is

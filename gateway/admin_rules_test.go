@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/store"
@@ -23,6 +24,13 @@ type overviewStatus struct {
 	KillSwitches []store.KillSwitch  `json:"killSwitches"`
 	Quotas       []map[string]any    `json:"quotas"`
 	Coverage     *ruleset.Coverage   `json:"coverage"`
+	// ShadowDisagreements is the decision store's count.
+	ShadowDisagreements *struct {
+		Tenant string    `json:"tenant"`
+		Since  time.Time `json:"since"`
+		Window string    `json:"window"`
+		Count  int64     `json:"count"`
+	} `json:"shadowDisagreements"`
 }
 
 // TestAdminRulesOverview: GET /v1/admin/rules keeps the reload history
@@ -104,8 +112,8 @@ func TestAdminRulesOverview(t *testing.T) {
 			if st.Dir != tc.wantDir {
 				t.Errorf("rules directory %q, want %q", st.Dir, tc.wantDir)
 			}
-			if st.ShadowRules == nil {
-				t.Error("shadowRules missing: want [] when no shadow rule fired")
+			if global := tc.wantDir != ""; global != (st.ShadowRules != nil) {
+				t.Errorf("shadowRules %v: want [] for a global admin only (this replica's counts are every tenant's)", st.ShadowRules)
 			}
 			var kills, quotas []string
 			for _, k := range st.KillSwitches {
@@ -193,4 +201,57 @@ func TestKillSwitchTenantAdmin(t *testing.T) {
 	}
 	acme.doJSON("DELETE", "/v1/admin/killswitch/"+own["id"].(string), nil, http.StatusOK, nil)
 	global.doJSON("DELETE", "/v1/admin/killswitch/"+globex["id"].(string), nil, http.StatusOK, nil)
+}
+
+// TestAdminRulesShadowDisagreementsByTenant: the Overview's shadow
+// disagreements come from the decision store, the last 24 h of the
+// admin's tenant for a tenant admin and of every tenant for a global
+// admin, who alone also sees this replica's per-rule counts.
+func TestAdminRulesShadowDisagreementsByTenant(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"tools.rego", "results.rego"} {
+		src, err := os.ReadFile(filepath.Join("testdata", "rules", "basic", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), src, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shadow := "beforeTurn:\n  - name: three-steps\n    shadow: true\n    set:\n      maxSteps: '3'\n"
+	if err := os.WriteFile(filepath.Join(dir, "turn.yaml"), []byte(shadow), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := newTestGateway(t, "basic", func(c *config.Config) { c.Rules.Dir = dir; decisionKeys(c) })
+	runTurn(t, g.as(dkAcmeUser), "s1", "weather in Lima")
+	runTurn(t, g.as(dkAcmeUser), "s2", "weather in Oslo")
+	runTurn(t, g.as(dkGlobexUser), "s1", "weather in Lima")
+	storedDecisions(t, g)
+
+	for _, tc := range []struct {
+		name       string
+		key        string
+		wantTenant string
+		wantCount  int64
+		wantRules  bool
+	}{
+		{"acme admin", dkAcmeAdmin, "acme", 2, false},
+		{"globex admin", dkGlobexAdm, "globex", 1, false},
+		{"global admin", dkGlobal, "", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st overviewStatus
+			g.as(tc.key).doJSON("GET", "/v1/admin/rules", nil, http.StatusOK, &st)
+			d := st.ShadowDisagreements
+			if d == nil {
+				t.Fatal("shadowDisagreements missing")
+			}
+			if d.Tenant != tc.wantTenant || d.Count != tc.wantCount || d.Window != "24h0m0s" || time.Since(d.Since) < 24*time.Hour {
+				t.Errorf("shadowDisagreements %+v: want tenant %q, count %d over the last 24h", *d, tc.wantTenant, tc.wantCount)
+			}
+			if (len(st.ShadowRules) > 0) != tc.wantRules {
+				t.Errorf("shadowRules %v: want this replica's per-rule counts for a global admin only", st.ShadowRules)
+			}
+		})
+	}
 }

@@ -250,6 +250,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := text(t, ctx, `#revision`); strings.Contains(got, "Rules directory") {
 			t.Errorf("a tenant admin's Overview has a rules-directory row: %q", got)
 		}
+		// The shadow disagreements are the tenant's, from the store.
+		if got := text(t, ctx, `#shadow-disagreements`); !strings.Contains(got, "Disagreements (tenant acme, every replica, last 24h)") {
+			t.Errorf("acme's admin's shadow disagreements read %q, want acme's of the last 24h", got)
+		}
 		screenshot(t, ctx, "overview")
 
 		// A global admin sees the rules directory, as the API shows it.
@@ -262,6 +266,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		view(t, rootCtx, g, "overview", "overview")
 		if got := text(t, rootCtx, `#rules-dir`); root.Dir == "" || got != root.Dir {
 			t.Errorf("a global admin's Overview shows the rules directory %q, the API %q", got, root.Dir)
+		}
+		if got := text(t, rootCtx, `#shadow-disagreements`); !strings.Contains(got, "Disagreements (every tenant, every replica, last 24h)") {
+			t.Errorf("a global admin's shadow disagreements read %q, want every tenant's", got)
 		}
 
 		// A rejected reload shows in the history at its file:line; the

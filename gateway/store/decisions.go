@@ -31,6 +31,12 @@ type Decisions interface {
 	// PruneDecisions deletes at most limit rows older than before, the
 	// oldest first, and returns how many it deleted.
 	PruneDecisions(ctx context.Context, before time.Time, limit int) (int, error)
+	// CountShadowChanged counts the rows stored at or after since whose
+	// shadow rules would have decided otherwise (ShadowChanged), of
+	// tenant, or of every tenant when tenant is "". It reads an index
+	// (decisions_tenant, or decisions_shadow_changed), never the rows'
+	// records.
+	CountShadowChanged(ctx context.Context, tenant string, since time.Time) (int64, error)
 }
 
 // DecisionRow is one stored hook record.
@@ -259,6 +265,21 @@ func decisionSelect(q DecisionQuery, pg bool) (string, []any, error) {
 	return b.String(), args, nil
 }
 
+// shadowCountSQL renders CountShadowChanged's statement with ?
+// placeholders and its arguments; pg renders PostgreSQL's boolean test.
+func shadowCountSQL(tenant string, since time.Time, pg bool) (string, []any) {
+	query := `SELECT COUNT(*) FROM decisions d WHERE d.shadow_changed = 1 AND d.at >= ?`
+	if pg {
+		query = `SELECT COUNT(*) FROM decisions d WHERE d.shadow_changed AND d.at >= ?`
+	}
+	args := []any{nanos(since)}
+	if tenant != "" {
+		query += ` AND d.tenant = ?`
+		args = append(args, tenant)
+	}
+	return query, args
+}
+
 // scanDecision reads one row of decisionColumns.
 func scanDecision(row interface{ Scan(...any) error }) (*DecisionRow, error) {
 	var (
@@ -397,6 +418,16 @@ func (s *SQLite) PruneDecisions(ctx context.Context, before time.Time, limit int
 	return int(n), nil
 }
 
+// CountShadowChanged implements Decisions.
+func (s *SQLite) CountShadowChanged(ctx context.Context, tenant string, since time.Time) (int64, error) {
+	query, args := shadowCountSQL(tenant, since, false)
+	var n int64
+	if err := s.r.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting shadow disagreements: %w", err)
+	}
+	return n, nil
+}
+
 // The PostgreSQL forms of the statements.
 var (
 	pgGetDecision        = placeholders(getDecisionSQL)
@@ -505,6 +536,16 @@ func (s *Postgres) PruneDecisions(ctx context.Context, before time.Time, limit i
 	return int(n), nil
 }
 
+// CountShadowChanged implements Decisions.
+func (s *Postgres) CountShadowChanged(ctx context.Context, tenant string, since time.Time) (int64, error) {
+	query, args := shadowCountSQL(tenant, since, true)
+	var n int64
+	if err := s.pool.QueryRow(ctx, placeholders(query), args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting shadow disagreements: %w", pgError(err))
+	}
+	return n, nil
+}
+
 // FormatDecisionID renders a row id as the admin API names it.
 func FormatDecisionID(id int64) string { return strconv.FormatInt(id, 10) }
 
@@ -524,4 +565,10 @@ func (w *wrapped) GetDecision(ctx context.Context, id int64) (*DecisionRow, erro
 
 func (w *wrapped) PruneDecisions(ctx context.Context, before time.Time, limit int) (int, error) {
 	return call1(w, ctx, "PruneDecisions", func(ctx context.Context) (int, error) { return w.st.PruneDecisions(ctx, before, limit) })
+}
+
+func (w *wrapped) CountShadowChanged(ctx context.Context, tenant string, since time.Time) (int64, error) {
+	return call1(w, ctx, "CountShadowChanged", func(ctx context.Context) (int64, error) {
+		return w.st.CountShadowChanged(ctx, tenant, since)
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -316,4 +317,112 @@ func TestDecisionsFilters(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestShadowCountsByTenant counts the shadow disagreements of a tenant and
+// of every tenant since a time, reading an index on either driver (the
+// plan names one; PostgreSQL's with sequential scans disabled, as its
+// planner prefers a scan of a table this small).
+func TestShadowCountsByTenant(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := context.Background()
+		var rows []DecisionRow
+		for sec := range 40 { // shadow changed at 0, 7, 14, 21, 28, 35
+			tenant := "acme"
+			if sec%2 == 1 {
+				tenant = "globex"
+			}
+			rows = append(rows, decisionAt(tenant, sec, "beforeToolCall", "send_email", "allow"))
+		}
+		if err := s.InsertDecisions(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			tenant string
+			since  time.Time
+			want   int64
+		}{
+			{"acme", rows[0].Time, 3},    // 0, 14, 28
+			{"globex", rows[0].Time, 3},  // 7, 21, 35
+			{"", rows[0].Time, 6},        // every tenant
+			{"acme", rows[14].Time, 2},   // since is inclusive
+			{"", rows[29].Time, 1},       // 35
+			{"initech", rows[0].Time, 0}, // no such tenant
+		} {
+			got, err := s.CountShadowChanged(ctx, tt.tenant, tt.since)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("CountShadowChanged(%q, second %d) = %d, want %d", tt.tenant, tt.since.Second(), got, tt.want)
+			}
+		}
+		for _, tenant := range []string{"acme", ""} {
+			plan := shadowCountPlan(t, s, tenant, rows[0].Time)
+			if !strings.Contains(plan, "decisions_tenant") && !strings.Contains(plan, "decisions_shadow_changed") {
+				t.Errorf("the count of tenant %q reads no index:\n%s", tenant, plan)
+			}
+		}
+	})
+}
+
+// shadowCountPlan returns the query plan of CountShadowChanged's statement
+// on s's driver.
+func shadowCountPlan(t *testing.T, s Store, tenant string, since time.Time) string {
+	t.Helper()
+	for w, ok := s.(*wrapped); ok; w, ok = s.(*wrapped) {
+		s = w.st
+	}
+	var plan strings.Builder
+	switch st := s.(type) {
+	case *SQLite:
+		query, args := shadowCountSQL(tenant, since, false)
+		rows, err := st.r.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(detail + "\n")
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	case *Postgres:
+		query, args := shadowCountSQL(tenant, since, true)
+		ctx := context.Background()
+		conn, err := st.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Exec(ctx, `RESET enable_seqscan`)
+		rows, err := conn.Query(ctx, `EXPLAIN `+placeholders(query), args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(line + "\n")
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("no query plan for a %T", s)
+	}
+	t.Logf("plan of the shadow count of tenant %q:\n%s", tenant, plan.String())
+	return plan.String()
 }

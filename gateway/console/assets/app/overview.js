@@ -9,7 +9,7 @@ import { api } from './api.js';
 // known are the members rendered as their own sections; any other member
 // the gateway adds is shown as JSON under its name.
 const known = new Set(['dir', 'revision', 'files', 'loadedAt', 'lastReload', 'lastCheck', 'lastError', 'reloadsOk',
-  'reloadsFailed', 'replica', 'replicas', 'replicasError', 'killSwitches', 'reloads', 'tests', 'coverage', 'coverageErrors', 'shadowRules', 'quotas', 'quotaUsageError']);
+  'reloadsFailed', 'replica', 'replicas', 'replicasError', 'killSwitches', 'reloads', 'tests', 'coverage', 'coverageErrors', 'shadowRules', 'shadowDisagreements', 'shadowDisagreementsError', 'quotas', 'quotaUsageError']);
 
 export async function render(main) {
   const st = await api('GET', '/v1/admin/rules');
@@ -43,9 +43,12 @@ export async function render(main) {
     st.tests ? h('section', { class: 'card', id: 'tests' }, h('h2', {}, 'Rule tests'),
       h('p', { id: 'tests-summary' }, st.tests.ran ? `${st.tests.passed} passed, ${st.tests.failed} failed when this revision was built.` : 'Not run: the rules directory has no tests.'),
       coverage(st)) : null,
-    shadow ? h('section', { class: 'card', id: 'shadow' }, h('h2', {}, 'Shadow rules'),
-      shadow.length ? table(['Rule', 'Hook', 'Would', 'Disagreements'], shadow.map(s => [h('code', {}, s.rule), s.hook, s.effect, s.disagreements]))
-        : h('p', { class: 'muted' }, 'No shadow rule has fired on this replica since it started.')) : null,
+    h('section', { class: 'card', id: 'shadow' }, h('h2', {}, 'Shadow rules'),
+      st.shadowDisagreementsError ? h('div', { class: 'error', id: 'shadow-error' }, st.shadowDisagreementsError) : null,
+      disagreements(st.shadowDisagreements),
+      shadow ? (shadow.length ? table(['Rule', 'Hook', 'Would', 'Disagreements (this replica, every tenant, since it started)'],
+        shadow.map(s => [h('code', {}, s.rule), s.hook, s.effect, s.disagreements]))
+        : h('p', { class: 'muted' }, 'No shadow rule has fired on this replica since it started.')) : null),
     h('section', { class: 'card', id: 'killswitches' },
       h('h2', {}, 'Kill switches'),
       (st.killSwitches || []).length ? table(['Id', 'Stops', 'Scope', 'Reason', 'Set by', 'Set', 'Expires'], st.killSwitches.map(k =>
@@ -143,6 +146,20 @@ function scope(k) {
   const parts = ['tenant', 'agent'].filter(f => k[f]).map(f => f + ' ' + k[f]);
   if (k.tools && k.tools.length) parts.push('tools ' + k.tools.join(', '));
   return parts.join(', ') || 'everything';
+}
+
+// disagreements renders the decision store's count of decisions the shadow
+// rules would have decided otherwise: the tenant's, or every tenant's.
+function disagreements(d) {
+  if (!d) return null;
+  const whose = d.tenant ? `tenant ${d.tenant}` : 'every tenant';
+  return h('p', { id: 'shadow-disagreements' },
+    `Disagreements (${whose}, every replica, last ${shortDuration(d.window)}): `, h('strong', {}, String(d.count)), ' since ', time(d.since), '.');
+}
+
+// shortDuration shortens a Go duration as the API writes it (24h0m0s: 24h).
+function shortDuration(w) {
+  return w.replace(/(\d+[hm])0s$/, '$1').replace(/(\d+h)0m$/, '$1');
 }
 
 function fact(label, value) {
