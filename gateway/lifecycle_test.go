@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/turngate/turngate/engine"
+	"github.com/turngate/turngate/gateway/store"
 )
 
 func TestSubAgentTool(t *testing.T) {
@@ -77,6 +78,12 @@ func TestShutdownDeadlineAbortsTurns(t *testing.T) {
 	recs, _ := st.Turns(context.Background(), "default", "s1")
 	if len(recs) != 1 || recs[0].Status != engine.StatusAborted {
 		t.Errorf("turn records %+v, want one aborted", recs)
+	}
+	// The aborted turn's hook records are in the decision store too: the
+	// writer outlives the turns it stores.
+	rows, err := st.QueryDecisions(context.Background(), store.DecisionQuery{Tenant: "default", SessionID: "s1", Hook: "onChatResponse", Limit: 10})
+	if err != nil || len(rows) != 1 {
+		t.Errorf("the aborted turn's onChatResponse record in the decision store: %d rows, %v; want 1", len(rows), err)
 	}
 	g.srv = nil // already shut down
 	g.http.Close()

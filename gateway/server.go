@@ -180,8 +180,11 @@ type Server struct {
 	// baseCtx is every turn's parent; baseCancel aborts all turns.
 	baseCtx    context.Context
 	baseCancel context.CancelFunc
-	closing    atomic.Bool
-	turns      sync.WaitGroup
+	// stopDecisions ends the decision writer, after Shutdown stored the
+	// queued records.
+	stopDecisions context.CancelFunc
+	closing       atomic.Bool
+	turns         sync.WaitGroup
 
 	mu     sync.Mutex
 	active map[string]*turn
@@ -439,7 +442,11 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.pruning.Go(func() { s.state.Run(s.baseCtx) })
 	if s.decisions != nil {
-		s.pruning.Go(func() { s.decisions.Run(s.baseCtx) })
+		// The decision writer outlives the turns: a shutdown whose grace
+		// ran out aborts them (baseCancel) and then stores their records.
+		dctx, stop := context.WithCancel(context.Background())
+		s.stopDecisions = stop
+		s.pruning.Go(func() { s.decisions.Run(dctx) })
 	}
 	if s.retention != nil {
 		s.pruning.Go(func() { s.runRetention(s.baseCtx) })
@@ -469,6 +476,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.ws.shutdown(wctx)
 	cancel()
 	s.flushDecisions(ctx)
+	if s.stopDecisions != nil {
+		s.stopDecisions()
+	}
 	s.baseCancel()
 	s.pruning.Wait()
 	s.subs.wait()
