@@ -56,13 +56,19 @@ func exampleRetention(t *testing.T, x *exampleRun) {
 		return nil
 	})
 	alice.json(http.MethodGet, "/v1/agents/support/sessions/fresh/messages", nil, http.StatusOK, nil)
+	// The tombstone follows the erasure's commit (the session is gone
+	// first).
 	var tombstone map[string]any
-	for _, rec := range x.audit("idle") {
-		if rec["kind"] == "erasure" {
-			tombstone = rec
+	poll(t, "the idle session's tombstone in the audit log", func() error {
+		for _, rec := range x.audit("idle") {
+			if rec["kind"] == "erasure" {
+				tombstone = rec
+				return nil
+			}
 		}
-	}
-	if tombstone == nil || tombstone["reason"] != "retention" || tombstone["by"] != nil {
+		return fmt.Errorf("no erasure record of idle")
+	})
+	if tombstone["reason"] != "retention" || tombstone["by"] != nil {
 		t.Errorf("tombstone of idle: %v", tombstone)
 	}
 	for _, rec := range x.audit("fresh") {
@@ -70,9 +76,12 @@ func exampleRetention(t *testing.T, x *exampleRun) {
 			t.Errorf("fresh was erased: %v", rec)
 		}
 	}
-	if line := x.metricLine("turngate_sessions_pruned_total", `agent="support"`); !strings.HasSuffix(line, " 1") {
-		t.Errorf("pruned counter: %q", line)
-	}
+	poll(t, "the sweep counted", func() error {
+		if line := x.metricLine("turngate_sessions_pruned_total", `agent="support"`); !strings.HasSuffix(line, " 1") {
+			return fmt.Errorf("pruned counter: %q", line)
+		}
+		return nil
+	})
 	runTurngate(t, x.dir, "audit", "verify", filepath.Join("data", "audit.log"))
 }
 

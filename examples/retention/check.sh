@@ -37,7 +37,15 @@ echo "GET $IDLE/messages: $(status "/v1/agents/support/sessions/$IDLE/messages")
 echo "GET $FRESH/messages: $(status "/v1/agents/support/sessions/$FRESH/messages")" | tee data/fresh.status
 expect "the idle session is erased" data/idle.status ': 404$'
 expect "the other is kept" data/fresh.status ': 200$'
+for _ in $(seq 1 100); do # the tombstone follows the erasure's commit
+	grep -q '"kind":"erasure".*"sessionId":"'"$IDLE"'"' data/audit.log && break
+	sleep 0.1
+done
 expect "the audit log has its tombstone, reason retention" data/audit.log '"kind":"erasure".*"reason":"retention".*"sessionId":"'"$IDLE"'"'
-curl -s "$BASE/metrics" | grep '^turngate_sessions_pruned_total' | tee data/metrics.txt
+for _ in $(seq 1 100); do # counted right after the tombstone
+	curl -s "$BASE/metrics" | grep '^turngate_sessions_pruned_total' >data/metrics.txt && break
+	sleep 0.1
+done
+cat data/metrics.txt
 expect "the sweep is counted" data/metrics.txt '^turngate_sessions_pruned_total\{agent="support"\} [1-9]'
 finish
