@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -84,6 +85,9 @@ type turn struct {
 	log   *slog.Logger
 	emitF func(Event)
 	begin time.Time
+	// limits are the request's ToolLimits, the Engine's options filling
+	// the zero fields.
+	limits ToolLimits
 
 	// Configuration after beforeTurn.
 	cfg           TurnConfig
@@ -139,6 +143,11 @@ func newTurn(e *Engine, req *TurnRequest) *turn {
 		t.hooks = NopHooks{}
 	}
 	t.chunk.Identity = req.Identity
+	t.limits = ToolLimits{
+		Timeout:        cmp.Or(req.ToolLimits.Timeout, e.opts.ToolTimeout),
+		MaxOutputBytes: cmp.Or(req.ToolLimits.MaxOutputBytes, e.opts.MaxOutputBytes),
+		MaxConcurrent:  cmp.Or(req.ToolLimits.MaxConcurrent, e.opts.MaxConcurrentTools),
+	}
 	if n := len(req.Messages); req.Continuation && n > 0 && req.Messages[n-1].Role == RoleAssistant {
 		last := req.Messages[n-1]
 		t.msg = UIMessage{ID: last.ID, Role: RoleAssistant, Metadata: last.Metadata, Parts: slices.Clone(last.Parts)}

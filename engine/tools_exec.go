@@ -208,11 +208,11 @@ func (t *turn) announce(cs *callState) {
 }
 
 // execute runs the calls marked run concurrently, at most
-// MaxConcurrentTools at a time. It returns false if ctx ended first; the
+// the turn's ToolLimits.MaxConcurrent at a time. It returns false if ctx ended first; the
 // running tools see their context cancelled.
 func (t *turn) execute(ctx context.Context, states []callState, runs, step int, msgs []ModelMessage) bool {
 	t.flush() // before any tool starts: they may take long
-	sem := make(chan struct{}, t.e.opts.MaxConcurrentTools)
+	sem := make(chan struct{}, t.limits.MaxConcurrent)
 	done := make(chan struct{}, runs)
 	for i := range states {
 		if !states[i].run {
@@ -242,7 +242,7 @@ func (t *turn) execute(ctx context.Context, states []callState, runs, step int, 
 func (t *turn) runTool(ctx context.Context, cs *callState, step int, msgs []ModelMessage) {
 	timeout := cs.tool.Timeout
 	if timeout <= 0 {
-		timeout = t.e.opts.ToolTimeout
+		timeout = t.limits.Timeout
 	}
 	if t.replayJournaled(ctx, cs) {
 		return
@@ -275,7 +275,7 @@ func (t *turn) runTool(ctx context.Context, cs *callState, step int, msgs []Mode
 	}
 	limit := cs.tool.MaxOutputBytes
 	if limit <= 0 {
-		limit = t.e.opts.MaxOutputBytes
+		limit = t.limits.MaxOutputBytes
 	}
 	cs.output, cs.success = truncateOutput(out, limit), true
 }

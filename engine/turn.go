@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // DefaultMaxSteps is the step budget when neither the agent nor a rule sets
@@ -25,6 +26,9 @@ type TurnRequest struct {
 	Messages []UIMessage
 	// Tools is the agent's merged tool set.
 	Tools []Tool
+	// ToolLimits bound the turn's tool executions where a tool sets no
+	// bound of its own; a zero field means the Engine's option.
+	ToolLimits ToolLimits
 	// Defaults are the agent's configured TurnConfig defaults (maxSteps,
 	// sampling…); beforeTurn overrides apply on top.
 	Defaults TurnConfig
@@ -82,6 +86,17 @@ type TurnRequest struct {
 	// toolResult, afterToolCall, onStepFinish and the next beforeStep run,
 	// so those hooks delay them (Rego by at most its deadline).
 	Flush func()
+}
+
+// ToolLimits bound a turn's tool executions (TurnRequest.ToolLimits).
+type ToolLimits struct {
+	// Timeout bounds a tool execution (Options.ToolTimeout).
+	Timeout time.Duration
+	// MaxOutputBytes bounds a tool output (Options.MaxOutputBytes).
+	MaxOutputBytes int
+	// MaxConcurrent caps the tool executions running at once
+	// (Options.MaxConcurrentTools).
+	MaxConcurrent int
 }
 
 // TurnResult is how a turn ended.

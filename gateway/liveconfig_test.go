@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/turngate/turngate/gateway/config"
@@ -42,5 +43,65 @@ func TestApplyConfig(t *testing.T) {
 	g.doJSON("GET", "/v1/admin/config", nil, http.StatusOK, &st)
 	if st.Revision != cfg.Revision() || st.Revision == "" || len(st.LiveFields) == 0 {
 		t.Errorf("GET /v1/admin/config = %+v, want revision %s", st, cfg.Revision())
+	}
+}
+
+// TestApplyConfigToolLimits: a reload that lowers limits.maxToolOutputBytes
+// cuts the next turn's tool output, which the model then answers with.
+func TestApplyConfigToolLimits(t *testing.T) {
+	g := newTestGateway(t, "basic")
+	weather := map[string]any{"model": "demo", "messages": []any{map[string]any{"role": "user", "content": "weather in Paris"}}}
+	answer := func() string {
+		var resp struct {
+			Choices []struct {
+				Message struct{ Content string }
+			}
+		}
+		g.doJSON("POST", "/v1/chat/completions", weather, http.StatusOK, &resp)
+		if len(resp.Choices) != 1 {
+			t.Fatalf("%d choices, want 1", len(resp.Choices))
+		}
+		return resp.Choices[0].Message.Content
+	}
+	if got := answer(); !strings.Contains(got, `"city":"Paris"`) || strings.Contains(got, "truncated") {
+		t.Fatalf("before the reload: %q, want the whole forecast", got)
+	}
+	next := testConfig(t, "basic")
+	next.Limits.MaxToolOutputBytes = 10
+	if err := g.srv.ApplyConfig(next); err != nil {
+		t.Fatal(err)
+	}
+	if got := answer(); !strings.Contains(got, "…[truncated") {
+		t.Errorf("after maxToolOutputBytes 10: %q, want the forecast cut", got)
+	}
+}
+
+// TestApplyConfigTurnQueue: a reload that lowers
+// limits.maxQueuedTurnsPerSession refuses the next request beyond the new
+// bound with 429, while the turn running and the one waiting finish.
+func TestApplyConfigTurnQueue(t *testing.T) {
+	gate := newStepGate(false)
+	cfg := testConfig(t, "empty")
+	g := startGateway(t, cfg, Options{Observer: gate})
+	first := send(g, "first")
+	<-gate.entered
+	waiter := send(g, "waits")
+	waitFor(t, "a request to wait for the session", func() bool {
+		g.srv.locks.mu.Lock()
+		defer g.srv.locks.mu.Unlock()
+		l := g.srv.locks.locks[sessionKey("default", "s1")]
+		return l != nil && l.users == 2
+	})
+	next := testConfig(t, "empty")
+	next.Limits.MaxQueuedTurnsPerSession = 1
+	if err := g.srv.ApplyConfig(next); err != nil {
+		t.Fatal(err)
+	}
+	assertTooMany(t, g)
+	close(gate.open)
+	for name, wait := range map[string]func() int{"first": first, "the waiter": waiter} {
+		if code := wait(); code != http.StatusOK {
+			t.Errorf("%s: %d, want 200", name, code)
+		}
 	}
 }

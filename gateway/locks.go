@@ -11,10 +11,10 @@ import (
 var errQueueFull = errors.New("session turn queue is full")
 
 // sessionLocks is the per-session turn lock: one turn per session at a
-// time, later requests queue in arrival order behind it, up to maxQueue
-// waiters.
+// time, later requests queue in arrival order behind it, up to maxQueue()
+// waiters (the live limits.maxQueuedTurnsPerSession, read at each request).
 type sessionLocks struct {
-	maxQueue int
+	maxQueue func() int
 	mu       sync.Mutex
 	locks    map[string]*sessionLock
 }
@@ -26,12 +26,12 @@ type sessionLock struct {
 	users int
 }
 
-func newSessionLocks(maxQueue int) *sessionLocks {
+func newSessionLocks(maxQueue func() int) *sessionLocks {
 	return &sessionLocks{maxQueue: maxQueue, locks: map[string]*sessionLock{}}
 }
 
 // acquire takes key's lock, waiting for it while ctx allows. When bounded
-// and the lock already has a holder and maxQueue waiters, it fails at once
+// and the lock already has a holder and maxQueue() waiters, it fails at once
 // with errQueueFull. Submission workers acquire unbounded: their queue is
 // the durable submission table. The returned release must be called once.
 func (s *sessionLocks) acquire(ctx context.Context, key string, bounded bool) (release func(), err error) {
@@ -41,7 +41,7 @@ func (s *sessionLocks) acquire(ctx context.Context, key string, bounded bool) (r
 		l = &sessionLock{sem: make(chan struct{}, 1)}
 		s.locks[key] = l
 	}
-	if bounded && l.users > s.maxQueue {
+	if bounded && l.users > s.maxQueue() {
 		s.mu.Unlock()
 		return nil, errQueueFull
 	}

@@ -214,7 +214,6 @@ func New(opts Options) (*Server, error) {
 		audit:      opts.Audit,
 		metrics:    opts.Metrics,
 		log:        opts.Logger,
-		locks:      newSessionLocks(opts.Config.Limits.MaxQueuedTurnsPerSession),
 		active:     map[string]*turn{},
 		started:    map[string]*turnWatch{},
 		mcp:        opts.MCP,
@@ -226,6 +225,7 @@ func New(opts Options) (*Server, error) {
 		s.log = slog.Default()
 	}
 	s.live.Store(&liveState{cfg: opts.Config}) // auth and agents below
+	s.locks = newSessionLocks(func() int { return s.conf().Limits.MaxQueuedTurnsPerSession })
 	if s.state == nil {
 		s.state = rulestate.New(opts.Store, rulestate.Options{Logger: s.log, Now: opts.Now})
 	}

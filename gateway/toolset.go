@@ -99,6 +99,14 @@ func (s *Server) subAgentTemplate(name string) (engine.TurnRequest, error) {
 		System:   ag.system,
 		Tools:    s.agentTools(ag),
 		Defaults: ag.defaults,
-		Hooks:    engine.Compose(s.kill.Hooks(), s.state.Hooks(rev, s.extensions.Wrap(rev.Hooks(s.recorder, s.failurePolicy))), s.quotas.Hooks(), s.observers),
+		// The sub-agent's tool limits are the configuration's when it starts.
+		ToolLimits: toolLimits(s.conf().Limits),
+		Hooks:      engine.Compose(s.kill.Hooks(), s.state.Hooks(rev, s.extensions.Wrap(rev.Hooks(s.recorder, s.failurePolicy))), s.quotas.Hooks(), s.observers),
 	}, nil
+}
+
+// toolLimits are a turn's tool limits from the configuration's limits,
+// taken when the turn starts: a reload applies to the next turn.
+func toolLimits(l config.Limits) engine.ToolLimits {
+	return engine.ToolLimits{Timeout: l.ToolTimeout, MaxOutputBytes: l.MaxToolOutputBytes, MaxConcurrent: l.MaxConcurrentTools}
 }

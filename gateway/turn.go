@@ -381,6 +381,7 @@ func (s *Server) run(ctx context.Context, t *turn, in *turnInput, p *plan, messa
 		System:            in.agent.system,
 		Messages:          messages,
 		Tools:             append(s.agentTools(in.agent), in.extraTools...),
+		ToolLimits:        toolLimits(s.conf().Limits),
 		Defaults:          in.agent.defaults,
 		RequestToolChoice: in.toolChoice,
 		Continuation:      p.continuation,

@@ -26,6 +26,13 @@ var LiveFields = []string{
 	"limits.maxQueuedSubmissionsPerSession",
 	"limits.maxQueuedSubmissionsPerTenant",
 	"limits.attachments",
+	// A turn takes its tool limits when it starts; the keep-alive of a
+	// held stream and the turn queue's bound are read per request.
+	"limits.toolTimeout",
+	"limits.maxToolOutputBytes",
+	"limits.maxConcurrentTools",
+	"limits.streamKeepAlive",
+	"limits.maxQueuedTurnsPerSession",
 	// The WebSocket frame limits default to limits.maxBodyBytes; a
 	// connection takes them when it opens.
 	"websocket.maxFrameBytes",

@@ -62,7 +62,8 @@ func TestDiff(t *testing.T) {
 	}{
 		{name: "a key added", edit: func(s string) string { return s + newKey }},
 		{name: "limits, tool lists, JWT", edit: func(s string) string {
-			s = strings.Replace(s, "maxMessages: 100", "maxMessages: 50, maxBodyBytes: 1024, turnTimeout: 1m", 1)
+			s = strings.Replace(s, "maxMessages: 100", "maxMessages: 50, maxBodyBytes: 1024, turnTimeout: 1m, "+
+				"toolTimeout: 5s, maxToolOutputBytes: 100, maxConcurrentTools: 2, streamKeepAlive: 1s, maxQueuedTurnsPerSession: 1", 1)
 			s = strings.Replace(s, "tools: [weather]}", "tools: [weather, search], activeTools: [search]}", 1)
 			return s + "  jwt: {issuer: https://idp.example.com, audience: tg, jwksURL: https://idp.example.com/keys, tenant: acme}\n"
 		}},
