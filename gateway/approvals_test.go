@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -250,6 +251,7 @@ func TestApprovalByRoleViaAPI(t *testing.T) {
 		t.Errorf("listed %+v", a)
 	}
 	g.doJSON("GET", "/v1/approvals?state=maybe", nil, http.StatusBadRequest, nil, bearer(opsKey)...)
+	checkPendingGauge(t, g, map[string]int{"acme": 1, "globex": 0})
 
 	g.doJSON("POST", "/v1/approvals/"+id, map[string]any{"approved": true}, http.StatusNotFound, nil, bearer(otherKey)...)
 	g.doJSON("POST", "/v1/approvals/"+id, map[string]any{"approved": true}, http.StatusForbidden, nil, bearer(userKey)...)
@@ -281,7 +283,20 @@ func TestApprovalByRoleViaAPI(t *testing.T) {
 	if !strings.Contains(g.audit.String(), `"outcome":"approved"`) || !strings.Contains(g.audit.String(), `"by":"olga"`) {
 		t.Error("no approved record by olga")
 	}
+	checkPendingGauge(t, g, map[string]int{"acme": 0, "globex": 0})
 	_ = m
+}
+
+// checkPendingGauge checks /metrics's turngate_approvals_pending of each
+// tenant of want.
+func checkPendingGauge(t *testing.T, g *testGateway, want map[string]int) {
+	t.Helper()
+	m := g.metricsText()
+	for tenant, n := range want {
+		if line := fmt.Sprintf("turngate_approvals_pending{tenant=%q} %d\n", tenant, n); !strings.Contains(m, line) {
+			t.Errorf("metrics lack %s:\n%s", strings.TrimSpace(line), grepLines(m, "approvals_pending"))
+		}
+	}
 }
 
 // waitForPart polls the session's history until its last message's delete

@@ -144,18 +144,18 @@ func alertExprs(t *testing.T, path string) []string {
 	return exprs
 }
 
-// flakyStore fails its next ListApprovals as an unavailable store would,
-// once fail is set.
+// flakyStore fails its next CountPendingApprovals (the scrape's store
+// read) as an unavailable store would, once fail is set.
 type flakyStore struct {
 	store.Store
 	fail atomic.Bool
 }
 
-func (f *flakyStore) ListApprovals(ctx context.Context, tenant string, filter store.ApprovalFilter) ([]store.Approval, error) {
+func (f *flakyStore) CountPendingApprovals(ctx context.Context) (map[string]int, error) {
 	if f.fail.CompareAndSwap(true, false) {
-		return nil, &store.UnavailableError{Op: "ListApprovals", Err: errors.New("connection refused")}
+		return nil, &store.UnavailableError{Op: "CountPendingApprovals", Err: errors.New("connection refused")}
 	}
-	return f.Store.ListApprovals(ctx, tenant, filter)
+	return f.Store.CountPendingApprovals(ctx)
 }
 
 // TestDeployDashboardSeries: every series the Grafana dashboard and the

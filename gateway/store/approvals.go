@@ -98,7 +98,10 @@ const (
 		WHERE tenant = ? AND session_id = ? AND message_id = ? AND state = 'pending' LIMIT 1`
 	// anyExpiredSQL lets the sweep skip its write when nothing expired
 	// (an index seek on approvals_pending).
-	anyExpiredSQL      = `SELECT 1 FROM approvals WHERE state = 'pending' AND expires_at <= ? LIMIT 1`
+	anyExpiredSQL = `SELECT 1 FROM approvals WHERE state = 'pending' AND expires_at <= ? LIMIT 1`
+	// countPendingSQL counts the pending approvals by tenant: a scan of
+	// the covering approvals_pending_by_tenant, which holds only them.
+	countPendingSQL    = `SELECT tenant, COUNT(*) FROM approvals WHERE state = 'pending' GROUP BY tenant`
 	expireApprovalsSQL = `UPDATE approvals SET state = 'expired', reason = 'expired', decided_at = ?
 		WHERE state = 'pending' AND expires_at <= ? RETURNING ` + approvalColumns
 )

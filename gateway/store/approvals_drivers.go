@@ -57,6 +57,20 @@ func (s *SQLite) ListApprovals(ctx context.Context, tenant string, f ApprovalFil
 	return out, nil
 }
 
+// CountPendingApprovals implements Store.
+func (s *SQLite) CountPendingApprovals(ctx context.Context) (map[string]int, error) {
+	rows, err := s.r.QueryContext(ctx, countPendingSQL)
+	if err != nil {
+		return nil, fmt.Errorf("counting pending approvals: %w", err)
+	}
+	defer rows.Close()
+	out, err := scanCounts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("counting pending approvals: %w", err)
+	}
+	return out, nil
+}
+
 // DecideApproval implements Store. The single writer makes the decision,
 // the check of what its message has left pending and the resume's insert
 // one atomic step: of two concurrent decisions, one wins, and of two
@@ -196,6 +210,20 @@ func (s *Postgres) ListApprovals(ctx context.Context, tenant string, f ApprovalF
 	return out, nil
 }
 
+// CountPendingApprovals implements Store.
+func (s *Postgres) CountPendingApprovals(ctx context.Context) (map[string]int, error) {
+	rows, err := s.pool.Query(ctx, countPendingSQL)
+	if err != nil {
+		return nil, fmt.Errorf("counting pending approvals: %w", pgError(err))
+	}
+	defer rows.Close()
+	out, err := scanCounts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("counting pending approvals: %w", pgError(err))
+	}
+	return out, nil
+}
+
 // DecideApproval implements Store. The decision locks its message's
 // approvals first (lockMessage): of two concurrent decisions of one
 // approval, the second sees it decided; of two decisions of one message's
@@ -295,6 +323,26 @@ func (t pgApprovalTx) queueResume(sub *Submission) (*Submission, error) {
 	}
 	out, _, err := pgQueueSubmission(t.ctx, t.tx, pk, id, key, sub, QueueLimits{}, nanos(now()))
 	return out, err
+}
+
+// scanCounts reads rows of (tenant, count) into a map.
+func scanCounts(rows interface {
+	rowScanner
+	Next() bool
+	Err() error
+}) (map[string]int, error) {
+	out := map[string]int{}
+	for rows.Next() {
+		var (
+			tenant string
+			n      int
+		)
+		if err := rows.Scan(&tenant, &n); err != nil {
+			return nil, err
+		}
+		out[tenant] = n
+	}
+	return out, rows.Err()
 }
 
 // approvalsArgs checks every approval and returns their insert arguments.

@@ -70,6 +70,9 @@ func TestApprovals(t *testing.T) {
 		if err != nil || len(list) != 2 || list[0].ID != "appr-1" || list[1].ID != "appr-2" {
 			t.Fatalf("pending list %+v, %v", list, err)
 		}
+		if n, err := s.CountPendingApprovals(ctx); err != nil || !maps.Equal(n, map[string]int{"acme": 2, "globex": 1}) {
+			t.Errorf("pending counts %v, %v, want acme 2, globex 1", n, err)
+		}
 
 		// Decided at most once, even concurrently.
 		var wg sync.WaitGroup
@@ -119,6 +122,9 @@ func TestApprovals(t *testing.T) {
 		}
 		if list, _ := s.ListApprovals(ctx, "acme", ApprovalFilter{State: ApprovalPending}); len(list) != 0 {
 			t.Errorf("pending after decisions %+v", list)
+		}
+		if n, err := s.CountPendingApprovals(ctx); err != nil || !maps.Equal(n, map[string]int{"globex": 1}) {
+			t.Errorf("pending counts after decisions %v, %v, want globex 1 alone", n, err)
 		}
 	})
 }

@@ -216,6 +216,9 @@ type Store interface {
 	// ListApprovals returns the tenant's approvals that match f, oldest
 	// first.
 	ListApprovals(ctx context.Context, tenant string, f ApprovalFilter) ([]Approval, error)
+	// CountPendingApprovals returns how many approvals each tenant has
+	// pending; a tenant with none is absent.
+	CountPendingApprovals(ctx context.Context) (map[string]int, error)
 	// DecideApproval decides the tenant's pending approval id once, as d
 	// says, and returns the decided approval; ErrNotFound when there is no
 	// such approval, ErrConflict when it is decided already or (for

@@ -189,6 +189,10 @@ func (w *wrapped) ListApprovals(ctx context.Context, tenant string, f ApprovalFi
 	return call1(w, ctx, "ListApprovals", func(ctx context.Context) ([]Approval, error) { return w.st.ListApprovals(ctx, tenant, f) })
 }
 
+func (w *wrapped) CountPendingApprovals(ctx context.Context) (map[string]int, error) {
+	return call1(w, ctx, "CountPendingApprovals", w.st.CountPendingApprovals)
+}
+
 func (w *wrapped) DecideApproval(ctx context.Context, tenant, id string, d Decision) (*Approval, *Submission, error) {
 	return call2(w, ctx, "DecideApproval", func(ctx context.Context) (*Approval, *Submission, error) {
 		return w.st.DecideApproval(ctx, tenant, id, d)
