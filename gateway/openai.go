@@ -62,20 +62,29 @@ type oaiTool struct {
 	} `json:"function"`
 }
 
+// oaiPart is a content part as the gateway reads it.
+type oaiPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// parts returns a message's content parts: none for a string, null or
+// absent content (decodeOAIRequest checked that it is one of them).
+func (m oaiMessage) parts() []oaiPart {
+	var parts []oaiPart
+	_ = json.Unmarshal(m.Content, &parts)
+	return parts
+}
+
 // text returns a message's content as text: a string, or the text parts of
-// an array (decodeOAIRequest checked that it is one of them).
+// an array.
 func (m oaiMessage) text() string {
 	var s string
 	if json.Unmarshal(m.Content, &s) == nil {
 		return s
 	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	_ = json.Unmarshal(m.Content, &parts) // null or absent: no parts
 	var b strings.Builder
-	for _, p := range parts {
+	for _, p := range m.parts() {
 		if p.Type == "text" {
 			b.WriteString(p.Text)
 		}
@@ -86,12 +95,8 @@ func (m oaiMessage) text() string {
 // files counts a message's file content parts (image_url, input_audio and
 // file), which limits.attachments.maxCount bounds though only text is read.
 func (m oaiMessage) files() int {
-	var parts []struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(m.Content, &parts) // a string, null or absent: none
 	n := 0
-	for _, p := range parts {
+	for _, p := range m.parts() {
 		switch p.Type {
 		case "image_url", "input_audio", "file":
 			n++
@@ -135,6 +140,14 @@ func (r *oaiRequest) toUIMessages() ([]engine.UIMessage, error) {
 			at, ok := toolPart[m.ToolCallID]
 			if !ok {
 				return nil, errField(field+".tool_call_id", "names no earlier assistant tool call")
+			}
+			// A tool's output is JSON or text to the engine: another part
+			// of a tool message would be lost.
+			for j, part := range m.parts() {
+				if part.Type != "text" {
+					return nil, errField(fmt.Sprintf("%s.content[%d]", field, j),
+						"a tool message's content may hold text parts only, not %s: a tool's output is JSON or text", part.Type)
+				}
 			}
 			output := json.RawMessage(text)
 			if !json.Valid(output) {

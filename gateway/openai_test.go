@@ -179,10 +179,17 @@ func TestOpenAIErrors(t *testing.T) {
 			map[string]any{"type": "image_url", "image_url": map[string]any{"url": "https://example.com/a.png"}}}, 4),
 			map[string]any{"type": "file", "file": map[string]any{"file_id": "f1"}}, map[string]any{"type": "text", "text": "look"})}}},
 			want: 400, code: CodeInvalidAttachment},
+		{"image in a tool result", map[string]any{"model": "demo", "messages": []any{
+			map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "shot", "arguments": "{}"}}}},
+			map[string]any{"role": "tool", "tool_call_id": "call_1", "content": []any{map[string]any{"type": "text", "text": "the screenshot:"},
+				map[string]any{"type": "image_url", "image_url": map[string]any{"url": "https://example.com/a.png"}}}}}}, 400, CodeInvalidRequest},
 	}
 	// params are the error params of the cases that name a field.
 	params := map[string]string{"bad role": "messages[0].role", "server tool shadowed": "tools[0].function.name",
-		"orphan tool result": "messages[0].tool_call_id", "too many files": "messages[1].content"}
+		"orphan tool result": "messages[0].tool_call_id", "too many files": "messages[1].content",
+		"image in a tool result": "messages[1].content[1]"}
+	// says are what the messages of some cases say.
+	says := map[string]string{"image in a tool result": "a tool message's content may hold text parts only, not image_url"}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := g.do("POST", "/v1/chat/completions", tc.body)
@@ -201,6 +208,9 @@ func TestOpenAIErrors(t *testing.T) {
 			}
 			if param, ok := params[tc.name]; ok && (body.Error.Param == nil || *body.Error.Param != param || !strings.Contains(body.Error.Message, param)) {
 				t.Errorf("error %+v, want param and message naming %s", body.Error, param)
+			}
+			if want := says[tc.name]; !strings.Contains(body.Error.Message, want) || tc.want == 400 && body.Error.Type != "invalid_request_error" {
+				t.Errorf("error %+v, want an invalid_request_error saying %q", body.Error, want)
 			}
 			if resp.Header.Get("x-should-retry") != "false" {
 				t.Error("a client error must carry x-should-retry: false")
