@@ -216,6 +216,7 @@ func TestKillSwitchStopsTurns(t *testing.T) {
 	for _, s := range []string{"s1", "s2", "s3"} {
 		acme.doJSON("GET", "/v1/agents/demo/sessions/"+s+"/messages", nil, http.StatusNotFound, nil)
 	}
+	g.srv.audit.Flush() // the records are written behind the answers
 	if n := strings.Count(g.audit.String(), `"hook":"beforeTurn"`); n != 5 {
 		t.Errorf("%d beforeTurn decision records, want 5 (one per refused turn)", n)
 	}

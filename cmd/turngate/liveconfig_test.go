@@ -160,9 +160,11 @@ func TestServeLiveConfig(t *testing.T) {
 		got := agentsStatus(t, r.addr, liveAppKey)
 		return got == http.StatusOK, fmt.Sprint(got)
 	})
-	if st := configStatus(t, r.addr); st.Revision != good || st.ReloadsOK != 1 || st.File != s.path || st.LastError != nil {
-		t.Errorf("status after the key was added: %+v, want revision %s", st, good)
-	}
+	// The key works once the config is applied; the status follows.
+	eventually(t, "the status to show the reload", func() (bool, string) {
+		st := configStatus(t, r.addr)
+		return st.Revision == good && st.ReloadsOK == 1 && st.File == s.path && st.LastError == nil, fmt.Sprintf("%+v, want revision %s", st, good)
+	})
 
 	for i, tc := range []struct {
 		name       string

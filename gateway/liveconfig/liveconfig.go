@@ -153,7 +153,7 @@ func (m *Manager) Reload() (changed bool, err error) {
 	rev := config.TextRevision(data)
 	switch rev {
 	case live.Revision():
-		m.finish(ReloadUnchanged, nil, "")
+		m.finish(ReloadUnchanged, nil, "", nil)
 		return false, nil
 	case lastFailed:
 		return false, lastErr
@@ -174,11 +174,8 @@ func (m *Manager) Reload() (changed bool, err error) {
 	if err := m.opts.Apply(next); err != nil {
 		return false, m.rejected(rev, CodeInvalid, err)
 	}
-	m.mu.Lock()
-	m.live = next
-	m.mu.Unlock()
 	m.log.Info("config reloaded", "file", m.path, "revision", rev, "previous", live.Revision())
-	m.finish(ReloadAccepted, nil, rev)
+	m.finish(ReloadAccepted, nil, rev, next)
 	return true, nil
 }
 
@@ -189,15 +186,20 @@ func (m *Manager) rejected(rev, code string, err error) error {
 	errs := diagnostics(m.path, code, err)
 	m.log.Error("config reload rejected; keeping the last good configuration",
 		"file", m.path, "revision", m.Current().Revision(), "errors", len(errs), "error", errs.Error())
-	m.finish(ReloadRejected, errs, rev)
+	m.finish(ReloadRejected, errs, rev, nil)
 	return errs
 }
 
-// finish updates the status after a reload attempt and reports its
-// result to Options.OnReload.
-func (m *Manager) finish(result string, errs policy.Errors, rev string) {
+// finish updates the status after a reload attempt, next becoming the
+// live configuration of an accepted one in the same step (Status never
+// shows the new revision without its reload), and reports the result to
+// Options.OnReload.
+func (m *Manager) finish(result string, errs policy.Errors, rev string, next *config.Config) {
 	now := time.Now()
 	m.mu.Lock()
+	if next != nil {
+		m.live = next
+	}
 	healed := errs == nil && m.lastErr != nil
 	m.lastCheck = now
 	m.lastErr, m.lastFailed = errs, ""
