@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/turngate/turngate/gateway/config"
 	"github.com/turngate/turngate/gateway/liveconfig"
+	"github.com/turngate/turngate/internal/fakeclock"
 )
 
 // TestApplyConfig: a limit applied live holds for the next request, and
@@ -104,4 +106,38 @@ func TestApplyConfigTurnQueue(t *testing.T) {
 			t.Errorf("%s: %d, want 200", name, code)
 		}
 	}
+}
+
+// TestApplyConfigQuotaLimits: a reload that lowers a quota's limit
+// refuses the next turn over it, counting the turns admitted before the
+// reload; raising it admits turns again.
+func TestApplyConfigQuotaLimits(t *testing.T) {
+	clock := fakeclock.New(time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC))
+	turns := config.Quota{Name: "principal-turns", Per: "principal", Turns: 5, Window: "1h"}
+	g := startQuotaGateway(t, clock, turns)
+	acme := g.as(ksAcmeKey)
+	hello := map[string]any{"text": "hello"}
+	acme.doJSON("POST", "/v1/agents/demo/sessions/s1/messages", hello, http.StatusOK, nil)
+	acme.doJSON("POST", "/v1/agents/demo/sessions/s2/messages", hello, http.StatusOK, nil)
+	reload := func(limit int64) {
+		t.Helper()
+		next := testConfig(t, "basic")
+		killSwitchKeys(next)
+		turns.Turns = limit
+		next.Quotas = []config.Quota{turns}
+		if err := next.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.srv.ApplyConfig(next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload(2)
+	_, body := refusal(t, "over the lowered limit", acme.do("POST", "/v1/agents/demo/sessions/s3/messages", hello), http.StatusTooManyRequests)
+	if msg, _ := body["message"].(string); !strings.Contains(msg, "2 turns per 1h") {
+		t.Errorf("refusal %v, want the new limit of 2", body)
+	}
+	reload(3)
+	acme.doJSON("POST", "/v1/agents/demo/sessions/s4/messages", hello, http.StatusOK, nil)
+	refusal(t, "over the raised limit", acme.do("POST", "/v1/agents/demo/sessions/s5/messages", hello), http.StatusTooManyRequests)
 }

@@ -371,8 +371,9 @@ func (s *Server) auth() *authenticator { return s.live.Load().auth }
 const retiredAuthGrace = time.Minute
 
 // ApplyConfig makes cfg the live configuration: the API keys, JWT
-// settings, limits and agents' tool lists of requests and turns that start
-// from now on are cfg's, while running turns finish on theirs. cfg must be
+// settings, limits, quotas' limits and agents' tool lists of requests and
+// turns that start from now on are cfg's, while running turns finish on
+// theirs. cfg must be
 // validated as at startup and differ from the live configuration only in
 // liveconfig.LiveFields (liveconfig.Diff; the Manager checks both). An
 // error (a JWT verifier that cannot start) leaves the live configuration.
@@ -385,6 +386,9 @@ func (s *Server) ApplyConfig(cfg *config.Config) error {
 		return err
 	}
 	agents, err := buildAgents(cfg, old.agents)
+	if err == nil {
+		err = s.quotas.SetLimits(cfg.Quotas)
+	}
 	if err != nil {
 		if auth.jwt != old.auth.jwt {
 			auth.close()

@@ -37,6 +37,11 @@ var LiveFields = []string{
 	// connection takes them when it opens.
 	"websocket.maxFrameBytes",
 	"websocket.unauthenticatedFrameBytes",
+	// A quota's limit, not what it limits (quotaKinds): the counts in the
+	// store go on, the next check reads the new limit.
+	"quotas[*].turns",
+	"quotas[*].inputTokens",
+	"quotas[*].outputTokens",
 	"agents[*].tools",
 	"agents[*].activeTools",
 	"agents[*].attachments",
@@ -62,11 +67,30 @@ func Diff(live, next *config.Config) error {
 	if live.Authenticated() != next.Authenticated() {
 		paths = append(paths, "auth")
 	}
+	paths = append(paths, quotaKinds(live, next)...)
 	errs := make([]error, len(paths))
 	for i, p := range paths {
 		errs[i] = next.ErrorAt(p, &RestartError{Path: p})
 	}
 	return errors.Join(errs...)
+}
+
+// quotaKinds returns the path of the limit of each quota of next that
+// limits another thing (turns, inputTokens, outputTokens) than the live
+// one: its declared state is another, a restart. Quota lists of other
+// lengths are one difference already (walk).
+func quotaKinds(live, next *config.Config) []string {
+	if len(live.Quotas) != len(next.Quotas) {
+		return nil
+	}
+	var out []string
+	for i := range next.Quotas {
+		was, _ := live.Quotas[i].Limit()
+		if is, _ := next.Quotas[i].Limit(); is != was {
+			out = append(out, fmt.Sprintf("quotas[%d].%s", i, is))
+		}
+	}
+	return out
 }
 
 // index matches the indices of a field path, for matching LiveFields.

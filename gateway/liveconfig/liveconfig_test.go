@@ -1,6 +1,7 @@
 package liveconfig
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -32,6 +33,12 @@ auth:
     - {key: "0123456789abcdef0123456789abcdef", tenant: acme, subject: ops, roles: [admin]}
 `
 
+// withQuotas is base with a turn quota (line 10) and a token budget
+// (line 11).
+var withQuotas = strings.Replace(base, "store:", "quotas:\n"+
+	"  - {name: turns, per: tenant, turns: 10, window: hour}\n"+
+	"  - {name: tokens, per: tenant, inputTokens: 1000, window: day}\nstore:", 1)
+
 // newKey is a second API key the edits add.
 const newKey = "    - {key: \"fedcba9876543210fedcba9876543210\", tenant: beta, subject: app}\n"
 
@@ -57,6 +64,7 @@ func load(t *testing.T, path, text string) *config.Config {
 func TestDiff(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		from string // the live text; "" is base
 		edit func(string) string
 		want []string // each a restart error, after "FILE: "
 	}{
@@ -80,12 +88,24 @@ func TestDiff(t *testing.T) {
 		{name: "an agent added", edit: func(s string) string {
 			return strings.Replace(s, "store:", "  - {name: other, model: demo}\nstore:", 1)
 		}, want: []string{"line 8 col 3: agents changed: needs a restart"}},
+		{name: "quotas' limits", from: withQuotas, edit: func(s string) string {
+			return strings.NewReplacer("turns: 10", "turns: 3", "inputTokens: 1000", "inputTokens: 50").Replace(s)
+		}},
+		{name: "what a quota limits", from: withQuotas, edit: func(s string) string {
+			return strings.Replace(s, "inputTokens: 1000", "outputTokens: 1000", 1)
+		}, want: []string{"line 11 col 47: quotas[1].outputTokens changed: needs a restart"}},
+		{name: "a quota's window", from: withQuotas, edit: func(s string) string {
+			return strings.Replace(s, "window: hour", "window: day", 1)
+		}, want: []string{"line 10 col 51: quotas[0].window changed: needs a restart"}},
+		{name: "a quota added", edit: func(string) string { return withQuotas },
+			want: []string{"quotas changed: needs a restart"}},
 		{name: "every key removed", edit: func(s string) string { return s[:strings.Index(s, "auth:")] },
 			want: []string{"line 1 col 1: auth changed: needs a restart"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "turngate.yaml")
-			live, next := load(t, path, base), load(t, path, tc.edit(base))
+			from := cmp.Or(tc.from, base)
+			live, next := load(t, path, from), load(t, path, tc.edit(from))
 			err := Diff(live, next)
 			if len(tc.want) == 0 {
 				if err != nil {

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/turngate/turngate/engine"
@@ -62,6 +63,8 @@ type Quotas struct {
 	tr   *rulestate.Tracker
 	opts Options
 	all  []*quota
+	// limits are the quotas' limits by index, swapped whole by SetLimits.
+	limits atomic.Pointer[[]int64]
 	// sets caches the state.Set of each combination of applicable quotas
 	// (keyed by their indices): at most one per combination the filters
 	// allow, so it stays small.
@@ -74,7 +77,6 @@ type quota struct {
 	cfg   config.Quota
 	decl  *state.Decl
 	what  string // turns, inputTokens, outputTokens
-	limit int64
 }
 
 // StateName is the name of quota name's declared state.
@@ -94,8 +96,10 @@ func New(qs []config.Quota, tr *rulestate.Tracker, opts Options) (*Quotas, error
 	}
 	q := &Quotas{tr: tr, opts: opts}
 	var decls []*state.Decl
+	limits := make([]int64, len(qs))
 	for i, c := range qs {
 		what, limit := c.Limit()
+		limits[i] = limit
 		d := &state.Decl{Name: StateName(c.Name), Kind: state.Sum, Window: window(&c)}
 		switch what {
 		case "turns":
@@ -109,12 +113,41 @@ func New(qs []config.Quota, tr *rulestate.Tracker, opts Options) (*Quotas, error
 			d.Scope = append(d.Scope, state.ScopePart{Kind: state.ScopeKind(p)})
 		}
 		decls = append(decls, d)
-		q.all = append(q.all, &quota{index: i, cfg: c, decl: d, what: what, limit: limit})
+		q.all = append(q.all, &quota{index: i, cfg: c, decl: d, what: what})
 	}
 	if _, err := state.NewSet(decls...); err != nil {
 		return nil, fmt.Errorf("quotas: %w", err)
 	}
+	q.limits.Store(&limits)
 	return q, nil
+}
+
+// SetLimits makes the limits of qs, the quotas of a reloaded config, the
+// ones the next checks read, all at once; the counts in the store go on.
+// qs must be the quotas q was made of but for their limits' values (the
+// same list, each limiting the same thing), or else SetLimits changes
+// nothing and says which quota differs. A nil Quotas takes an empty qs.
+func (q *Quotas) SetLimits(qs []config.Quota) error {
+	var all []*quota
+	if q != nil {
+		all = q.all
+	}
+	if len(qs) != len(all) {
+		return fmt.Errorf("quotas: %d quotas, not %d: needs a restart", len(qs), len(all))
+	}
+	if q == nil {
+		return nil
+	}
+	limits := make([]int64, len(qs))
+	for i := range qs {
+		what, limit := qs[i].Limit()
+		if x := q.all[i]; qs[i].Name != x.cfg.Name || what != x.what {
+			return fmt.Errorf("quotas[%d]: %s limiting %s, not %s limiting %s: needs a restart", i, qs[i].Name, what, x.cfg.Name, x.what)
+		}
+		limits[i] = limit
+	}
+	q.limits.Store(&limits)
+	return nil
 }
 
 // window is the declared window of c.
@@ -216,7 +249,7 @@ func (q *Quotas) AdmitTurn(ctx context.Context, id *engine.Identity) (*Admission
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if ex := q.over(app, vals, id, AtTurn); ex != nil {
+	if ex := q.over(app, *q.limits.Load(), vals, id, AtTurn); ex != nil {
 		if err := pend.Settle(context.WithoutCancel(ctx), state.OutcomeRefused); err != nil {
 			q.opts.Logger.Warn("settling a refused turn in the quotas", "requestId", id.RequestID, "err", err)
 		}
@@ -226,18 +259,18 @@ func (q *Quotas) AdmitTurn(ctx context.Context, id *engine.Identity) (*Admission
 }
 
 // over returns the refusal of the first quota of qs whose value in vals
-// is at its limit, with the longest wait of those that are, after
+// is at its limit in limits (by quota index), with the longest wait of those that are, after
 // recording and counting it; nil when none is.
-func (q *Quotas) over(qs []*quota, vals state.Values, id *engine.Identity, at string) *ExceededError {
+func (q *Quotas) over(qs []*quota, limits []int64, vals state.Values, id *engine.Identity, at string) *ExceededError {
 	var ex *ExceededError
 	var fired []string
 	now := q.opts.Now()
 	for _, x := range qs {
-		used := number(vals[x.decl.Name])
+		used, limit := number(vals[x.decl.Name]), limits[x.index]
 		if q.opts.Used != nil {
-			q.opts.Used(x.cfg.Name, id.Principal.Tenant, used, x.limit)
+			q.opts.Used(x.cfg.Name, id.Principal.Tenant, used, limit)
 		}
-		if used < x.limit {
+		if used < limit {
 			continue
 		}
 		wait := x.decl.Window.Reset(now).Sub(now)
@@ -246,7 +279,7 @@ func (q *Quotas) over(qs []*quota, vals state.Values, id *engine.Identity, at st
 			q.opts.Exceeded(x.cfg.Name, x.cfg.Per, at)
 		}
 		if ex == nil {
-			ex = &ExceededError{Quota: x.cfg.Name, What: x.what, Per: x.cfg.Per, Window: x.cfg.Window, Limit: x.limit, Used: used, RetryAfter: wait}
+			ex = &ExceededError{Quota: x.cfg.Name, What: x.what, Per: x.cfg.Per, Window: x.cfg.Window, Limit: limit, Used: used, RetryAfter: wait}
 		}
 		ex.RetryAfter = max(ex.RetryAfter, wait)
 	}
@@ -284,7 +317,8 @@ func number(v any) int64 {
 // StepBudget returns the engine's step budget for the turn of id
 // (engine.TurnRequest.StepBudget): after a step, a token budget at its
 // limit stops the turn, naming the quota; nil when no token quota applies.
-// A failed read stops the turn too (closed).
+// A failed read stops the turn too (closed). The limits are those when the
+// turn started: a reload applies to the next turn.
 func (q *Quotas) StepBudget(id engine.Identity) func(context.Context) string {
 	if q == nil {
 		return nil
@@ -297,13 +331,14 @@ func (q *Quotas) StepBudget(id engine.Identity) func(context.Context) string {
 	for i, x := range app {
 		reads[i] = x.decl
 	}
+	limits := *q.limits.Load()
 	return func(ctx context.Context) string {
 		vals, err := q.tr.Read(ctx, &rulestate.Event{Kind: state.EventTokens, Identity: id}, reads)
 		if err != nil {
 			q.opts.Logger.Error("reading the token quotas; the turn stops", "requestId", id.RequestID, "err", err)
 			return "the token quotas could not be checked"
 		}
-		if ex := q.over(app, vals, &id, AtStep); ex != nil {
+		if ex := q.over(app, limits, vals, &id, AtStep); ex != nil {
 			return fmt.Sprintf("quota %s used up: %d %s per %s", ex.Quota, ex.Limit, ex.What, ex.Window)
 		}
 		return ""
@@ -372,7 +407,7 @@ func (q *Quotas) Usage(ctx context.Context, ids []engine.Identity) (UsageReport,
 	if q == nil {
 		return rep, nil
 	}
-	now := q.opts.Now()
+	now, limits := q.opts.Now(), *q.limits.Load()
 	type seenKey struct {
 		quota int
 		key   Usage
@@ -404,7 +439,7 @@ func (q *Quotas) Usage(ctx context.Context, ids []engine.Identity) (UsageReport,
 		}
 		for j, x := range of {
 			u := rows[j]
-			u.Used, u.Limit, u.Since = number(vals[x.decl.Name]), x.limit, x.decl.Window.Start(now).UTC()
+			u.Used, u.Limit, u.Since = number(vals[x.decl.Name]), limits[x.index], x.decl.Window.Start(now).UTC()
 			rep.Rows[x.cfg.Name] = append(rep.Rows[x.cfg.Name], u)
 		}
 	}

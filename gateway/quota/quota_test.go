@@ -2,6 +2,7 @@ package quota
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -62,5 +63,43 @@ func TestNumber(t *testing.T) {
 		if got := number(tt.v); got != tt.want {
 			t.Errorf("number(%v) = %d, want %d", tt.v, got, tt.want)
 		}
+	}
+}
+
+// TestSetLimits: new limits of the same quotas are taken whole; another
+// list, another name or another thing limited changes nothing and says
+// which quota differs.
+func TestSetLimits(t *testing.T) {
+	qs := []config.Quota{
+		{Name: "turns", Per: "principal", Turns: 30, Window: "1m"},
+		{Name: "out", Per: "tenant", OutputTokens: 9, Window: "day"},
+	}
+	q, err := New(qs, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		qs   []config.Quota
+		want string // the error, "" for none
+	}{
+		{"new limits", []config.Quota{{Name: "turns", Turns: 3}, {Name: "out", OutputTokens: 100}}, ""},
+		{"a quota fewer", qs[:1], "quotas: 1 quotas, not 2: needs a restart"},
+		{"another thing limited", []config.Quota{{Name: "turns", Turns: 3}, {Name: "out", InputTokens: 100}},
+			"quotas[1]: out limiting inputTokens, not out limiting outputTokens: needs a restart"},
+		{"renamed", []config.Quota{{Name: "turns2", Turns: 3}, {Name: "out", OutputTokens: 100}},
+			"quotas[0]: turns2 limiting turns, not turns limiting turns: needs a restart"},
+	} {
+		err := q.SetLimits(tt.qs)
+		if got := fmt.Sprint(err); (err == nil) != (tt.want == "") || (err != nil && got != tt.want) {
+			t.Errorf("%s: SetLimits = %v, want %q", tt.name, err, tt.want)
+		}
+		if got := *q.limits.Load(); got[0] != 3 || got[1] != 100 {
+			t.Errorf("%s: limits %v, want [3 100] (the first case's)", tt.name, got)
+		}
+	}
+	var none *Quotas
+	if err := none.SetLimits(nil); err != nil {
+		t.Errorf("nil Quotas, no quotas: %v", err)
 	}
 }
