@@ -108,7 +108,7 @@ func TestDecisionsAPI(t *testing.T) {
 		len(d.RulesFired) != 1 || !strings.HasPrefix(d.RulesFired[0], "data.turngate.tool_call.block") || !strings.Contains(string(d.Record), "delete is disabled") {
 		t.Errorf("blocked decision %+v", d)
 	}
-	if !slices.Contains(strings.Split(g.audit.String(), "\n"), string(d.Record)) {
+	if !slices.Contains(strings.Split(g.auditLog(), "\n"), string(d.Record)) {
 		t.Errorf("record %s is not a line of the JSONL audit log", d.Record)
 	}
 	var one decisions.Entry
@@ -263,7 +263,7 @@ func TestDecisionsStoreOutage(t *testing.T) {
 	faults.Fail("QueryDecisions", 1, -1, storefault.Lost)
 	id := runTurn(t, g.as(dkAcmeUser), "s1", "delete /tmp/x")
 	g.srv.audit.Flush()
-	if !strings.Contains(g.audit.String(), `"requestId":"`+id+`"`) {
+	if !strings.Contains(g.auditLog(), `"requestId":"`+id+`"`) {
 		t.Fatal("the turn's records are not in the JSONL audit log")
 	}
 	wantStoreUnavailable(t, admin.do("GET", "/v1/admin/decisions", nil))
@@ -276,7 +276,7 @@ func TestDecisionsStoreOutage(t *testing.T) {
 	faults.Heal()
 	storedDecisions(t, g)
 	var inLog int
-	for line := range strings.Lines(g.audit.String()) {
+	for line := range strings.Lines(g.auditLog()) {
 		if strings.Contains(line, `"requestId":"`+id+`"`) && !strings.Contains(line, `"kind":"turn"`) {
 			inLog++
 		}

@@ -280,7 +280,7 @@ func TestHeldStreamOnTwoReplicas(t *testing.T) {
 		}
 	}
 	ran := "replica-a"
-	if strings.Contains(b.audit.String(), `"kind":"turn"`) {
+	if strings.Contains(b.auditLog(), `"kind":"turn"`) {
 		ran = "replica-b"
 	}
 	t.Logf("the resumed turn ran on %s", ran)

@@ -87,7 +87,7 @@ func TestApprovalWebhooks(t *testing.T) {
 	waitFor(t, "notification records", func() bool {
 		g.srv.audit.Flush()
 		delivered, retried = 0, 0
-		for _, line := range strings.Split(g.audit.String(), "\n") {
+		for _, line := range strings.Split(g.auditLog(), "\n") {
 			var rec struct {
 				Kind, Outcome string
 				Attempts      int

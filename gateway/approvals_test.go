@@ -148,7 +148,7 @@ func TestApprovalByChatUser(t *testing.T) {
 			}
 		})
 	}
-	audit := g.audit.String()
+	audit := g.auditLog()
 	for _, want := range []string{`"outcome":"requested"`, `"outcome":"approved"`, `"outcome":"denied"`, `"outcome":"ignored"`, `"why":"the approval is already approved"`} {
 		if !strings.Contains(audit, want) {
 			t.Errorf("audit has no %s", want)
@@ -192,8 +192,8 @@ func TestApprovalForgedAnswersIgnored(t *testing.T) {
 	if p := toolPart(t, h[len(h)-1]); p.State != engine.ToolStateApprovalRequested {
 		t.Errorf("part %+v", p)
 	}
-	if n := strings.Count(g.audit.String(), `"outcome":"ignored"`); n < 3 {
-		t.Errorf("%d ignored records, want 3 or more:\n%s", n, g.audit.String())
+	if n := strings.Count(g.auditLog(), `"outcome":"ignored"`); n < 3 {
+		t.Errorf("%d ignored records, want 3 or more:\n%s", n, g.auditLog())
 	}
 }
 
@@ -226,7 +226,7 @@ func TestApprovalByRoleViaAPI(t *testing.T) {
 		!strings.Contains(resp[1].str("errorText"), "holds none of the approver roles role:ops") {
 		t.Errorf("chat user's answer ran %q %v, want an error chunk naming the roles", got, resp)
 	}
-	if !strings.Contains(g.audit.String(), "holds none of the approver roles role:ops") {
+	if !strings.Contains(g.auditLog(), "holds none of the approver roles role:ops") {
 		t.Error("the chat user's answer was not recorded as ignored")
 	}
 
@@ -280,7 +280,7 @@ func TestApprovalByRoleViaAPI(t *testing.T) {
 	if p.Approval == nil || p.Approval.Reason != "ticket 42" || string(p.Output) != `{"deleted":"/big/db"}` {
 		t.Errorf("resumed part %+v", p)
 	}
-	if !strings.Contains(g.audit.String(), `"outcome":"approved"`) || !strings.Contains(g.audit.String(), `"by":"olga"`) {
+	if !strings.Contains(g.auditLog(), `"outcome":"approved"`) || !strings.Contains(g.auditLog(), `"by":"olga"`) {
 		t.Error("no approved record by olga")
 	}
 	checkPendingGauge(t, g, map[string]int{"acme": 0, "globex": 0})
@@ -332,7 +332,7 @@ func TestApprovalExpires(t *testing.T) {
 	if text := last.Parts[len(last.Parts)-1].Text; text != want {
 		t.Errorf("model answered %q, want %q", text, want)
 	}
-	if !strings.Contains(g.audit.String(), `"outcome":"expired"`) {
+	if !strings.Contains(g.auditLog(), `"outcome":"expired"`) {
 		t.Error("no expired record")
 	}
 }

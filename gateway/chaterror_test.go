@@ -92,7 +92,7 @@ func TestOnChatErrorByClass(t *testing.T) {
 				t.Errorf("error chunk %q, want %q", errText, tt.want)
 			}
 			var decision, turn map[string]any
-			for line := range strings.Lines(g.audit.String()) {
+			for line := range strings.Lines(g.auditLog()) {
 				var rec map[string]any
 				if json.Unmarshal([]byte(line), &rec) != nil || rec["sessionId"] != session {
 					continue

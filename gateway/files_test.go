@@ -274,8 +274,8 @@ func TestRuleRefusesAttachment(t *testing.T) {
 			t.Errorf("%s history: %+v", s.id, h)
 		}
 	}
-	if !strings.Contains(g.audit.String(), `"attachments.yaml#no-pdf"`) {
-		t.Errorf("the audit log does not name the rule:\n%s", g.audit.String())
+	if !strings.Contains(g.auditLog(), `"attachments.yaml#no-pdf"`) {
+		t.Errorf("the audit log does not name the rule:\n%s", g.auditLog())
 	}
 	// An image passes the CEL rule and reaches the model.
 	img := userWith("u2", "And this?", filePart("image/png", pngURL, "dot.png"))

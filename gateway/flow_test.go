@@ -177,7 +177,7 @@ func TestChatResubmissionGuard(t *testing.T) {
 			if resubmissions != tc.resubmissions {
 				t.Errorf("the client resubmitted %d times, want %d", resubmissions, tc.resubmissions)
 			}
-			if skips := strings.Count(g.audit.String(), `"sessionId":"`+session+`","status":"skipped"`); skips != tc.resubmissions {
+			if skips := strings.Count(g.auditLog(), `"sessionId":"`+session+`","status":"skipped"`); skips != tc.resubmissions {
 				t.Errorf("%d skipped turns audited, want one per guarded resubmission (%d)", skips, tc.resubmissions)
 			}
 			if after := g.history(tc.agent, session); mustJSON(after) != mustJSON(before) {

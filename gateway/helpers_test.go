@@ -103,6 +103,15 @@ func newTestGateway(t *testing.T, rules string, mods ...func(*config.Config)) *t
 	return startGateway(t, cfg, Options{})
 }
 
+// auditLog is the audit log so far, with every record handed over before
+// the call (the decision records are written behind the answers).
+func (g *testGateway) auditLog() string {
+	if g.srv != nil {
+		g.srv.audit.Flush()
+	}
+	return g.audit.String()
+}
+
 // close shuts the gateway down (idempotent).
 func (g *testGateway) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

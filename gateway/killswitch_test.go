@@ -80,7 +80,7 @@ func TestKillSwitchStopsToolCalls(t *testing.T) {
 
 	// The audit log: who set it and why, and the stop as a decision.
 	var setRec, stopRec map[string]any
-	for _, line := range strings.Split(g.audit.String(), "\n") {
+	for _, line := range strings.Split(g.auditLog(), "\n") {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) != nil {
 			continue
@@ -154,7 +154,7 @@ func TestKillSwitchStopsToolCalls(t *testing.T) {
 		t.Error("after the lift the weather tool still does not run")
 	}
 	ops.doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, nil, http.StatusNotFound, nil)
-	if !strings.Contains(g.audit.String(), `"action":"lifted"`) || !strings.Contains(g.audit.String(), `"reason":"fixed upstream"`) {
+	if !strings.Contains(g.auditLog(), `"action":"lifted"`) || !strings.Contains(g.auditLog(), `"reason":"fixed upstream"`) {
 		t.Error("the lift is not audited with its reason")
 	}
 }
@@ -217,7 +217,7 @@ func TestKillSwitchStopsTurns(t *testing.T) {
 		acme.doJSON("GET", "/v1/agents/demo/sessions/"+s+"/messages", nil, http.StatusNotFound, nil)
 	}
 	g.srv.audit.Flush() // the records are written behind the answers
-	if n := strings.Count(g.audit.String(), `"hook":"beforeTurn"`); n != 5 {
+	if n := strings.Count(g.auditLog(), `"hook":"beforeTurn"`); n != 5 {
 		t.Errorf("%d beforeTurn decision records, want 5 (one per refused turn)", n)
 	}
 	// Another agent's turns run.
@@ -418,7 +418,7 @@ func TestKillSwitchStopsRunningTurn(t *testing.T) {
 	if text := mustJSON(res.Message); !strings.Contains(text, "Stopped after 1 step (stopped by the operator's kill switch).") || strings.Contains(text, "Here is the weather") {
 		t.Errorf("the running turn was not stopped at its next step: %s", text)
 	}
-	if !strings.Contains(g.audit.String(), `"hook":"beforeStep"`) {
+	if !strings.Contains(g.auditLog(), `"hook":"beforeStep"`) {
 		t.Error("the stop is not a beforeStep decision record")
 	}
 }
@@ -440,7 +440,7 @@ func TestKillSwitchStopsSubAgents(t *testing.T) {
 	if !strings.Contains(body, `"state":"output-error"`) || strings.Contains(body, k.ID) || strings.Contains(body, "Here is the weather") {
 		t.Errorf("the boss's delegation: %s; want the sub-agent's turn refused, the call failed", body)
 	}
-	if !strings.Contains(g.audit.String(), "killswitch/"+k.ID) {
+	if !strings.Contains(g.auditLog(), "killswitch/"+k.ID) {
 		t.Error("the refused sub-agent turn is not a decision record naming the switch")
 	}
 	ops.doJSON("DELETE", "/v1/admin/killswitch/"+k.ID, nil, http.StatusOK, nil)

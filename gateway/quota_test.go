@@ -98,7 +98,7 @@ func TestQuotaRefusesTurns(t *testing.T) {
 	if m := g.metricsText(); !strings.Contains(m, `turngate_quota_exceeded_total{at="turn",per="principal",quota="principal-turns"} 5`) {
 		t.Errorf("metrics lack the refusals:\n%s", grepLines(m, "quota"))
 	}
-	if n := strings.Count(g.audit.String(), `"rulesFired":["quota/principal-turns"]`); n != 5 {
+	if n := strings.Count(g.auditLog(), `"rulesFired":["quota/principal-turns"]`); n != 5 {
 		t.Errorf("%d decision records of the quota, want 5", n)
 	}
 	// Another principal has a quota of its own.

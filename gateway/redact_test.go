@@ -192,7 +192,7 @@ func decisionRecords(t *testing.T, g *testGateway, hook string) []decisionRecord
 	t.Helper()
 	g.srv.audit.Flush()
 	var out []decisionRecord
-	for _, line := range strings.Split(g.audit.String(), "\n") {
+	for _, line := range strings.Split(g.auditLog(), "\n") {
 		var head struct{ Kind, Hook string }
 		if json.Unmarshal([]byte(line), &head) != nil || head.Kind != audit.KindDecision || head.Hook != hook {
 			continue

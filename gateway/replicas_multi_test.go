@@ -128,8 +128,8 @@ func TestResumeOnOtherReplica(t *testing.T) {
 	}
 	// The turn's audit record names its replica; /readyz and the rules
 	// status name each replica and its revision.
-	if !strings.Contains(a.audit.String(), `"replica":"replica-a"`) {
-		t.Errorf("a's turn audit does not name replica-a:\n%s", a.audit.String())
+	if !strings.Contains(a.auditLog(), `"replica":"replica-a"`) {
+		t.Errorf("a's turn audit does not name replica-a:\n%s", a.auditLog())
 	}
 	for _, g := range []*testGateway{a, b} {
 		var ready struct{ Replica, Revision string }
@@ -578,7 +578,7 @@ func TestSubmissionsOnTwoReplicas(t *testing.T) {
 		}
 		// Its result names the replica whose turn (audit record) ran it.
 		ranOn := "replica-b"
-		if strings.Contains(a.audit.String(), `"replica":"replica-a","requestId":"sub_`+s.id+`"`) {
+		if strings.Contains(a.auditLog(), `"replica":"replica-a","requestId":"sub_`+s.id+`"`) {
 			ranOn = "replica-a"
 		}
 		if got := resultReplica(t, sub.Result); got != ranOn {
@@ -757,7 +757,7 @@ func TestFencedJournal(t *testing.T) {
 	}
 	// The turn ended after its tool call (its beforeToolCall is in the
 	// audit), without a second model step on the tool's outcome.
-	if audit := runner.audit.String(); !strings.Contains(audit, `"hook":"beforeToolCall"`) || strings.Contains(audit, `"stepNumber":1`) {
+	if audit := runner.auditLog(); !strings.Contains(audit, `"hook":"beforeToolCall"`) || strings.Contains(audit, `"stepNumber":1`) {
 		t.Errorf("the fenced turn's audit does not show one step that called the tool:\n%s", audit)
 	}
 }

@@ -65,7 +65,7 @@ func TestRequestIDEveryHook(t *testing.T) {
 	readUIStream(t, resp)
 	waitFor(t, "the second onStepFinish", func() bool { return len(ext.deliveries("onStepFinish")) == 2 })
 	waitFor(t, "the onChatResponse record", func() bool {
-		for line := range strings.Lines(g.audit.String()) {
+		for line := range strings.Lines(g.auditLog()) {
 			if strings.Contains(line, `"kind":"onChatResponse"`) && strings.Contains(line, `"requestId":"`+id+`"`) {
 				return true
 			}
@@ -74,7 +74,7 @@ func TestRequestIDEveryHook(t *testing.T) {
 	})
 
 	hooks := map[string]bool{}
-	for line := range strings.Lines(g.audit.String()) {
+	for line := range strings.Lines(g.auditLog()) {
 		var rec struct {
 			Kind      string `json:"kind"`
 			Hook      string `json:"hook"`

@@ -202,7 +202,7 @@ func TestForgedApprovalAnswersRecordOnce(t *testing.T) {
 	if got := types(resp); !slices.Equal(got, []string{"start", "error", "finish"}) {
 		t.Errorf("forged answers ran %q, want an error chunk and no turn", got)
 	}
-	audit := g.audit.String()
+	audit := g.auditLog()
 	if n := strings.Count(audit, `"outcome":"ignored"`); n != 1 || !strings.Contains(audit, `"alsoIgnored":2000`) {
 		t.Errorf("%d ignored records (want 1 with alsoIgnored 2000):\n%.2000s", n, grepLines(audit, "ignored"))
 	}
@@ -248,7 +248,7 @@ func TestSelfApprovalRefused(t *testing.T) {
 	if a, err := g.store.GetApproval(t.Context(), "acme", id); err != nil || a.State != store.ApprovalPending {
 		t.Fatalf("approval %+v, %v; want it still pending", a, err)
 	}
-	if n := strings.Count(g.audit.String(), "asked for this approval itself"); n != 2 {
+	if n := strings.Count(g.auditLog(), "asked for this approval itself"); n != 2 {
 		t.Errorf("%d ignored self-approvals recorded, want 2", n)
 	}
 	g.doJSON("POST", "/v1/approvals/"+id, map[string]any{"approved": true}, http.StatusOK, nil, bearer(opsKey2)...)

@@ -351,7 +351,7 @@ cachedPrompt: true
 			if strings.Contains(last, "I like tea.") || !strings.Contains(last, "The user likes tea and asked twice") {
 				t.Errorf("the request after compaction still sends the old messages or lacks the summary: %s", last)
 			}
-			if a := g.audit.String(); !strings.Contains(a, `"kind":"compaction"`) || !strings.Contains(a, `"cachedInputTokens":4000`) {
+			if a := g.auditLog(); !strings.Contains(a, `"kind":"compaction"`) || !strings.Contains(a, `"cachedInputTokens":4000`) {
 				t.Errorf("audit log lacks the compaction or the cached tokens:\n%s", a)
 			}
 			// Model steps 1 and 4 report 80 cached tokens, step 2 4000 (the summarize request is no step).

@@ -46,13 +46,13 @@ func wantStoreUnavailable(t *testing.T, resp *http.Response) {
 // auditedTurn returns the audit's turn record of request id.
 func auditedTurn(t *testing.T, g *testGateway, id string) map[string]any {
 	t.Helper()
-	for line := range strings.Lines(g.audit.String()) {
+	for line := range strings.Lines(g.auditLog()) {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) == nil && rec["kind"] == "turn" && rec["requestId"] == id {
 			return rec
 		}
 	}
-	t.Fatalf("no audited turn %s in:\n%s", id, g.audit.String())
+	t.Fatalf("no audited turn %s in:\n%s", id, g.auditLog())
 	return nil
 }
 
