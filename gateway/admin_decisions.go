@@ -51,6 +51,16 @@ func (s *Server) storeQueuedDecisions(ctx context.Context) error {
 	return s.decisions.Flush(fctx)
 }
 
+// decisionsErased tells the decision writer, if any, that the tenant's
+// session was erased, here or on another replica (ChannelErased), so the
+// session's records it still holds do not reach the store after the
+// erasure (decisions.Writer.Erased).
+func (s *Server) decisionsErased(tenant, sessionID string) {
+	if s.decisions != nil {
+		s.decisions.Erased(tenant, sessionID)
+	}
+}
+
 // decisionScope is whose records p, an admin, may see: a global admin
 // (RoleGlobalAdmin too) every tenant's, a tenant admin its own tenant's.
 func decisionScope(p engine.Principal) decisions.Scope {

@@ -225,6 +225,8 @@ func (r *replicas) notified(n store.Notification) {
 		r.waiters.wake(key)
 	case store.ChannelKillSwitch:
 		r.s.kill.Wake()
+	case store.ChannelErased:
+		r.s.decisionsErased(n.Tenant, n.SessionID)
 	}
 }
 

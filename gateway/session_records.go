@@ -115,7 +115,8 @@ func (s *Server) deleteSession(c *gin.Context) error {
 	}
 	defer release()
 	t, err := erasure.Erase(ctx, s.store, s.audit, time.Now().UTC(), erasure.Request{Tenant: p.Tenant, SessionID: id,
-		Reason: audit.ErasureRequested, By: p.Subject, ByTenant: p.Tenant, RequestID: requestID(c), Replica: s.conf().Replica.ID})
+		Reason: audit.ErasureRequested, By: p.Subject, ByTenant: p.Tenant, RequestID: requestID(c), Replica: s.conf().Replica.ID,
+		Erased: s.decisionsErased})
 	if err != nil {
 		return err
 	}
@@ -178,7 +179,7 @@ func (s *Server) newRetention(now func() time.Time) *erasure.Retention {
 		now = time.Now
 	}
 	return &erasure.Retention{Store: s.store, Log: s.audit, Tenants: tenants, Agents: agents, Now: now,
-		Replica: s.conf().Replica.ID, Logger: s.log,
+		Replica: s.conf().Replica.ID, Logger: s.log, Erased: s.decisionsErased,
 		Hold: func(ctx context.Context, tenant, id string) (func(), bool, error) {
 			release, err := s.holdIdle(ctx, tenant, id)
 			if errors.Is(err, errTurnRunning) {

@@ -15,13 +15,17 @@
 // older than the retention, a bounded batch at a time. A store outage
 // holds the records in memory, up to MaxQueued, and stores them once the
 // store answers again; beyond that bound records are dropped from the
-// store only (the JSONL log has them), counted and logged.
+// store only (the JSONL log has them), counted and logged. An erased
+// session's records the writer still holds are dropped, and those a write
+// may have stored after the erasure deleted once more (Writer.Erased).
 package decisions
 
 import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +58,10 @@ const (
 	// running (streaming, waiting for an approval) reaches the store this
 	// late at most.
 	DefaultLinger = 250 * time.Millisecond
+	// erasedWindow is how long the writer remembers a session it wrote
+	// rows of, and one that was erased: longer than an erasure's
+	// notification takes to reach every replica.
+	erasedWindow = time.Minute
 )
 
 // Options configure a Writer.
@@ -104,7 +112,31 @@ type Writer struct {
 	// flushing counts the Flush calls waiting: they end the linger too.
 	flushing int
 	wake     chan struct{}
+
+	// inflight is how many rows at the front of pending a write is
+	// storing: Erased leaves them be.
+	inflight int
+	// written holds, by session, when a write of its rows last ended.
+	written map[sessionKey]time.Time
+	// erased holds the sessions erased in the last erasedWindow: the
+	// records of theirs Tap gets that are not newer than the erasure are
+	// not queued.
+	erased map[sessionKey]erasedAt
+	// again holds the sessions whose rows a write may have stored after
+	// their erasure: they are deleted once more after it.
+	again map[sessionKey]struct{}
+	// swept is when written and erased last lost their old entries.
+	swept time.Time
 }
+
+// sessionKey names a session of a tenant.
+type sessionKey struct{ tenant, session string }
+
+func keyOf(r *store.DecisionRow) sessionKey { return sessionKey{r.Tenant, r.SessionID} }
+
+// erasedAt is when the writer heard of a session's erasure: before, on
+// the records' clock (Options.Now), seen on the process's.
+type erasedAt struct{ before, seen time.Time }
 
 // New returns a Writer storing into st.
 func New(st store.Decisions, opts Options) *Writer {
@@ -129,7 +161,8 @@ func New(st store.Decisions, opts Options) *Writer {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Writer{st: st, opts: opts, progress: make(chan struct{}), wake: make(chan struct{}, 1)}
+	return &Writer{st: st, opts: opts, progress: make(chan struct{}), wake: make(chan struct{}, 1),
+		written: map[sessionKey]time.Time{}, erased: map[sessionKey]erasedAt{}, again: map[sessionKey]struct{}{}}
 }
 
 // Tap is the audit.Tap that queues the hook records: decision records and
@@ -142,6 +175,10 @@ func (w *Writer) Tap(kind string, v any, line []byte) {
 	}
 	row.Record = append([]byte(nil), line...)
 	w.mu.Lock()
+	if w.isErased(&row) {
+		w.mu.Unlock() // a record of an erased session, late from the audit log's queue
+		return
+	}
 	if len(w.pending) >= w.opts.MaxQueued {
 		first := !w.overflowing
 		w.overflowing = true
@@ -265,7 +302,7 @@ func (w *Writer) linger(ctx context.Context) {
 	defer t.Stop()
 	for {
 		w.mu.Lock()
-		ready := w.turnEnded || w.flushing > 0 || len(w.pending) >= maxBatch
+		ready := w.turnEnded || w.flushing > 0 || len(w.pending) >= maxBatch || len(w.again) > 0
 		w.mu.Unlock()
 		if ready {
 			return
@@ -285,6 +322,9 @@ func (w *Writer) linger(ctx context.Context) {
 // next round (their Tap woke it), which lingers for the rest of their
 // turns.
 func (w *Writer) drain(ctx context.Context) error {
+	if err := w.eraseAgain(ctx); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	left := len(w.pending)
 	w.mu.Unlock()
@@ -294,6 +334,7 @@ func (w *Writer) drain(ctx context.Context) error {
 		if len(batch) == len(w.pending) {
 			w.turnEnded = false // no ended turn's record is left behind
 		}
+		w.inflight = len(batch)
 		w.mu.Unlock()
 		left -= len(batch)
 		if len(batch) == 0 {
@@ -303,6 +344,22 @@ func (w *Writer) drain(ctx context.Context) error {
 		refused := errors.Is(err, store.ErrInvalid)
 		if refused {
 			err = w.oneByOne(ctx, batch) // takes its rows off the queue itself
+		}
+		w.landed(batch)
+		var again error
+		if err == nil {
+			// Before done, so that a Flush waiting for these rows waits
+			// for the delete too.
+			again = w.eraseAgain(ctx)
+		}
+		if err == nil && !refused {
+			w.done(len(batch), "stored")
+		}
+		w.mu.Lock()
+		w.inflight = 0 // a failed write's rows are no longer being stored
+		w.mu.Unlock()
+		if err == nil {
+			err = again
 		}
 		if err != nil {
 			w.mu.Lock()
@@ -316,9 +373,125 @@ func (w *Writer) drain(ctx context.Context) error {
 			}
 			return err
 		}
-		if !refused {
-			w.done(len(batch), "stored")
+	}
+	return nil
+}
+
+// Erased tells w that the tenant's session was erased (on any replica: a
+// ChannelErased notification, or this replica's erasure), so that none of
+// its hook records reappears in the store after the erasure deleted them.
+// The records of the session w holds are of turns that ran before: the
+// erasure took the session's turn lock, and a turn after it is this
+// call's news at the earliest (barring one started in the moment the
+// notification takes). So:
+//
+//   - the queued ones not being stored are dropped here, and the ones Tap
+//     gets from now on (late from the audit log's own queue), when not
+//     newer than now (on the records' clock): a later turn's are kept;
+//   - a write storing some of them right now may commit before the
+//     erasure or after it: its rows are deleted once more (EraseDecisions)
+//     after it ends, committed or failed, and a failed one's rows of the
+//     session are dropped rather than retried;
+//   - a write that stored some of them in the last erasedWindow may have
+//     committed after the erasure, the notification on its way: the
+//     session's rows are deleted once more too.
+//
+// The delete runs on Run's goroutine, which does every write, so no write
+// of the erased records follows it; a failed delete is retried like a
+// failed write.
+func (w *Writer) Erased(tenant, sessionID string) {
+	k := sessionKey{tenant, sessionID}
+	now := time.Now()
+	w.mu.Lock()
+	w.sweep(now)
+	w.erased[k] = erasedAt{before: w.opts.Now(), seen: now}
+	if at, ok := w.written[k]; (ok && now.Sub(at) < erasedWindow) ||
+		slices.ContainsFunc(w.pending[:w.inflight], func(r store.DecisionRow) bool { return keyOf(&r) == k }) {
+		w.again[k] = struct{}{}
+	}
+	w.dropErased(w.inflight, func(r *store.DecisionRow) bool { return keyOf(r) == k && w.isErased(r) })
+	again := len(w.again) > 0
+	w.mu.Unlock()
+	if again {
+		select {
+		case w.wake <- struct{}{}:
+		default:
 		}
+	}
+}
+
+// isErased reports whether r is a record of an erased session, not newer
+// than its erasure. Call it with w.mu held.
+func (w *Writer) isErased(r *store.DecisionRow) bool {
+	e, ok := w.erased[keyOf(r)]
+	return ok && !r.Time.After(e.before)
+}
+
+// dropErased drops the rows after the first from (those not being
+// stored) that erased matches; they count as having left the queue. Call
+// it with w.mu held.
+func (w *Writer) dropErased(from int, erased func(*store.DecisionRow) bool) {
+	kept := w.pending[:from]
+	for i := from; i < len(w.pending); i++ {
+		if !erased(&w.pending[i]) {
+			kept = append(kept, w.pending[i])
+		}
+	}
+	n := len(w.pending) - len(kept)
+	if n == 0 {
+		return
+	}
+	clear(w.pending[len(kept):])
+	w.pending = kept
+	w.stored += uint64(n)
+	close(w.progress)
+	w.progress = make(chan struct{})
+	if m := w.opts.Metrics; m != nil {
+		m.DecisionsPending.Set(float64(len(w.pending)))
+	}
+}
+
+// landed notes that a write of batch, stored or not, ended now.
+func (w *Writer) landed(batch []store.DecisionRow) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range batch {
+		w.written[keyOf(&batch[i])] = now
+	}
+	w.sweep(now)
+}
+
+// sweep forgets, at most once per erasedWindow, the writes and erasures
+// older than it. Call it with w.mu held.
+func (w *Writer) sweep(now time.Time) {
+	if now.Sub(w.swept) < erasedWindow {
+		return
+	}
+	w.swept = now
+	maps.DeleteFunc(w.written, func(_ sessionKey, at time.Time) bool { return now.Sub(at) >= erasedWindow })
+	maps.DeleteFunc(w.erased, func(k sessionKey, e erasedAt) bool {
+		_, again := w.again[k] // its failed write's rows wait to be dropped
+		return !again && now.Sub(e.seen) >= erasedWindow
+	})
+}
+
+// eraseAgain deletes once more the rows of the sessions erased while a
+// write stored rows of theirs, or soon after (see Erased), after dropping
+// their queued rows not being stored (a failed write's among them). Run's
+// goroutine calls it before a drain and after each write.
+func (w *Writer) eraseAgain(ctx context.Context) error {
+	w.mu.Lock()
+	keys := slices.Collect(maps.Keys(w.again))
+	w.dropErased(w.inflight, func(r *store.DecisionRow) bool { _, ok := w.again[keyOf(r)]; return ok && w.isErased(r) })
+	w.mu.Unlock()
+	for _, k := range keys {
+		if err := w.st.EraseDecisions(ctx, k.tenant, k.session); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		delete(w.again, k)
+		w.mu.Unlock()
 	}
 	return nil
 }
@@ -356,6 +529,7 @@ func (w *Writer) oneByOne(ctx context.Context, batch []store.DecisionRow) error 
 func (w *Writer) done(n int, outcome string) {
 	w.mu.Lock()
 	w.pending = append(w.pending[:0], w.pending[n:]...)
+	w.inflight = max(0, w.inflight-n)
 	left := len(w.pending)
 	w.stored += uint64(n)
 	if w.failing {

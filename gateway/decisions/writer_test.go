@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -305,4 +306,85 @@ func TestWriterLinger(t *testing.T) {
 			t.Errorf("%d records pending after Run ended, want the one it lingered on", w.Pending())
 		}
 	})
+}
+
+// sessions counts the stored rows by session.
+func sessions(t *testing.T, st store.Store) map[string]int {
+	t.Helper()
+	rows, err := st.QueryDecisions(context.Background(), store.DecisionQuery{Limit: store.MaxDecisionPage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, r := range rows {
+		out[r.SessionID]++
+	}
+	return out
+}
+
+// TestWriterErased: once a session is erased (Erased), none of its
+// records reaches the store: not those queued, not those of a write
+// storing them at that moment (committed after, or failed and retried),
+// not those tapped late with a time before the erasure; another
+// session's records, and the erased session's records of a later turn,
+// are stored.
+func TestWriterErased(t *testing.T) {
+	t0 := time.Now()
+	rec := func(session string, at time.Time) *policy.Record {
+		r := record("acme", at)
+		r.SessionID = session
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		// inFlight: Erased comes while the first write is held; fail: that
+		// write fails.
+		inFlight, fail bool
+	}{
+		{name: "queued"},
+		{name: "in flight", inFlight: true},
+		{name: "in flight, failed", inFlight: true, fail: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openSQLite(t)
+			b := &batchLog{Decisions: st, stored: make(chan struct{}, 1), entered: make(chan struct{}, 1), hold: make(chan struct{})}
+			if tc.fail {
+				b.fail = 1
+			}
+			w := New(b, Options{Logger: quiet, Linger: -1})
+			if !tc.inFlight {
+				close(b.hold)
+			}
+			for _, s := range []string{"erased", "kept"} {
+				r := rec(s, t0)
+				w.Tap(audit.KindDecision, r, line(r))
+			}
+			if tc.inFlight {
+				run(t, w)
+				<-b.entered // the write of both records is held
+				w.Erased("acme", "erased")
+				close(b.hold)
+			} else {
+				w.Erased("acme", "erased")
+				run(t, w)
+			}
+			// Late from the audit log's queue: dropped; a later turn's: stored.
+			late, later := rec("erased", t0), rec("erased", time.Now().Add(time.Second))
+			w.Tap(audit.KindDecision, late, line(late))
+			w.Tap(audit.KindDecision, later, line(later))
+			if tc.fail {
+				// The failed write's "kept" record is retried, once the retry's delay is past.
+				other := rec("other", t0)
+				w.Tap(audit.KindDecision, other, line(other))
+			}
+			flush(t, w)
+			want := map[string]int{"erased": 1, "kept": 1}
+			if tc.fail {
+				want["other"] = 1
+			}
+			if got := sessions(t, st); !maps.Equal(got, want) {
+				t.Errorf("stored rows by session %v, want %v", got, want)
+			}
+		})
+	}
 }

@@ -124,6 +124,10 @@ type Request struct {
 	IdleBefore time.Time
 	// Replica names this replica in the tombstone.
 	Replica string
+	// Erased, if set, is told of the erasure once it has committed (the
+	// decision store's writer, whose queue may hold the session's records:
+	// decisions.Writer.Erased).
+	Erased func(tenant, sessionID string)
 }
 
 // Erase erases r's session in st and writes its tombstone to log, once
@@ -134,6 +138,9 @@ func Erase(ctx context.Context, st store.Store, log *audit.Log, now time.Time, r
 	d, err := st.EraseSession(ctx, r.Tenant, r.SessionID, r.IdleBefore)
 	if err != nil {
 		return nil, err
+	}
+	if r.Erased != nil {
+		r.Erased(r.Tenant, r.SessionID)
 	}
 	t := &audit.Erasure{Time: now, RequestID: r.RequestID, Reason: r.Reason, By: r.By, ByTenant: r.ByTenant,
 		Tenant: r.Tenant, Agent: d.Session.Agent, SessionID: r.SessionID, Erased: Erased(NewDocument(d)), Replica: r.Replica}

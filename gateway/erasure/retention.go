@@ -37,7 +37,9 @@ type Retention struct {
 	Hold func(ctx context.Context, tenant, id string) (release func(), ok bool, err error)
 	Now  func() time.Time
 	// Pruned, if set, is told of each erased session.
-	Pruned  func(tenant, agent string)
+	Pruned func(tenant, agent string)
+	// Erased is each erasure's Request.Erased.
+	Erased  func(tenant, sessionID string)
 	Replica string
 	Logger  *slog.Logger
 }
@@ -104,7 +106,7 @@ func (r *Retention) erase(ctx context.Context, s store.Session, before, now time
 	}
 	defer release()
 	t, err := Erase(ctx, r.Store, r.Log, now, Request{Tenant: s.Tenant, SessionID: s.ID, Reason: audit.ErasureRetention,
-		IdleBefore: before, Replica: r.Replica})
+		IdleBefore: before, Replica: r.Replica, Erased: r.Erased})
 	switch {
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
 		return false, nil // active again, or erased by another replica

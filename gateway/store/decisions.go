@@ -37,6 +37,9 @@ type Decisions interface {
 	// (decisions_tenant, or decisions_shadow_changed), never the rows'
 	// records.
 	CountShadowChanged(ctx context.Context, tenant string, since time.Time) (int64, error)
+	// EraseDecisions deletes the tenant's session's rows (EraseSession
+	// does too); deleting none is no error.
+	EraseDecisions(ctx context.Context, tenant, sessionID string) error
 }
 
 // DecisionRow is one stored hook record.

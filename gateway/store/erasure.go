@@ -103,7 +103,7 @@ const (
 
 // eraseSQL deletes a session's rows: by its key (the first two) or by
 // tenant and id. The session row goes last.
-var eraseSQL = []string{
+var eraseSQL = append([]string{
 	`DELETE FROM messages WHERE session_pk = ?`,
 	`DELETE FROM submissions WHERE session_pk = ?`,
 	`DELETE FROM context_blocks WHERE tenant = ? AND session_id = ?`,
@@ -112,6 +112,11 @@ var eraseSQL = []string{
 	`DELETE FROM approvals WHERE tenant = ? AND session_id = ?`,
 	`DELETE FROM tool_results WHERE tenant = ? AND session_id = ?`,
 	`DELETE FROM turns WHERE tenant = ? AND session_id = ?`,
+}, eraseDecisionsSQL...)
+
+// eraseDecisionsSQL deletes a session's records in the decision store, by
+// tenant and id.
+var eraseDecisionsSQL = []string{
 	`DELETE FROM decision_rules WHERE decision_id IN (SELECT id FROM decisions WHERE tenant = ? AND session_id = ?)`,
 	`DELETE FROM decisions WHERE tenant = ? AND session_id = ?`,
 }
@@ -517,4 +522,40 @@ func (s *Postgres) EraseSession(ctx context.Context, tenant, id string, idleBefo
 		return nil, fmt.Errorf("erasing session: %w", err)
 	}
 	return d, nil
+}
+
+// EraseDecisions implements Decisions.
+func (s *SQLite) EraseDecisions(ctx context.Context, tenant, id string) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		for _, q := range eraseDecisionsSQL {
+			if _, err := tx.ExecContext(ctx, q, tenant, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("erasing decisions: %w", err)
+	}
+	return nil
+}
+
+// EraseDecisions implements Decisions.
+func (s *Postgres) EraseDecisions(ctx context.Context, tenant, id string) error {
+	err := s.write(ctx, cacheKey{}, func(ctx context.Context, tx pgx.Tx) error {
+		for _, q := range eraseDecisionsSQL {
+			if _, err := tx.Exec(ctx, placeholders(q), tenant, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("erasing decisions: %w", pgError(err))
+	}
+	return nil
+}
+
+func (w *wrapped) EraseDecisions(ctx context.Context, tenant, id string) error {
+	return call0(w, ctx, "EraseDecisions", func(ctx context.Context) error { return w.st.EraseDecisions(ctx, tenant, id) })
 }

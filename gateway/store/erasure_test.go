@@ -300,3 +300,32 @@ func TestErasedOnEveryReplica(t *testing.T) {
 		t.Errorf("a listener's start left %d transcripts cached", b.cache.len())
 	}
 }
+
+// TestEraseDecisions: EraseDecisions deletes one session's records in the
+// decision store, and only them (the session's other data stays); a
+// second call finds nothing and is no error.
+func TestEraseDecisions(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		ctx := context.Background()
+		for _, k := range [][2]string{{"t1", "s1"}, {"t1", "s2"}, {"t2", "s1"}} {
+			fillSession(t, s, k[0], k[1])
+		}
+		for range 2 {
+			if err := s.EraseDecisions(ctx, "t1", "s1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, tc := range []struct {
+			tenant, session string
+			decisions       int
+		}{{"t1", "s1", 0}, {"t1", "s2", 1}, {"t2", "s1", 1}} {
+			d, err := s.ExportSession(ctx, tc.tenant, tc.session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.Decisions) != tc.decisions || len(d.Messages) != 2 {
+				t.Errorf("%s/%s holds %d decisions and %d messages, want %d and 2", tc.tenant, tc.session, len(d.Decisions), len(d.Messages), tc.decisions)
+			}
+		}
+	})
+}
