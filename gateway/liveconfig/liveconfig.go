@@ -94,16 +94,13 @@ type Manager struct {
 	reloadMu sync.Mutex
 
 	// mu guards the fields below.
-	mu                    sync.Mutex
-	live                  *config.Config
-	loadedAt              time.Time
-	lastReload, lastCheck time.Time
-	lastErr               policy.Errors
-	// lastFailed is the revision of the text behind lastErr: a poll of
-	// the same broken file is not rejected (and counted) again.
-	lastFailed                 string
-	reloadsOK, reloadsRejected int64
-	history                    []ruleset.Reload
+	mu       sync.Mutex
+	live     *config.Config
+	loadedAt time.Time
+	// reloads is the attempts' status; its LastFailed is the revision of
+	// the rejected text, so a poll of the same broken file is not
+	// rejected (and counted) again.
+	reloads ruleset.ReloadLog
 }
 
 // New returns a Manager of the file at path whose live configuration is
@@ -139,7 +136,8 @@ func (m *Manager) Reload() (changed bool, err error) {
 	m.reloadMu.Lock()
 	defer m.reloadMu.Unlock()
 	m.mu.Lock()
-	live, lastFailed, lastErr := m.live, m.lastFailed, m.lastErr
+	live := m.live
+	lastFailed, lastErr := m.reloads.LastFailed()
 	m.mu.Unlock()
 
 	data, err := os.ReadFile(m.path)
@@ -197,29 +195,19 @@ func (m *Manager) rejected(rev, code string, err error) error {
 func (m *Manager) finish(result string, errs policy.Errors, rev string, next *config.Config) {
 	now := time.Now()
 	m.mu.Lock()
-	if next != nil {
-		m.live = next
-	}
-	healed := errs == nil && m.lastErr != nil
-	m.lastCheck = now
-	m.lastErr, m.lastFailed = errs, ""
+	var healed bool
 	switch result {
 	case ReloadAccepted:
-		m.reloadsOK++
-		m.lastReload, m.loadedAt = now, now
+		m.live, m.loadedAt = next, now
+		healed = m.reloads.Accepted(now, rev)
 	case ReloadRejected:
-		m.reloadsRejected++
-		m.lastFailed = rev
-	}
-	if result != ReloadUnchanged {
-		if len(m.history) == ruleset.HistorySize {
-			m.history = append(m.history[:0], m.history[1:]...)
-		}
-		r := ruleset.Reload{Time: now, Accepted: result == ReloadAccepted, Revision: rev, Errors: errs}
+		histRev := rev
 		if !strings.HasPrefix(rev, "sha256:") {
-			r.Revision = "" // the file could not be read
+			histRev = "" // the file could not be read
 		}
-		m.history = append(m.history, r)
+		m.reloads.Rejected(now, rev, histRev, errs)
+	default:
+		healed = m.reloads.Unchanged(now)
 	}
 	m.mu.Unlock()
 	if healed {
@@ -319,17 +307,8 @@ type Status struct {
 func (m *Manager) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := Status{File: m.path, Revision: m.live.Revision(), LoadedAt: m.loadedAt, LastError: m.lastErr,
-		ReloadsOK: m.reloadsOK, ReloadsRejected: m.reloadsRejected, Reloads: make([]ruleset.Reload, 0, len(m.history)),
-		LiveFields: LiveFields}
-	for i := len(m.history) - 1; i >= 0; i-- {
-		st.Reloads = append(st.Reloads, m.history[i])
-	}
-	if !m.lastReload.IsZero() {
-		st.LastReload = new(m.lastReload)
-	}
-	if !m.lastCheck.IsZero() {
-		st.LastCheck = new(m.lastCheck)
-	}
-	return st
+	ok, rejected := m.reloads.Counts()
+	return Status{File: m.path, Revision: m.live.Revision(), LoadedAt: m.loadedAt,
+		LastReload: m.reloads.LastReload(), LastCheck: m.reloads.LastCheck(), LastError: m.reloads.LastError(),
+		ReloadsOK: ok, ReloadsRejected: rejected, Reloads: m.reloads.History(), LiveFields: LiveFields}
 }

@@ -29,18 +29,9 @@ type Manager struct {
 	// reloadMu serialises reloads, so two candidates never race to swap.
 	reloadMu sync.Mutex
 
-	// mu guards the status fields below.
-	mu sync.Mutex
-	// lastReload is when a reload last swapped in a new revision;
-	// lastCheck when one last looked at the directory, whatever came of it.
-	lastReload, lastCheck time.Time
-	lastErr               policy.Errors
-	lastFailedID          string // the id of the rejected candidate behind lastErr
-	reloadsOK             int64
-	reloadsFail           int64
-	// history is the last HistorySize accepted and rejected reloads,
-	// oldest first.
-	history []Reload
+	// mu guards reloads, the reload attempts' status.
+	mu      sync.Mutex
+	reloads ReloadLog
 }
 
 // HistorySize is how many reloads Status.Reloads keeps: the newest
@@ -118,9 +109,9 @@ func (m *Manager) Reload() (changed bool, err error) {
 		return false, nil
 	}
 	m.mu.Lock()
-	knownBad, lastErr := snap.id == m.lastFailedID, m.lastErr
+	failedID, lastErr := m.reloads.LastFailed()
 	m.mu.Unlock()
-	if knownBad {
+	if knownBad := snap.id == failedID; knownBad {
 		return false, lastErr
 	}
 	rev, errs := build(snap, m.opts)
@@ -175,22 +166,14 @@ func (m *Manager) rejected(id string, errs policy.Errors) error {
 func (m *Manager) finish(result string, errs policy.Errors, id string) {
 	now := time.Now()
 	m.mu.Lock()
-	healed := errs == nil && m.lastErr != nil
-	m.lastCheck = now
-	m.lastErr, m.lastFailedID = errs, ""
+	var healed bool
 	switch result {
 	case ReloadSuccess:
-		m.reloadsOK++
-		m.lastReload = now
+		healed = m.reloads.Accepted(now, id)
 	case ReloadFailure:
-		m.reloadsFail++
-		m.lastFailedID = id
-	}
-	if result != ReloadUnchanged {
-		if len(m.history) == HistorySize {
-			m.history = append(m.history[:0], m.history[1:]...)
-		}
-		m.history = append(m.history, Reload{Time: now, Accepted: result == ReloadSuccess, Revision: id, Errors: errs})
+		m.reloads.Rejected(now, id, id, errs)
+	default:
+		healed = m.reloads.Unchanged(now)
 	}
 	m.mu.Unlock()
 	if healed {
@@ -234,25 +217,18 @@ func (m *Manager) Status() Status {
 	rev := m.cur.Load()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := Status{
+	ok, failed := m.reloads.Counts()
+	return Status{
 		Dir:           m.dir,
 		Revision:      rev.id,
 		Files:         rev.Files(),
 		LoadedAt:      rev.loadedAt,
-		LastError:     m.lastErr,
-		ReloadsOK:     m.reloadsOK,
-		ReloadsFailed: m.reloadsFail,
-		Reloads:       make([]Reload, 0, len(m.history)),
+		LastReload:    m.reloads.LastReload(),
+		LastCheck:     m.reloads.LastCheck(),
+		LastError:     m.reloads.LastError(),
+		ReloadsOK:     ok,
+		ReloadsFailed: failed,
+		Reloads:       m.reloads.History(),
 		Tests:         rev.tests,
 	}
-	for i := len(m.history) - 1; i >= 0; i-- {
-		st.Reloads = append(st.Reloads, m.history[i])
-	}
-	if !m.lastReload.IsZero() {
-		st.LastReload = new(m.lastReload)
-	}
-	if !m.lastCheck.IsZero() {
-		st.LastCheck = new(m.lastCheck)
-	}
-	return st
 }
