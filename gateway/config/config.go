@@ -540,10 +540,10 @@ func parse(name string, data []byte, lookup func(string) (string, bool), dir str
 	if dir != "" {
 		c.resolvePaths(dir)
 	}
-	verrs := flatten(c.Validate())
+	verrs := Flatten(c.Validate())
 	if dir != "" {
-		verrs = append(verrs, flatten(c.checkCommands())...)
-		verrs = append(verrs, flatten(c.checkContextFiles())...)
+		verrs = append(verrs, Flatten(c.checkCommands())...)
+		verrs = append(verrs, Flatten(c.checkContextFiles())...)
 	}
 	if len(envErrs)+len(verrs) > 0 {
 		return nil, inFile(name, withLines(data, errors.Join(append(envErrs, unexpanded(envErrs, verrs)...)...)))
@@ -774,7 +774,7 @@ func (c *Config) validateMCPServers(add func(path, format string, args ...any)) 
 	names := map[string]bool{}
 	for i, s := range c.MCPServers {
 		item := fmt.Sprintf("mcpServers[%d]", i)
-		for _, err := range flatten(s.Validate()) {
+		for _, err := range Flatten(s.Validate()) {
 			path := item
 			if k := leadingWord.FindString(err.Error()); keys[k] != nil {
 				path += "." + k

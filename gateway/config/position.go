@@ -79,7 +79,7 @@ func withLines(data []byte, err error) []*posError {
 	root := new(yaml.Node)
 	_ = yaml.Unmarshal(data, root) // data decoded once already; only positions are needed
 	var out []*posError
-	for _, e := range flatten(err) {
+	for _, e := range Flatten(err) {
 		var fe *fieldError
 		n := (*yaml.Node)(nil)
 		if errors.As(e, &fe) {
@@ -147,9 +147,9 @@ func locate(root *yaml.Node, path string, key bool) *yaml.Node {
 	return n
 }
 
-// flatten returns the errors joined in err (errors.Join, nested or not),
+// Flatten returns the errors joined in err (errors.Join, nested or not),
 // or err alone.
-func flatten(err error) []error {
+func Flatten(err error) []error {
 	if err == nil {
 		return nil
 	}
@@ -159,7 +159,7 @@ func flatten(err error) []error {
 	}
 	var out []error
 	for _, e := range j.Unwrap() {
-		out = append(out, flatten(e)...)
+		out = append(out, Flatten(e)...)
 	}
 	return out
 }

@@ -228,7 +228,7 @@ func (m *Manager) finish(result string, errs policy.Errors, rev string, next *co
 // A restart error's code is CodeRestart, any other's code.
 func diagnostics(file, code string, err error) policy.Errors {
 	var out policy.Errors
-	for _, e := range flatten(err) {
+	for _, e := range config.Flatten(err) {
 		d := &policy.Error{Code: code, Location: policy.Location{File: file}, Message: e.Error()}
 		if fe := (*config.FileError)(nil); errors.As(e, &fe) {
 			d.Location = policy.Location{File: fe.File, Line: fe.Line, Column: fe.Column}
@@ -238,19 +238,6 @@ func diagnostics(file, code string, err error) policy.Errors {
 			d.Code, d.Field = CodeRestart, re.Path
 		}
 		out = append(out, d)
-	}
-	return out
-}
-
-// flatten returns the errors joined in err (errors.Join, nested or not).
-func flatten(err error) []error {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return []error{err}
-	}
-	var out []error
-	for _, e := range j.Unwrap() {
-		out = append(out, flatten(e)...)
 	}
 	return out
 }

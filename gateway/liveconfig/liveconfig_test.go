@@ -121,8 +121,8 @@ func TestDiff(t *testing.T) {
 					t.Errorf("Diff = %v\nwant it to say %q", err, w)
 				}
 			}
-			if len(flatten(err)) < len(tc.want) {
-				t.Errorf("Diff = %v: %d errors, want %d", err, len(flatten(err)), len(tc.want))
+			if len(config.Flatten(err)) < len(tc.want) {
+				t.Errorf("Diff = %v: %d errors, want %d", err, len(config.Flatten(err)), len(tc.want))
 			}
 		})
 	}
