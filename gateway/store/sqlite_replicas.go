@@ -55,14 +55,7 @@ func (s *SQLite) RenewSubmission(ctx context.Context, sub *Submission, ttl time.
 		return fmt.Errorf("renewing submission: %w: ttl %v is not positive", ErrInvalid, ttl)
 	}
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, s.q.renewSubmission).ExecContext(ctx, nanos(now().Add(ttl)), sub.ID, sub.Attempts)
-		if err != nil {
-			return err
-		}
-		if affectedOne(res) != nil {
-			return ErrFenced
-		}
-		return nil
+		return fencedOne(tx.StmtContext(ctx, s.q.renewSubmission).ExecContext(ctx, nanos(now().Add(ttl)), sub.ID, sub.Attempts))
 	})
 	if err != nil {
 		return fmt.Errorf("renewing submission: %w", err)
@@ -110,17 +103,22 @@ func (s *SQLite) SetSubmissionRequest(ctx context.Context, id string, claim int,
 		return fmt.Errorf("setting submission request: %w: the request is not JSON", ErrInvalid)
 	}
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, setSubmissionRequestSQL, string(request), id, claim)
-		if err != nil {
-			return err
-		}
-		if affectedOne(res) != nil {
-			return ErrFenced
-		}
-		return nil
+		return fencedOne(tx.ExecContext(ctx, setSubmissionRequestSQL, string(request), id, claim))
 	})
 	if err != nil {
 		return fmt.Errorf("setting submission request: %w", err)
+	}
+	return nil
+}
+
+// fencedOne is the outcome of a write made under a claim: its error, or
+// ErrFenced when it changed no row (the claim is no longer held).
+func fencedOne(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	if affectedOne(res) != nil {
+		return ErrFenced
 	}
 	return nil
 }
