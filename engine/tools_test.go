@@ -351,6 +351,36 @@ func TestToolOutputTruncatedAndRedacted(t *testing.T) {
 	}
 }
 
+// secretClientResult runs a turn whose model calls the client tool, and
+// returns its harness, ready for the next turn (fresh events, a toolResult
+// rule redacting the token), and the turn's message with the client's
+// result — a token — on its last part.
+func secretClientResult(t *testing.T, client engine.Tool) (*harness, engine.UIMessage) {
+	t.Helper()
+	h := newHarness(t, newFake(callStep(`getLocation={}`), textStep("ok")), client)
+	msg := h.run(context.Background()).Message
+	msg.Parts = slices.Clone(msg.Parts)
+	last := &msg.Parts[len(msg.Parts)-1]
+	last.State, last.Output = engine.ToolStateOutputAvailable, json.RawMessage(`{"city":"Paris","token":"s3cret"}`)
+	h.rec.result = func(rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, error) {
+		return &engine.ToolResultDecision{Output: json.RawMessage(`{"city":"Paris","token":"[REDACTED]"}`)}, nil
+	}
+	h.ev = &events{}
+	h.req.Emit = h.ev.emit
+	return h, msg
+}
+
+// afterOf is the afterToolCall context of the call id (the last one), or nil.
+func (r *recorder) afterOf(id string) *engine.ToolCallResultContext {
+	var after *engine.ToolCallResultContext
+	for i := range r.after {
+		if r.after[i].ToolCallID == id {
+			after = &r.after[i]
+		}
+	}
+	return after
+}
+
 func TestClientTools(t *testing.T) {
 	client := engine.Tool{ToolInfo: engine.ToolInfo{Name: "getLocation", Kind: engine.ToolKindClient}}
 	t.Run("pending", func(t *testing.T) {
@@ -438,18 +468,8 @@ func TestClientTools(t *testing.T) {
 		}
 	})
 	t.Run("client result passes the toolResult hook and afterToolCall", func(t *testing.T) {
-		fake := newFake(callStep(`getLocation={}`), textStep("ok"))
-		h := newHarness(t, fake, client)
-		first := h.run(context.Background())
-		msg := first.Message
-		msg.Parts = slices.Clone(msg.Parts)
-		last := &msg.Parts[len(msg.Parts)-1]
-		last.State, last.Output = engine.ToolStateOutputAvailable, json.RawMessage(`{"city":"Paris","token":"s3cret"}`)
-		h.rec.result = func(rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, error) {
-			return &engine.ToolResultDecision{Output: json.RawMessage(`{"city":"Paris","token":"[REDACTED]"}`)}, nil
-		}
-		h.ev = &events{}
-		h.req.Emit = h.ev.emit
+		h, msg := secretClientResult(t, client)
+		fake, last := h.fake, &msg.Parts[len(msg.Parts)-1]
 		h.req.Messages = append(h.req.Messages, msg)
 		h.req.Continuation, h.req.MessageID = true, ""
 		h.req.ClientToolResults = []string{last.ToolCallID}
@@ -463,12 +483,7 @@ func TestClientTools(t *testing.T) {
 		if !strings.Contains(h.ev.text(), `"token":"[REDACTED]"`) {
 			t.Errorf("stream does not re-emit the redacted output: %s", h.ev.text())
 		}
-		var after *engine.ToolCallResultContext
-		for i := range h.rec.after {
-			if h.rec.after[i].ToolCallID == last.ToolCallID {
-				after = &h.rec.after[i]
-			}
-		}
+		after := h.rec.afterOf(last.ToolCallID)
 		if after == nil || after.Decision != engine.DecisionClient || !after.Success || !strings.Contains(string(after.Output), "s3cret") || strings.Contains(string(after.ModelOutput), "s3cret") {
 			t.Errorf("afterToolCall for the client result: %+v", after)
 		}
@@ -476,18 +491,8 @@ func TestClientTools(t *testing.T) {
 	t.Run("client result in a stateless history passes the toolResult hook and afterToolCall", func(t *testing.T) {
 		// The client sends the whole history: the call with its result,
 		// then a user message; the turn is not a continuation.
-		fake := newFake(callStep(`getLocation={}`), textStep("ok"))
-		h := newHarness(t, fake, client)
-		first := h.run(context.Background())
-		msg := first.Message
-		msg.Parts = slices.Clone(msg.Parts)
-		last := &msg.Parts[len(msg.Parts)-1]
-		last.State, last.Output = engine.ToolStateOutputAvailable, json.RawMessage(`{"city":"Paris","token":"s3cret"}`)
-		h.rec.result = func(rc *engine.ToolCallResultContext) (*engine.ToolResultDecision, error) {
-			return &engine.ToolResultDecision{Output: json.RawMessage(`{"city":"Paris","token":"[REDACTED]"}`)}, nil
-		}
-		h.ev = &events{}
-		h.req.Emit = h.ev.emit
+		h, msg := secretClientResult(t, client)
+		fake, last := h.fake, &msg.Parts[len(msg.Parts)-1]
 		sent := append(slices.Clone(h.req.Messages), msg, engine.UIMessage{ID: "u2", Role: engine.RoleUser, Parts: []engine.UIPart{{Type: engine.PartText, Text: "and?"}}})
 		h.req.Messages, h.req.MessageID = sent, ""
 		h.req.ClientToolResults = []string{last.ToolCallID}
@@ -501,12 +506,7 @@ func TestClientTools(t *testing.T) {
 		if p := sent[len(sent)-2].Parts[len(msg.Parts)-1]; !strings.Contains(string(p.Output), "s3cret") {
 			t.Errorf("the request's history was changed: %s", p.Output)
 		}
-		var after *engine.ToolCallResultContext
-		for i := range h.rec.after {
-			if h.rec.after[i].ToolCallID == last.ToolCallID {
-				after = &h.rec.after[i]
-			}
-		}
+		after := h.rec.afterOf(last.ToolCallID)
 		if after == nil || after.Decision != engine.DecisionClient || !after.Success || strings.Contains(string(after.ModelOutput), "s3cret") {
 			t.Errorf("afterToolCall for the client result: %+v", after)
 		}

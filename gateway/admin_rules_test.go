@@ -40,13 +40,7 @@ type overviewStatus struct {
 func TestAdminRulesOverview(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"tools.rego", "results.rego"} {
-		src, err := os.ReadFile(filepath.Join("testdata", "rules", "basic", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), src, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		copyFile(t, filepath.Join("testdata", "rules", "basic", f), filepath.Join(dir, f))
 	}
 	g := newTestGateway(t, "basic", func(c *config.Config) {
 		c.Rules.Dir = dir
@@ -210,13 +204,7 @@ func TestKillSwitchTenantAdmin(t *testing.T) {
 func TestAdminRulesShadowDisagreementsByTenant(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"tools.rego", "results.rego"} {
-		src, err := os.ReadFile(filepath.Join("testdata", "rules", "basic", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), src, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		copyFile(t, filepath.Join("testdata", "rules", "basic", f), filepath.Join(dir, f))
 	}
 	shadow := "beforeTurn:\n  - name: three-steps\n    shadow: true\n    set:\n      maxSteps: '3'\n"
 	if err := os.WriteFile(filepath.Join(dir, "turn.yaml"), []byte(shadow), 0o600); err != nil {
