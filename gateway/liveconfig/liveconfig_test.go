@@ -307,27 +307,3 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// TestREADMELiveFields keeps README's "Live configuration" true: it names
-// every field that reloads live.
-func TestREADMELiveFields(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(data), "\n## Live configuration\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Live configuration" section`)
-	}
-	sec, _, _ = strings.Cut(sec, "\n## ")
-	sec = strings.Join(strings.Fields(sec), " ")
-	for _, f := range LiveFields {
-		name := f[strings.LastIndex(f, ".")+1:]
-		if strings.HasPrefix(f, "websocket.") {
-			name = "WebSocket frame limits"
-		}
-		if !strings.Contains(sec, name) {
-			t.Errorf("README's Live configuration does not name %s (%q)", f, name)
-		}
-	}
-}

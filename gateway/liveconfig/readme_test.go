@@ -2,6 +2,7 @@ package liveconfig
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -9,23 +10,50 @@ import (
 	"github.com/turngate/turngate/gateway/config"
 )
 
+// readmeLiveSection is README.md's "## Live configuration" section, its
+// whitespace runs made single spaces.
+func readmeLiveSection(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(data), "\n## Live configuration\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Live configuration" section`)
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	return strings.Join(strings.Fields(sec), " ")
+}
+
+// TestREADMELiveFields keeps README's "Live configuration" true: it names
+// every field that reloads live.
+func TestREADMELiveFields(t *testing.T) {
+	sec := readmeLiveSection(t)
+	for _, f := range LiveFields {
+		name := f[strings.LastIndex(f, ".")+1:]
+		if strings.HasPrefix(f, "websocket.") {
+			name = "WebSocket frame limits"
+		}
+		if !strings.Contains(sec, name) {
+			t.Errorf("README's Live configuration does not name %s (%q)", f, name)
+		}
+	}
+}
+
 // TestREADMERestartList: README.md's "Live configuration" names, in its
 // list of what needs a restart, every top-level config key Diff refuses
 // to change live: each key without live fields as `key`, and each with
 // some (auth, limits, websocket, agents) as `key` or `key.field`, for its
 // other fields.
 func TestREADMERestartList(t *testing.T) {
-	data, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(data)
-	start := strings.Index(text, "Everything\nelse needs a restart:")
-	end := strings.Index(text, "An edit that changes any of these")
+	sec := readmeLiveSection(t)
+	start := strings.Index(sec, "Everything else needs a restart:")
+	end := strings.Index(sec, "An edit that changes any of these")
 	if start < 0 || end < start {
-		t.Fatal(`README.md has no "Everything else needs a restart: … An edit that changes any of these" paragraph`)
+		t.Fatal(`README.md's Live configuration has no "Everything else needs a restart: … An edit that changes any of these" paragraph`)
 	}
-	list := strings.Join(strings.Fields(text[start:end]), " ")
+	list := sec[start:end]
 	typ := reflect.TypeFor[config.Config]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
